@@ -1,0 +1,42 @@
+"""Helpers shared by the benchmark scripts: result files and machine facts."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    import os
+
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "when": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def quantiles(samples: list[float]) -> dict[str, float]:
+    """Median, p20 and p80 of ``samples``."""
+    q = statistics.quantiles(samples, n=10, method="inclusive")
+    return {"median": statistics.median(samples), "p20": q[1], "p80": q[7], "n": len(samples)}
+
+
+def write_result(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:
+    """Write ``payload`` with the machine facts to ``bench/results/<name>.json``."""
+    path = (out or RESULTS) / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"benchmark": name, "machine": machine(), **payload}, indent=2, sort_keys=True) + "\n")
+    return path

@@ -1,0 +1,1 @@
+"""flyconfigs.kernels: kernel families (RMSNorm first) and the ops users call."""

@@ -1,0 +1,251 @@
+"""The RMSNorm kernel family: its key, tunable space, default heuristic and reference.
+
+``y = x * rsqrt(mean(x**2) + eps) * w`` over the last dimension, fp32 accumulation.
+This module is the family's declaration and imports neither torch nor a GPU runtime;
+the op users call lives in :mod:`flyconfigs.kernels.rmsnorm_op`.
+
+Tunables (see ``rmsnorm.cu``):
+
+``threads``
+    threads per row: a sub-warp (8, 16), a warp, or a block of up to 1024.
+``rows_per_block``
+    rows one block normalizes (block size = threads × rows ≤ 1024).
+``vector_bytes``
+    bytes per load/store: 16, 8, 4, or 0 for the scalar path.  A row whose length or
+    stride is not a multiple of the vector takes the scalar path at run time.
+``row_storage``
+    where the row waits between the reduction and the write: ``reg`` (registers),
+    ``smem`` (shared memory) or ``reread`` (read x again).
+``occupancy``
+    the occupancy hint: minimum blocks per SM on CUDA, waves per EU on AMD; 0 = none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from flyconfigs.registry.declarations import KeyAxis, KeyValue, normalize_key
+from flyconfigs.registry.device import DeviceQuery
+
+__all__ = ["DTYPES", "ELEMENT_BYTES", "SPEC", "RMSNormSpec", "element_bytes", "reference_rms_norm", "traffic_bytes"]
+
+DTYPES = ("bf16", "fp16", "fp32")
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+THREADS = (8, 16, 32, 64, 128, 256, 512, 1024)
+ROWS = (1, 2, 4, 8, 16, 32)
+VECTOR_BYTES = (16, 8, 4, 0)
+STORAGE = ("reg", "smem", "reread")
+OCCUPANCY = (0, 2)
+MAX_REG_FLOATS = 64
+MAX_SMEM_BYTES = 48 * 1024
+MAX_BLOCK = 1024
+
+
+def element_bytes(dtype: str) -> int:
+    """Bytes per element of ``dtype``."""
+    return ELEMENT_BYTES[dtype]
+
+
+def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
+    """The bytes RMSNorm must move: ``2·M·N·sizeof(x) + N·sizeof(w)``."""
+    return 2 * m * n * ELEMENT_BYTES[dtype] + n * ELEMENT_BYTES[weight_dtype]
+
+
+def _pow2_ceil(value: int) -> int:
+    return 1 << max(0, (value - 1).bit_length())
+
+
+@dataclass(frozen=True)
+class RMSNormSpec:
+    """The RMSNorm family (a :class:`~flyconfigs.registry.KernelDecl`)."""
+
+    name: str = "rmsnorm"
+    version: int = 1
+    source_file: str = "rmsnorm.cu"
+    entry: str = "rmsnorm_kernel"
+
+    @property
+    def key_axes(self) -> tuple[KeyAxis, ...]:
+        return (
+            KeyAxis("M", int, ordinal=True, minimum=1),
+            KeyAxis("N", int, minimum=1),
+            KeyAxis("dtype", str, choices=DTYPES),
+            KeyAxis("weight_dtype", str, choices=DTYPES),
+        )
+
+    def source(self) -> str:
+        """The single C++ source, for hipRTC and NVRTC alike."""
+        return resources.files("flyconfigs.kernels").joinpath(self.source_file).read_text(encoding="utf-8")
+
+    def source_sha256(self) -> str:
+        """sha256 of :meth:`source`, recorded in every artifact."""
+        return hashlib.sha256(self.source().encode("utf-8")).hexdigest()
+
+    def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
+        """``key`` validated (see :func:`~flyconfigs.registry.normalize_key`); the weight
+        must be the activation dtype or fp32."""
+        norm = normalize_key(self, key)
+        if norm["weight_dtype"] not in (norm["dtype"], "fp32"):
+            from flyconfigs.errors import InvalidKeyError
+
+            raise InvalidKeyError(
+                f"weight_dtype {norm['weight_dtype']!r} must equal dtype {norm['dtype']!r} or be 'fp32'"
+            )
+        return norm
+
+    # -- the space --------------------------------------------------------------------
+
+    def valid(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], wave: int) -> str | None:
+        """``None`` when ``config`` can run for ``key`` on a device of wave size ``wave``,
+        else why not."""
+        n = int(key["N"])
+        esize = ELEMENT_BYTES[str(key["dtype"])]
+        threads, rows = int(config["threads"]), int(config["rows_per_block"])
+        vbytes, storage = int(config["vector_bytes"]), str(config["row_storage"])
+        vec = max(1, vbytes // esize) if vbytes else 1
+        if vbytes and vbytes < esize:
+            return "vector narrower than one element"
+        block = threads * rows
+        if block > MAX_BLOCK:
+            return f"block of {block} threads exceeds {MAX_BLOCK}"
+        if block % wave and threads < wave:
+            return f"a block of {block} threads is not a whole number of {wave}-wide waves"
+        if threads > wave and threads % wave:
+            return "threads per row must be a multiple of the wave size"
+        per_thread = -(-n // (threads * vec))
+        if storage == "reg" and per_thread * vec > MAX_REG_FLOATS:
+            return f"{per_thread * vec} values per thread exceed the register budget of {MAX_REG_FLOATS}"
+        if storage == "smem" and rows * n * 4 > MAX_SMEM_BYTES:
+            return f"{rows} rows of {n} floats exceed {MAX_SMEM_BYTES} bytes of shared memory"
+        if threads > max(wave, _pow2_ceil(-(-n // vec))):
+            return "more threads than vectors in the row"
+        return None
+
+    def space(self, key: Mapping[str, object], device: DeviceQuery | None = None, wave: int | None = None) -> list[dict[str, KeyValue]]:
+        """Every valid config for ``key``, pruned to the ones worth timing: the two widest
+        vector widths the row allows (the scalar path only when none does), 1–16 vectors
+        per thread, rows per block never beyond the rows there are, shared-memory rows
+        only for N ≥ 8192 and a second read only when a thread holds more than 8 values.
+        Never empty: the default is always valid."""
+        norm = self.check_key(key)
+        w = wave or _wave_of(device)
+        m, n = int(norm["M"]), int(norm["N"])
+        esize = ELEMENT_BYTES[str(norm["dtype"])]
+        widths = [v for v in VECTOR_BYTES if v and v >= esize and (n * esize) % v == 0][:2] or [0]
+        out = []
+        for threads, rows, vbytes, storage, occ in itertools.product(THREADS, ROWS, widths, STORAGE, OCCUPANCY):
+            vec = vbytes // esize if vbytes else 1
+            per_thread = -(-n // (threads * vec))
+            if rows > 1 and rows > _pow2_ceil(m):
+                continue
+            if per_thread > 16 or (threads > w and threads * vec > 2 * n):
+                continue
+            if storage == "smem" and n < 8192:
+                continue
+            if storage == "reread" and per_thread * vec <= 8:
+                continue
+            config: dict[str, KeyValue] = {
+                "threads": threads,
+                "rows_per_block": rows,
+                "vector_bytes": vbytes,
+                "row_storage": storage,
+                "occupancy": occ,
+            }
+            if self.valid(config, norm, w) is None:
+                out.append(config)
+        default = self.default_config(norm, device, wave=w)
+        if default not in out:
+            out.insert(0, default)
+        return out
+
+    # -- the default ------------------------------------------------------------------
+
+    def default_config(
+        self, key: Mapping[str, KeyValue], device: DeviceQuery | None, wave: int | None = None
+    ) -> dict[str, KeyValue]:
+        """The heuristic: the widest vector the row allows; for short rows a sub-warp or
+        warp per row and several rows per block; for longer rows enough threads that each
+        holds about 4 vectors in registers (64–1024 threads); more rows per block when
+        the rows are short and many."""
+        w = wave or _wave_of(device)
+        m, n = int(key["M"]), int(key["N"])
+        esize = ELEMENT_BYTES[str(key["dtype"])]
+        vbytes = next((v for v in (16, 8, 4) if v >= esize and (n * esize) % v == 0), 0)
+        vec = vbytes // esize if vbytes else 1
+        vectors = -(-n // vec)
+        if vectors <= 4 * w:
+            threads = max(8, min(w, _pow2_ceil(-(-vectors // 4))))
+        else:
+            threads = min(MAX_BLOCK, max(2 * w, _pow2_ceil(-(-vectors // 4))))
+        rows = 1
+        if threads < 256:
+            rows = max(1, min(256 // threads, _pow2_ceil(m)))
+        while threads * rows % w and rows < 32:
+            rows *= 2
+        config: dict[str, KeyValue] = {
+            "threads": threads,
+            "rows_per_block": rows,
+            "vector_bytes": vbytes,
+            "row_storage": "reg",
+            "occupancy": 0,
+        }
+        per_thread = -(-n // (threads * vec)) * vec
+        if per_thread > MAX_REG_FLOATS:
+            config["row_storage"] = "reread"
+        return config
+
+    # -- the launch geometry ----------------------------------------------------------
+
+    def grid(self, config: Mapping[str, KeyValue], m: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+        """Grid, block and dynamic shared-memory bytes for ``m`` rows."""
+        threads, rows = int(config["threads"]), int(config["rows_per_block"])
+        return (-(-m // rows), 1, 1), (threads * rows, 1, 1), 0
+
+    def defines(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], wave: int) -> list[str]:
+        """Compiler ``-D`` options that specialise the source for ``config`` and ``key``."""
+        storage = {"reg": 0, "smem": 1, "reread": 2}[str(config["row_storage"])]
+        dtype_id = {"fp32": 0, "fp16": 1, "bf16": 2}
+        return [
+            f"-DFC_N={int(key['N'])}",
+            f"-DFC_X_DTYPE={dtype_id[str(key['dtype'])]}",
+            f"-DFC_W_DTYPE={dtype_id[str(key['weight_dtype'])]}",
+            f"-DFC_THREADS={int(config['threads'])}",
+            f"-DFC_ROWS={int(config['rows_per_block'])}",
+            f"-DFC_VEC_BYTES={int(config['vector_bytes'])}",
+            f"-DFC_STORAGE={storage}",
+            f"-DFC_OCCUPANCY={int(config['occupancy'])}",
+            f"-DFC_WAVE={wave}",
+        ]
+
+
+def _wave_of(device: DeviceQuery | None) -> int:
+    if device is not None and device.vendor == "amd" and device.arch.startswith("gfx9"):
+        return 64
+    return 32
+
+
+def reference_rms_norm(x: Any, weight: Any, eps: float) -> Any:
+    """The float64 reference: works on torch tensors (on any device) and numpy arrays."""
+    if hasattr(x, "double") and hasattr(x, "pow"):
+        xd = x.double()
+        rms = (xd.pow(2).mean(dim=-1, keepdim=True) + eps).rsqrt()
+        return xd * rms * weight.double()
+    import numpy as np
+
+    xd = np.asarray(x, dtype=np.float64)
+    rms = 1.0 / np.sqrt((xd**2).mean(axis=-1, keepdims=True) + eps)
+    return xd * rms * np.asarray(weight, dtype=np.float64)
+
+
+def iter_grid(ms: list[int], ns: list[int], dtypes: list[tuple[str, str]]) -> Iterator[dict[str, KeyValue]]:
+    """Keys of a grid, in a stable order."""
+    for (dtype, wdtype), n, m in itertools.product(dtypes, ns, ms):
+        yield {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
+
+
+SPEC = RMSNormSpec()

@@ -1,0 +1,141 @@
+"""Which device a resolution is for.
+
+A :class:`DeviceQuery` is a device identity whose product, compute-unit count and
+features may be unknown; an unknown part never matches anything.  The current device
+comes from an explicit argument, else ``FLYCONFIGS_DEVICE``, else the GPU layer; when
+none of them knows, resolution serves the default and says why — it never guesses.
+
+``FLYCONFIGS_DEVICE`` holds ``ARCH[:COMPUTE_UNITS[:PRODUCT[:FEATURE,FEATURE…]]]``
+(``gfx942:304:AMD Instinct MI300X:sramecc+,xnack-``), a JSON device object, or
+``@PATH`` of a JSON file holding one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from flyconfigs.errors import ArtifactError, FieldProblem, GPUError
+from flyconfigs.schema.models import DeviceIdentity
+
+__all__ = ["DEVICE_ENV", "DeviceQuery", "as_query", "detect_gpu", "parse_device_spec", "vendor_of_arch"]
+
+DEVICE_ENV = "FLYCONFIGS_DEVICE"
+_ARCH = re.compile(r"^(gfx[0-9a-f]{3,4}|sm[0-9]{2,3}[a-z]?)$")
+
+
+def vendor_of_arch(arch: str) -> str:
+    """``amd`` for ``gfx…``, ``nvidia`` for ``sm…``; ``ValueError`` for anything else."""
+    if not _ARCH.match(arch):
+        raise ValueError(f"unknown arch {arch!r}: expected gfxNNN (AMD) or smNN (NVIDIA)")
+    return "amd" if arch.startswith("gfx") else "nvidia"
+
+
+@dataclass(frozen=True)
+class DeviceQuery:
+    """A device to resolve for; ``None`` parts are unknown."""
+
+    vendor: str
+    arch: str
+    product: str | None = None
+    compute_units: int | None = None
+    features: tuple[str, ...] | None = None
+
+    @classmethod
+    def of(cls, identity: DeviceIdentity) -> DeviceQuery:
+        """The complete query of a known device."""
+        return cls(identity.vendor, identity.arch, identity.product, identity.compute_units, tuple(identity.features))
+
+    def layers(self) -> tuple[tuple[object, ...] | None, tuple[object, ...] | None, tuple[object, ...]]:
+        """Match tokens like :meth:`DeviceIdentity.layers`; ``None`` where a part is unknown."""
+        exact = None
+        if self.product is not None and self.compute_units is not None and self.features is not None:
+            exact = (self.vendor, self.arch, self.product, self.compute_units, self.features)
+        same_cus = (self.vendor, self.arch, self.compute_units) if self.compute_units is not None else None
+        return exact, same_cus, (self.vendor, self.arch)
+
+    def describe(self) -> str:
+        """``sm90 'NVIDIA H200' 132 CUs``, with ``?`` for unknown parts."""
+        product = repr(self.product) if self.product is not None else "?"
+        cus = self.compute_units if self.compute_units is not None else "?"
+        feats = f" [{' '.join(self.features)}]" if self.features else ""
+        return f"{self.arch} {product} {cus} CUs{feats}"
+
+
+def as_query(device: DeviceIdentity | DeviceQuery | str) -> DeviceQuery:
+    """A query from an identity, a query, or a ``FLYCONFIGS_DEVICE``-style string."""
+    if isinstance(device, DeviceQuery):
+        return device
+    if isinstance(device, DeviceIdentity):
+        return DeviceQuery.of(device)
+    if isinstance(device, str):
+        return parse_device_spec(device)
+    raise TypeError(f"device must be a Device, DeviceQuery or spec string, got {type(device).__name__}")
+
+
+def _from_json(data: Any, where: str) -> DeviceQuery:
+    if not isinstance(data, dict):
+        raise ArtifactError(where, [FieldProblem("", "a device must be a JSON object")])
+    fields = {k: data[k] for k in ("vendor", "arch", "product", "compute_units", "features") if k in data}
+    try:
+        return DeviceQuery.of(DeviceIdentity.model_validate(fields))
+    except ValidationError as exc:
+        from flyconfigs.schema.load import validation_problems
+
+        raise ArtifactError(where, validation_problems(exc, fields)) from None
+
+
+def parse_device_spec(spec: str, where: str = DEVICE_ENV) -> DeviceQuery:
+    """Parse a ``FLYCONFIGS_DEVICE`` value; :class:`ArtifactError` names ``where``."""
+    text = spec.strip()
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            return _from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, ArtifactError):
+                raise
+            raise ArtifactError(str(path), [FieldProblem("", f"cannot read device file: {exc}")]) from None
+    if text.startswith("{"):
+        try:
+            return _from_json(json.loads(text), where)
+        except json.JSONDecodeError as exc:
+            raise ArtifactError(where, [FieldProblem("", f"invalid JSON: {exc.msg}")]) from None
+    parts = text.split(":", 3)
+    arch = parts[0]
+    try:
+        vendor = vendor_of_arch(arch)
+    except ValueError as exc:
+        raise ArtifactError(where, [FieldProblem("arch", str(exc))]) from None
+    cus = None
+    if len(parts) > 1 and parts[1]:
+        if not parts[1].isdigit() or int(parts[1]) < 1:
+            raise ArtifactError(where, [FieldProblem("compute_units", f"expected a positive int, got {parts[1]!r}")])
+        cus = int(parts[1])
+    product = parts[2] if len(parts) > 2 and parts[2] else None
+    features = tuple(sorted(f for f in parts[3].split(",") if f)) if len(parts) > 3 else (() if product else None)
+    return DeviceQuery(vendor, arch, product, cus, features)
+
+
+def detect_gpu() -> tuple[DeviceQuery | None, str]:
+    """The current GPU through the GPU layer, or ``None`` and the reason it is unknown.
+
+    Imports the GPU layer only when called, so the loader path stays light.
+    """
+    if os.environ.get("FLYCONFIGS_NO_GPU_DETECT"):
+        return None, "GPU detection disabled by FLYCONFIGS_NO_GPU_DETECT"
+    try:
+        from flyconfigs.gpu import detect_device
+    except ImportError as exc:  # pragma: no cover - the GPU layer ships with flyconfigs
+        return None, f"GPU layer unavailable: {exc}"
+    try:
+        device = detect_device()
+    except GPUError as exc:
+        return None, f"no GPU detected ({type(exc).__name__}: {exc})"
+    return DeviceQuery.of(device.identity), f"detected {device.identity.describe()}"

@@ -1,0 +1,66 @@
+"""Problems with the data the registry reads, each logged once.
+
+Bad data never raises out of a resolve: it becomes a :class:`Problem`, logged through
+``logging`` the first time it is seen (not per call), kept for ``flyconfigs doctor``,
+and the resolution falls back past it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Problem", "ProblemKind", "ProblemLog"]
+
+logger = logging.getLogger("flyconfigs.registry")
+
+ProblemKind = Literal[
+    "invalid-artifact",
+    "unsupported-major",
+    "hash-mismatch",
+    "missing-file",
+    "unsafe-path",
+    "identity-mismatch",
+    "invalid-manifest",
+    "wrong-target",
+    "collision",
+    "bad-device",
+]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One distinct problem: its kind, the file (or setting) it is in, and what is wrong."""
+
+    kind: ProblemKind
+    where: str
+    message: str
+    distribution: str | None = None
+
+    def __str__(self) -> str:
+        origin = f" (from {self.distribution})" if self.distribution else ""
+        return f"{self.kind}: {self.where}{origin}: {self.message}"
+
+
+class ProblemLog:
+    """Records problems; logs each distinct one once, at ``level`` unless it is a collision
+    an override directory was meant to make (logged at INFO)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Problem, None] = {}
+        self._lock = threading.Lock()
+
+    def report(self, problem: Problem, level: int = logging.WARNING) -> None:
+        """Record ``problem``; log it if it is new."""
+        with self._lock:
+            if problem in self._seen:
+                return
+            self._seen[problem] = None
+        logger.log(level, "%s", problem)
+
+    def problems(self) -> list[Problem]:
+        """Every problem recorded so far, in the order first seen."""
+        with self._lock:
+            return list(self._seen)

@@ -1,0 +1,454 @@
+"""Resolution: which config a kernel gets for a key on a device, and why.
+
+Precedence (the one place it is written down; the README repeats it):
+
+1. the in-process memo (a dictionary lookup; negative results are memoized too);
+2. for the device's layers from most to least specific —
+
+   a. the same product (vendor, arch, product, compute units, features), exact key;
+   b. the same arch and compute-unit count, exact key;
+   c. layers a and b with the nearest key on the kernel's ordinal axes (``M``), never
+      across exact axes (``dtype``);
+   d. the same arch only (*borrowed*: the record names the device it came from), exact
+      key, then the nearest key;
+
+   and within each step the sources in order: ``FLYCONFIGS_PATH`` directories as listed,
+   then installed data packages by normalized distribution name.  When two sources
+   hold an artifact for the same kernel, device and key, the first in that order wins
+   and the collision is reported (``flyconfigs doctor``);
+3. the kernel's default heuristic.
+
+Nearest key: the smallest sum over ordinal axes of ``|log2 a - log2 b|``; a tie goes to
+the larger tuned value.  A missing, corrupt, mismatched or invalid artifact is skipped
+with one warning per cause and the search goes on; the reasons are kept in the record.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import invalidate_caches
+from types import MappingProxyType
+from typing import Literal
+
+from flyconfigs.errors import ArtifactError
+from flyconfigs.registry.declarations import KernelDecl, KeyValue, kernel_declaration, normalize_key
+from flyconfigs.registry.device import DEVICE_ENV, DeviceQuery, as_query, detect_gpu, parse_device_spec
+from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.sources import (
+    Entry,
+    LoadedPackage,
+    PackageInfo,
+    PackageRef,
+    find_packages,
+    load_package,
+    override_directories,
+    scan_directory,
+)
+from flyconfigs.schema.models import DeviceIdentity
+
+__all__ = ["Collision", "Resolution", "Resolver", "Step"]
+
+Layer = Literal["exact", "same-compute-units", "same-arch", "default"]
+_LAYER_NAMES: tuple[Layer, Layer, Layer] = ("exact", "same-compute-units", "same-arch")
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A resolved config and where it came from.
+
+    ``source`` is ``override``, ``package`` or ``default``; ``layer`` the device layer that
+    matched; ``key_match`` ``exact``, ``nearest`` or ``none``; ``borrowed`` is true for a
+    same-arch match, with ``matched_device`` the device it was tuned on; ``reasons`` the
+    chain of steps that fell through before this answer.
+    """
+
+    kernel: str
+    key: Mapping[str, KeyValue]
+    device: DeviceQuery | None
+    config: Mapping[str, KeyValue]
+    source: Literal["override", "package", "default"]
+    layer: Layer
+    key_match: Literal["exact", "nearest", "none"]
+    borrowed: bool = False
+    matched_key: Mapping[str, KeyValue] | None = None
+    matched_device: DeviceIdentity | None = None
+    origin: str | None = None
+    version: str | None = None
+    file: str | None = None
+    reasons: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, object]:
+        """The record as plain JSON data (for ``--json`` output)."""
+        return {
+            "kernel": self.kernel,
+            "key": dict(self.key),
+            "device": None if self.device is None else self.device.describe(),
+            "config": dict(self.config),
+            "source": self.source,
+            "layer": self.layer,
+            "key_match": self.key_match,
+            "borrowed": self.borrowed,
+            "matched_key": None if self.matched_key is None else dict(self.matched_key),
+            "matched_device": None if self.matched_device is None else self.matched_device.model_dump(mode="json"),
+            "origin": self.origin,
+            "version": self.version,
+            "file": self.file,
+            "reasons": list(self.reasons),
+        }
+
+
+@dataclass(frozen=True)
+class Collision:
+    """Several sources hold an artifact for one kernel, device and key; ``winner`` serves."""
+
+    kernel: str
+    key: Mapping[str, KeyValue]
+    device: DeviceIdentity
+    winner: str
+    shadowed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of an explanation: what was looked for and what happened."""
+
+    looked_for: str
+    outcome: str
+
+
+@dataclass
+class _Index:
+    entries: list[Entry]
+    by_layer: tuple[dict[tuple[object, ...], list[Entry]], ...] = field(default_factory=tuple)
+
+
+Observer = Callable[[Resolution], None]
+
+
+class Resolver:
+    """Answers :meth:`resolve`; holds the memo, the source index and the problem log.
+
+    Thread-safe; one process-wide instance backs :func:`flyconfigs.resolve`.
+    """
+
+    def __init__(self, paths: list[str] | None = None) -> None:
+        self._paths = paths
+        self._lock = threading.RLock()
+        self._memo: dict[tuple[object, ...], Resolution] = {}
+        self._indexes: dict[tuple[str, str], _Index] = {}
+        self._overrides: list[Entry] | None = None
+        self._refs: list[PackageRef] | None = None
+        self._loaded: dict[str, list[LoadedPackage]] = {}
+        self._device: tuple[DeviceQuery | None, str] | None = None
+        self._observers: list[Observer] = []
+        self.problems = ProblemLog()
+
+    # -- caches -------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Drop every cache: the memo, the source index, the detected device and the
+        record of problems already logged.  Packages installed or removed since are seen
+        by the next resolve, and problems that remain are logged once more."""
+        with self._lock:
+            invalidate_caches()
+            self._memo.clear()
+            self._indexes.clear()
+            self._overrides = None
+            self._refs = None
+            self._loaded = {}
+            self._device = None
+            self.problems = ProblemLog()
+
+    def add_observer(self, observer: Observer) -> Callable[[], None]:
+        """Call ``observer`` with every resolution (memo hits too); returns a remover."""
+        self._observers.append(observer)
+        return lambda: self._observers.remove(observer)
+
+    # -- the hot path -------------------------------------------------------------------
+
+    def resolve(
+        self,
+        kernel: str | KernelDecl,
+        key: Mapping[str, object],
+        device: DeviceIdentity | DeviceQuery | str | None = None,
+    ) -> Resolution:
+        """The config for ``kernel`` at ``key`` on ``device`` (default: the current
+        device) and its provenance.  Never raises for bad data; raises
+        :class:`~flyconfigs.errors.UnknownKernelError` or
+        :class:`~flyconfigs.errors.InvalidKeyError` for a bad call."""
+        name = kernel if isinstance(kernel, str) else kernel.name
+        token = device if device is None or isinstance(device, (str, DeviceQuery)) else as_query(device)
+        memo_key = (name, token, *key.items())
+        try:
+            hit = self._memo.get(memo_key)
+        except TypeError:  # an unhashable key value: let validation name it
+            hit = memo_key = None
+        if hit is None:
+            hit = self._resolve_slow(kernel, key, token)
+            if memo_key is not None:
+                self._memo[memo_key] = hit
+        if self._observers:
+            for observer in self._observers:
+                observer(hit)
+        return hit
+
+    # -- the slow path ------------------------------------------------------------------
+
+    def _resolve_slow(self, kernel: str | KernelDecl, key: Mapping[str, object], device: object) -> Resolution:
+        decl = kernel_declaration(kernel)
+        norm = normalize_key(decl, key)
+        query, why = self._device_query(device)
+        with self._lock:
+            return self._search(decl, norm, query, why, [])
+
+    def current_device(self) -> tuple[DeviceQuery | None, str]:
+        """The device resolve uses when none is given, and how it was found."""
+        return self._device_query(None)
+
+    def _device_query(self, device: object) -> tuple[DeviceQuery | None, str]:
+        if device is not None:
+            return as_query(device), "given by the caller"  # type: ignore[arg-type]
+        with self._lock:
+            if self._device is None:
+                self._device = self._detect()
+            return self._device
+
+    def _detect(self) -> tuple[DeviceQuery | None, str]:
+        spec = os.environ.get(DEVICE_ENV)
+        if spec:
+            try:
+                return parse_device_spec(spec), f"from {DEVICE_ENV}"
+            except ArtifactError as exc:
+                self.problems.report(Problem("bad-device", DEVICE_ENV, "; ".join(map(str, exc.problems))))
+                return None, f"{DEVICE_ENV} is invalid ({exc.problems[0]})"
+        return detect_gpu()
+
+    def _search(
+        self, decl: KernelDecl, key: dict[str, KeyValue], query: DeviceQuery | None, why: str, trace: list[Step]
+    ) -> Resolution:
+        reasons: list[str] = []
+        if query is None:
+            reasons.append(f"no device known: {why}")
+            trace.append(Step("the current device", reasons[-1]))
+            return self._default(decl, key, None, reasons)
+        index = self._index(decl.name, query.arch)
+        tokens = query.layers()
+        tried: set[int] = set()
+        plan = [(0, "exact"), (1, "exact"), (0, "nearest"), (1, "nearest"), (2, "exact"), (2, "nearest")]
+        for layer, mode in plan:
+            token = tokens[layer]
+            what = f"{_LAYER_NAMES[layer]} device, {mode} key"
+            if token is None:
+                trace.append(Step(what, "skipped: the device's identity is incomplete"))
+                continue
+            pool = index.by_layer[layer].get(token, [])
+            matches = _exact(pool, key) if mode == "exact" else _nearest(pool, key, decl)
+            matches = [e for e in matches if id(e) not in tried]
+            if not matches:
+                trace.append(Step(what, "no artifact"))
+                continue
+            for entry in matches:
+                tried.add(id(entry))
+                artifact = entry.load(self.problems)
+                if artifact is None:
+                    reasons.append(f"{entry.path}: unusable ({self._last_problem(entry)})")
+                    trace.append(Step(what, reasons[-1]))
+                    continue
+                trace.append(Step(what, f"found {entry.path}"))
+                return Resolution(
+                    kernel=decl.name,
+                    key=MappingProxyType(dict(key)),
+                    device=query,
+                    config=MappingProxyType(dict(artifact.winner.config)),
+                    source=entry.source.kind,
+                    layer=_LAYER_NAMES[layer],
+                    key_match=mode,  # type: ignore[arg-type]
+                    borrowed=layer == 2,
+                    matched_key=MappingProxyType(dict(entry.key)),
+                    matched_device=entry.device,
+                    origin=entry.source.name,
+                    version=entry.source.version,
+                    file=str(entry.path),
+                    reasons=tuple(reasons),
+                )
+        reasons.append(f"no artifact for {decl.name} on {query.describe()}")
+        return self._default(decl, key, query, reasons)
+
+    def _last_problem(self, entry: Entry) -> str:
+        for problem in reversed(self.problems.problems()):
+            if problem.where == str(entry.path):
+                return problem.kind
+        return "unreadable"
+
+    def _default(
+        self, decl: KernelDecl, key: dict[str, KeyValue], query: DeviceQuery | None, reasons: list[str]
+    ) -> Resolution:
+        config = decl.default_config(key, query)
+        return Resolution(
+            kernel=decl.name,
+            key=MappingProxyType(dict(key)),
+            device=query,
+            config=MappingProxyType(dict(config)),
+            source="default",
+            layer="default",
+            key_match="none",
+            reasons=(*reasons, "served the kernel's default heuristic"),
+        )
+
+    # -- explain ------------------------------------------------------------------------
+
+    def explain(
+        self, kernel: str | KernelDecl, key: Mapping[str, object], device: DeviceIdentity | DeviceQuery | str | None = None
+    ) -> tuple[Resolution, list[Step]]:
+        """Resolve without the memo and return every step taken, in order."""
+        decl = kernel_declaration(kernel)
+        norm = normalize_key(decl, key)
+        query, why = self._device_query(device)
+        trace = [Step("device", f"{query.describe() if query else 'unknown'} ({why})")]
+        with self._lock:
+            return self._search(decl, norm, query, why, trace), trace
+
+    # -- the index ----------------------------------------------------------------------
+    # Override directories are scanned whole (they hold local tuning output); a data
+    # package's manifest is read only when a device of its target is first resolved,
+    # since every row of a package belongs to its target.
+
+    def _override_entries(self) -> list[Entry]:
+        if self._overrides is None:
+            dirs = override_directories(os.pathsep.join(self._paths) if self._paths is not None else None)
+            entries: list[Entry] = []
+            for rank, folder in enumerate(dirs):
+                entries.extend(scan_directory(folder, rank, self.problems))
+            self._overrides = entries
+        return self._overrides
+
+    def _package_refs(self) -> list[PackageRef]:
+        if self._refs is None:
+            self._refs = find_packages(first_rank=len(override_directories(
+                os.pathsep.join(self._paths) if self._paths is not None else None
+            )))
+        return self._refs
+
+    def _packages_for(self, target: str) -> list[LoadedPackage]:
+        loaded = self._loaded.get(target)
+        if loaded is None:
+            loaded = []
+            for ref in self._package_refs():
+                if ref.target == target:
+                    package = load_package(ref, self.problems)
+                    if package is not None:
+                        loaded.append(package)
+            self._loaded[target] = loaded
+        return loaded
+
+    def _entries_for(self, arch: str) -> list[Entry]:
+        entries = [e for e in self._override_entries() if e.device.arch == arch]
+        for package in self._packages_for(arch):
+            entries.extend(package.entries)
+        return entries
+
+    def _index(self, kernel: str, arch: str) -> _Index:
+        index = self._indexes.get((kernel, arch))
+        if index is None:
+            entries = [e for e in self._entries_for(arch) if e.kernel == kernel]
+            layers: tuple[dict[tuple[object, ...], list[Entry]], ...] = ({}, {}, {})
+            for entry in entries:
+                for layer, token in enumerate(entry.device.layers()):
+                    layers[layer].setdefault(token, []).append(entry)
+            index = self._indexes[(kernel, arch)] = _Index(entries, layers)
+        return index
+
+    # -- what doctor and list read -------------------------------------------------------
+
+    def _all_targets(self) -> list[str]:
+        targets = {ref.target for ref in self._package_refs()}
+        targets.update(e.device.arch for e in self._override_entries())
+        return sorted(targets)
+
+    def packages(self) -> list[PackageInfo]:
+        """Installed data packages whose manifests are readable, in precedence order
+        (reads every manifest)."""
+        with self._lock:
+            found = [p.info for t in self._all_targets() for p in self._packages_for(t)]
+            return sorted(found, key=lambda info: [r.distribution for r in self._package_refs()].index(info.distribution))
+
+    def all_entries(self) -> Iterator[Entry]:
+        """Every entry of every source (reads every manifest)."""
+        with self._lock:
+            entries = [e for t in self._all_targets() for e in self._entries_for(t)]
+        yield from sorted(entries, key=lambda e: e.source.rank)
+
+    def collisions(self) -> list[Collision]:
+        """Every collision between sources, each also logged once."""
+        return _collisions(list(self.all_entries()), self.problems)
+
+    def check_all(self) -> list[Problem]:
+        """Load every artifact and find every collision (as doctor does); return every
+        problem seen so far."""
+        for entry in self.all_entries():
+            entry.load(self.problems)
+        self.collisions()
+        return self.problems.problems()
+
+
+def _exact(pool: list[Entry], key: dict[str, KeyValue]) -> list[Entry]:
+    return [e for e in pool if e.key == key]
+
+
+def _nearest(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl) -> list[Entry]:
+    ordinal = [a.name for a in decl.key_axes if a.ordinal]
+    if not ordinal:
+        return []
+    scored: list[tuple[float, tuple[float, ...], int, Entry]] = []
+    for rank, entry in enumerate(pool):
+        if entry.key.keys() != key.keys():
+            continue
+        if any(entry.key[a.name] != key[a.name] for a in decl.key_axes if not a.ordinal):
+            continue
+        values = [entry.key[n] for n in ordinal]
+        if not all(type(v) is int for v in values):
+            continue
+        distance = sum(abs(_log2(entry.key[n]) - _log2(key[n])) for n in ordinal)  # type: ignore[arg-type]
+        scored.append((distance, tuple(-float(v) for v in values), rank, entry))  # type: ignore[arg-type]
+    scored.sort(key=lambda item: item[:3])
+    return [item[3] for item in scored]
+
+
+def _log2(value: int) -> float:
+    return math.log2(max(value, 1))
+
+
+def _collisions(entries: list[Entry], problems: ProblemLog) -> list[Collision]:
+    slots: dict[tuple[object, ...], list[Entry]] = {}
+    for entry in entries:
+        slots.setdefault(entry.slot(), []).append(entry)
+    found = []
+    for group in slots.values():
+        if len(group) < 2:
+            continue
+        group.sort(key=lambda e: e.source.rank)
+        names = [_label(e) for e in group]
+        collision = Collision(group[0].kernel, dict(group[0].key), group[0].device, names[0], tuple(names[1:]))
+        found.append(collision)
+        deliberate = group[0].source.kind == "override"
+        problems.report(
+            Problem(
+                "collision",
+                str(group[1].path),
+                f"{group[0].kernel} {dict(group[0].key)} on {group[0].device.describe()}: "
+                f"{names[0]} wins over {', '.join(names[1:])}",
+            ),
+            logging.INFO if deliberate else logging.WARNING,
+        )
+    return found
+
+
+def _label(entry: Entry) -> str:
+    if entry.source.kind == "package":
+        return f"{entry.source.name} {entry.source.version} ({entry.path.name})"
+    return str(entry.path)

@@ -1,0 +1,71 @@
+"""flyconfigs.schema: the versioned artifact format.
+
+Models (:class:`Artifact`, :class:`Device`, :class:`Manifest`, …), canonical JSON and
+content hashes, versions and migrations (FlyDSL's format among them), and the reader that
+turns untrusted files into validated artifacts or one precise
+:class:`~flyconfigs.errors.ArtifactError`.
+"""
+
+from flyconfigs.schema import flydsl as _flydsl  # noqa: F401  (registers its migration)
+from flyconfigs.schema.canonical import canonical_bytes, content_hash, sha256_hex
+from flyconfigs.schema.jsonio import MAX_DEPTH, MAX_DOCUMENT_BYTES, parse_document, read_document, write_atomic
+from flyconfigs.schema.load import LoadReport, load_artifact, loads_artifact, parse_artifact
+from flyconfigs.schema.manifest import MANIFEST_FILE, Manifest, ManifestRow, target_module
+from flyconfigs.schema.models import (
+    SCHEMA_VERSION,
+    Artifact,
+    Candidate,
+    CandidateStatus,
+    Choice,
+    Config,
+    Device,
+    DeviceIdentity,
+    KernelRef,
+    Key,
+    Provenance,
+    Resources,
+    Selection,
+    Timing,
+    TimingProtocol,
+    Vendor,
+)
+from flyconfigs.schema.versions import Migration, migrations, register_migration, upgrade
+
+__all__ = [
+    "MANIFEST_FILE",
+    "MAX_DEPTH",
+    "MAX_DOCUMENT_BYTES",
+    "SCHEMA_VERSION",
+    "Artifact",
+    "Candidate",
+    "CandidateStatus",
+    "Choice",
+    "Config",
+    "Device",
+    "DeviceIdentity",
+    "KernelRef",
+    "Key",
+    "LoadReport",
+    "Manifest",
+    "ManifestRow",
+    "Migration",
+    "Provenance",
+    "Resources",
+    "Selection",
+    "Timing",
+    "TimingProtocol",
+    "Vendor",
+    "canonical_bytes",
+    "content_hash",
+    "load_artifact",
+    "loads_artifact",
+    "migrations",
+    "parse_artifact",
+    "parse_document",
+    "read_document",
+    "register_migration",
+    "sha256_hex",
+    "target_module",
+    "upgrade",
+    "write_atomic",
+]

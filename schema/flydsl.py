@@ -1,0 +1,152 @@
+"""FlyDSL's offline autotune artifacts, imported and exported byte-compatibly.
+
+A FlyDSL file is ``{"version": 1, "identity": {"name", "key", "device": {"name", "arch",
+"compute_units"}}, "config"}``, named ``<name>-<sha256 of the identity>.json`` where the
+identity is serialised with sorted keys, separators ``(",", ":")`` and ASCII escaping,
+and written with sorted keys, a 2-space indent and a final newline.  Importing is the
+schema's migration step from format ``flydsl-1`` to ``1.0``; exporting writes what
+FlyDSL's own writer would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from flyconfigs.errors import ArtifactError, FieldProblem
+from flyconfigs.schema.jsonio import write_atomic
+from flyconfigs.schema.models import SCHEMA_VERSION, Artifact
+from flyconfigs.schema.versions import Migration, register_migration
+
+__all__ = [
+    "export_flydsl",
+    "flydsl_file_name",
+    "flydsl_identity_digest",
+    "flydsl_payload",
+    "import_flydsl_file",
+    "write_flydsl",
+]
+
+IMPORTED_KERNEL_VERSION = 1
+
+
+def flydsl_identity_digest(identity: dict[str, Any]) -> str:
+    """The hex sha256 FlyDSL computes for an identity."""
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def flydsl_file_name(identity: dict[str, Any]) -> str:
+    """``<name>-<digest>.json``, as FlyDSL names it."""
+    return f"{identity['name']}-{flydsl_identity_digest(identity)}.json"
+
+
+def flydsl_payload(artifact: Artifact) -> bytes:
+    """The bytes FlyDSL's writer produces for ``artifact``'s winner."""
+    identity = {
+        "name": artifact.kernel.name,
+        "key": dict(artifact.key),
+        "device": {
+            "name": artifact.device.product,
+            "arch": artifact.device.arch,
+            "compute_units": artifact.device.compute_units,
+        },
+    }
+    payload = {"version": 1, "identity": identity, "config": dict(artifact.winner.config)}
+    return (json.dumps(payload, sort_keys=True, indent=2, allow_nan=False) + "\n").encode("utf-8")
+
+
+def export_flydsl(artifact: Artifact) -> tuple[str, bytes]:
+    """File name and bytes of ``artifact`` as a FlyDSL offline artifact.
+
+    Raises :class:`ArtifactError` for a device FlyDSL cannot describe (it serves AMD only).
+    """
+    if artifact.device.vendor != "amd":
+        raise ArtifactError(
+            artifact.file_name(),
+            [FieldProblem("device.vendor", f"FlyDSL artifacts describe AMD devices, not {artifact.device.vendor!r}")],
+        )
+    payload = flydsl_payload(artifact)
+    return flydsl_file_name(json.loads(payload)["identity"]), payload
+
+
+def write_flydsl(artifact: Artifact, folder: str | Path) -> Path:
+    """Write ``artifact`` into ``folder`` as FlyDSL would (atomically); return the path."""
+    name, payload = export_flydsl(artifact)
+    return write_atomic(Path(folder) / name, payload)
+
+
+def _require(data: dict[str, Any], field: str, kind: type, file: str, path: str) -> Any:
+    value = data.get(field)
+    if type(value) is not kind:
+        raise ArtifactError(file, [FieldProblem(f"{path}{field}", f"expected {kind.__name__}, got {value!r}")])
+    return value
+
+
+def _wave_size(arch: str) -> int:
+    # gfx9 (CDNA, GCN) runs wave 64; gfx10 and later (RDNA) default to wave 32.
+    return 64 if arch.startswith("gfx9") else 32
+
+
+def _from_flydsl(data: dict[str, Any], file: str) -> dict[str, Any]:
+    unknown = sorted(set(data) - {"version", "identity", "config"})
+    if unknown:
+        raise ArtifactError(file, [FieldProblem(unknown[0], "unknown field in a FlyDSL artifact")])
+    identity = _require(data, "identity", dict, file, "")
+    device = _require(identity, "device", dict, file, "identity.")
+    name = _require(identity, "name", str, file, "identity.")
+    key = _require(identity, "key", dict, file, "identity.")
+    config = _require(data, "config", dict, file, "")
+    arch = _require(device, "arch", str, file, "identity.device.")
+    product = _require(device, "name", str, file, "identity.device.")
+    cus = _require(device, "compute_units", int, file, "identity.device.")
+    if not arch.startswith("gfx"):
+        raise ArtifactError(file, [FieldProblem("identity.device.arch", f"expected an AMD gfx arch, got {arch!r}")])
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kernel": {"name": name, "version": IMPORTED_KERNEL_VERSION, "source_sha256": None},
+        "device": {
+            "vendor": "amd",
+            "arch": arch,
+            "product": product,
+            "compute_units": cus,
+            "features": [],
+            "wave_size": _wave_size(arch),
+        },
+        "key": key,
+        "candidates": [{"config": config, "status": "ok"}],
+        "winner": {"config": config},
+        "selection": {"rule": "imported"},
+        "provenance": {"tool": "FlyDSL autotune (imported)", "backend": "flydsl"},
+    }
+
+
+FLYDSL_MIGRATION = register_migration(Migration("flydsl-1", SCHEMA_VERSION, _from_flydsl))
+
+
+def import_flydsl_file(path: str | Path) -> Artifact:
+    """Load a FlyDSL file as an artifact.
+
+    Like FlyDSL's own loader, the file's ``version`` must be exactly the int 1, and a
+    file named ``<name>-<64 hex>.json`` must carry the identity that digest names.
+    Raises :class:`ArtifactError` naming the file and field.
+    """
+    from flyconfigs.schema.jsonio import read_document
+    from flyconfigs.schema.load import parse_artifact
+
+    p = Path(path)
+    data = read_document(p)
+    if not isinstance(data, dict) or type(data.get("version")) is not int or data.get("version") != 1:
+        raise ArtifactError(str(p), [FieldProblem("version", "a FlyDSL artifact needs version exactly 1")])
+    identity = data.get("identity")
+    stem = p.name.removesuffix(".json")
+    name, _, digest = stem.rpartition("-")
+    if isinstance(identity, dict) and len(digest) == 64 and name:
+        expected = flydsl_identity_digest(identity)
+        if digest != expected:
+            raise ArtifactError(
+                str(p), [FieldProblem("identity", f"does not match the file name's digest (it hashes to {expected})")]
+            )
+    return parse_artifact(data, str(p))[0]

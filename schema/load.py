@@ -1,0 +1,159 @@
+"""Loading artifacts: bytes or files in, validated :class:`Artifact` out.
+
+The only exception that leaves these functions is
+:class:`~flyconfigs.errors.ArtifactError` (or its subclass for an unsupported major):
+every malformed input, whatever it is, becomes one, naming the file and each bad field.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from flyconfigs.errors import ArtifactError, FieldProblem
+from flyconfigs.schema.jsonio import check_depth, parse_document, read_document
+from flyconfigs.schema.models import Artifact
+from flyconfigs.schema.versions import CURRENT_MINOR, parse_version, upgrade
+
+__all__ = ["LoadReport", "load_artifact", "loads_artifact", "parse_artifact", "validation_problems"]
+
+logger = logging.getLogger("flyconfigs.schema")
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """What loading did besides validating: fields of a newer minor it ignored, and the
+    formats it migrated from."""
+
+    file: str
+    ignored_fields: tuple[str, ...] = ()
+    migrated_from: tuple[str, ...] = ()
+
+
+def _model_of(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The model class inside a field annotation, and whether it is a sequence of them."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _model_of(typing.get_args(annotation)[0])
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found, seq = _model_of(arg)
+            if found is not None:
+                return found, seq
+    if origin in (tuple, list):
+        args = typing.get_args(annotation)
+        if args:
+            found, _ = _model_of(args[0])
+            if found is not None:
+                return found, True
+    return None, False
+
+
+def _strip_unknown(model: type[BaseModel], data: Any, path: str, found: list[str]) -> Any:
+    """A copy of ``data`` without fields ``model`` does not declare; their paths go to ``found``."""
+    if not isinstance(data, dict):
+        return data
+    result: dict[str, Any] = {}
+    for name, value in data.items():
+        field = model.model_fields.get(name)
+        where = f"{path}.{name}" if path else name
+        if field is None:
+            found.append(where)
+            continue
+        inner, is_seq = _model_of(field.annotation)
+        if inner is not None and is_seq and isinstance(value, list):
+            value = [_strip_unknown(inner, v, f"{where}[{i}]", found) for i, v in enumerate(value)]
+        elif inner is not None:
+            value = _strip_unknown(inner, value, where, found)
+        result[name] = value
+    return result
+
+
+def _existing_prefix(data: Any, loc: tuple[int | str, ...]) -> str:
+    """The longest prefix of a pydantic error location present in ``data``, dotted.
+
+    Union errors add member tags (``int``, ``constrained-str``) to locations; they are
+    not fields, so they stop the walk.
+    """
+    parts: list[str] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and isinstance(part, str) and part in node:
+            node = node[part]
+            parts.append(f".{part}" if parts else part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+            parts.append(f"[{part}]")
+        elif isinstance(node, dict) and isinstance(part, str) and not parts and len(loc) == 1:
+            parts.append(part)
+            break
+        elif isinstance(node, dict) and isinstance(part, str):
+            parts.append(f".{part}")
+            break
+        else:
+            break
+    return "".join(parts)
+
+
+_PATHED = re.compile(r"^Value error, ([A-Za-z_][A-Za-z0-9_.\[\]]*): (.*)$", re.S)
+
+
+def validation_problems(exc: ValidationError, data: Any) -> list[FieldProblem]:
+    """Pydantic's errors as field problems, one per field path, union messages joined.
+
+    Cross-field rules name their field by starting the message with ``path: ``."""
+    merged: dict[str, list[str]] = {}
+    for err in exc.errors(include_url=False):
+        path = _existing_prefix(data, tuple(err["loc"]))
+        message = err["msg"]
+        pathed = _PATHED.match(message)
+        if pathed:
+            path = f"{path}.{pathed.group(1)}" if path else pathed.group(1)
+            message = pathed.group(2)
+        if err["type"] not in ("missing", "extra_forbidden"):
+            value = err.get("input")
+            if not isinstance(value, (dict, list)):
+                message = f"{message} (got {value!r})"
+        bucket = merged.setdefault(path, [])
+        if message not in bucket:
+            bucket.append(message)
+    return [FieldProblem(path, " or ".join(msgs)) for path, msgs in merged.items()]
+
+
+def parse_artifact(data: Any, file: str = "<bytes>") -> tuple[Artifact, LoadReport]:
+    """Validate a parsed document as an artifact, migrating older formats and ignoring
+    (and reporting) the unknown fields of a newer minor."""
+    if not isinstance(data, dict):
+        raise ArtifactError(file, [FieldProblem("", f"expected a JSON object, got {type(data).__name__}")])
+    data, migrated = upgrade(data, file)
+    ignored: list[str] = []
+    _, minor = parse_version(data.get("schema_version"), file)
+    if minor > CURRENT_MINOR:
+        data = _strip_unknown(Artifact, data, "", ignored)
+    try:
+        artifact = Artifact.model_validate(data)
+    except ValidationError as exc:
+        problems = check_depth(data) or validation_problems(exc, data)
+        raise ArtifactError(file, problems) from None
+    if ignored:
+        logger.info("%s: ignored fields of schema %s: %s", file, data["schema_version"], ", ".join(ignored))
+    return artifact, LoadReport(file, tuple(ignored), migrated)
+
+
+def loads_artifact(raw: bytes, file: str = "<bytes>") -> Artifact:
+    """Parse and validate an artifact from bytes."""
+    return parse_artifact(parse_document(raw, file), file)[0]
+
+
+def load_artifact(path: str | os.PathLike[str]) -> Artifact:
+    """Read, parse and validate the artifact file at ``path``."""
+    return parse_artifact(read_document(path), os.fspath(path))[0]

@@ -1,0 +1,72 @@
+"""The manifest of a data package: one row per artifact file it ships.
+
+A loader answers "does this package have an artifact for kernel K, key k, device d?"
+from the manifest alone, and opens an artifact file only when a lookup needs it,
+checking the row's sha256 against the file's bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import Field, StringConstraints, model_validator
+
+from flyconfigs.schema.models import DeviceIdentity, Key, Name, Sha256, Version, _Model
+
+__all__ = ["MANIFEST_FILE", "Manifest", "ManifestRow"]
+
+MANIFEST_FILE = "manifest.json"
+
+RelPath = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}(/[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}){0,3}$")
+]
+"""A relative POSIX path inside the package: no segment starts with ``.`` (so no ``..``),
+no leading ``/``, at most four segments."""
+
+_ROW_LIMIT = 100_000
+
+
+class ManifestRow(_Model):
+    """One artifact of the package and where to find it."""
+
+    kernel: Name
+    key: Key
+    device: DeviceIdentity
+    file: RelPath
+    sha256: Sha256
+    schema_version: Version
+
+    def slot(self) -> tuple[object, ...]:
+        """(kernel, device identity, key) as a hashable value: rows with equal slots collide."""
+        return (self.kernel, self.device.layers()[0], tuple(sorted(self.key.items())))
+
+
+class Manifest(_Model):
+    """A data package's table of contents."""
+
+    schema_version: Version
+    target: Name
+    artifacts: Annotated[list[ManifestRow], Field(max_length=_ROW_LIMIT)]
+
+    @model_validator(mode="after")
+    def _rows_unique(self) -> Manifest:
+        seen_files: set[str] = set()
+        seen_slots: dict[tuple[object, ...], int] = {}
+        for index, row in enumerate(self.artifacts):
+            if row.file in seen_files:
+                raise ValueError(f"artifacts[{index}].file: {row.file!r} is listed twice")
+            seen_files.add(row.file)
+            slot = row.slot()
+            if slot in seen_slots:
+                raise ValueError(
+                    f"artifacts[{index}]: duplicate row for kernel {row.kernel!r}, the same device "
+                    f"and key as artifacts[{seen_slots[slot]}]"
+                )
+            seen_slots[slot] = index
+        return self
+
+
+def target_module(target: str) -> str:
+    """The import-package name of ``flyconfigs-<target>``: ``flyconfigs_<target>``."""
+    return "flyconfigs_" + re.sub(r"[^a-z0-9]", "_", target.lower())

@@ -1,0 +1,281 @@
+"""The pydantic models of schema 1.x: a tuning artifact and its parts.
+
+One :class:`Artifact` is one kernel on one device for one key.  Models are frozen and
+strict: an int field takes only a JSON integer (never ``"64"``, ``true`` or ``64.0``),
+floats must be finite, unknown fields are refused (readers of a newer minor strip and
+report them first, see :mod:`flyconfigs.schema.load`), and every name that can end up in
+a file name matches a conservative pattern.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, ClassVar, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, model_validator
+
+from flyconfigs.schema.canonical import canonical_bytes, sha256_hex
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Artifact",
+    "Candidate",
+    "CandidateStatus",
+    "Choice",
+    "Config",
+    "Device",
+    "DeviceIdentity",
+    "KernelRef",
+    "Key",
+    "Provenance",
+    "Resources",
+    "Selection",
+    "Timing",
+    "TimingProtocol",
+    "Vendor",
+]
+
+SCHEMA_VERSION = "1.0"
+"""The schema version this package writes; it reads any ``1.x``."""
+
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]
+"""Lower-case, file-name safe: kernels, arches, targets, backends."""
+AxisName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")]
+Token = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+:-]{0,63}$")]
+Text = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+LongText = Annotated[str, StringConstraints(max_length=16384)]
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+Version = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,4}\.[0-9]{1,4}$")]
+Timestamp = Annotated[
+    str, StringConstraints(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$")
+]
+Count = Annotated[StrictInt, Field(ge=0, le=2**53)]
+Positive = Annotated[StrictInt, Field(ge=1, le=2**53)]
+Micros = Annotated[float, Field(gt=0.0, le=1e12)]
+
+KeyValue = Union[StrictInt, Token]
+Key = Annotated[dict[AxisName, KeyValue], Field(min_length=1, max_length=16)]
+"""A kernel's key: its declared axes with typed values, e.g. ``{"M": 4096, "dtype": "bf16"}``."""
+Config = Annotated[dict[AxisName, KeyValue], Field(max_length=32)]
+"""A kernel configuration: tunable names and their int or token values."""
+
+Vendor = Literal["amd", "nvidia"]
+CandidateStatus = Literal["ok", "compile_error", "launch_error", "wrong_result", "timeout", "skipped"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class KernelRef(_Model):
+    """Which kernel was tuned: family name, family version, sha256 of its source
+    (``None`` when imported from a format that does not record it)."""
+
+    name: Name
+    version: Positive
+    source_sha256: Sha256 | None = None
+
+
+class DeviceIdentity(_Model):
+    """The part of a device descriptor that decides identity and matching.
+
+    Resolution matches the whole identity first, then ``vendor``+``arch``+
+    ``compute_units``, then ``vendor``+``arch`` (borrowed).
+    """
+
+    vendor: Vendor
+    arch: Name
+    product: Text
+    compute_units: Positive
+    features: list[Token] = []
+
+    def layers(self) -> tuple[tuple[object, ...], tuple[object, ...], tuple[object, ...]]:
+        """Match tokens from most to least specific: exact, same CU count, same arch."""
+        return (
+            (self.vendor, self.arch, self.product, self.compute_units, tuple(self.features)),
+            (self.vendor, self.arch, self.compute_units),
+            (self.vendor, self.arch),
+        )
+
+    def describe(self) -> str:
+        """One line for humans: ``sm90 'NVIDIA H200' 132 CUs``."""
+        feats = f" [{' '.join(self.features)}]" if self.features else ""
+        return f"{self.arch} {self.product!r} {self.compute_units} CUs{feats}"
+
+    @model_validator(mode="after")
+    def _features_sorted(self) -> DeviceIdentity:
+        if list(self.features) != sorted(set(self.features)):
+            raise ValueError("features: must be sorted and unique")
+        return self
+
+
+class Device(DeviceIdentity):
+    """A full device descriptor: the identity plus what changes a winner and the
+    software it ran under."""
+
+    IDENTITY_FIELDS: ClassVar[tuple[str, ...]] = ("vendor", "arch", "product", "compute_units", "features")
+
+    wave_size: Literal[32, 64]
+    l2_bytes: Count | None = None
+    memory_bandwidth_gbps: Annotated[float, Field(gt=0.0, le=1e6)] | None = None
+    driver_version: Text | None = None
+    runtime_version: Text | None = None
+    ordinal: Count | None = None
+    """The device index it was measured on, for hosts with several GPUs."""
+
+    @property
+    def identity(self) -> DeviceIdentity:
+        """The identity part of this descriptor."""
+        return DeviceIdentity(**{f: getattr(self, f) for f in self.IDENTITY_FIELDS})
+
+
+class Timing(_Model):
+    """Statistics of one candidate's timed samples, in microseconds per call."""
+
+    median_us: Micros
+    p20_us: Micros
+    p80_us: Micros
+    min_us: Micros
+    samples: Positive
+    bandwidth_gbps: Annotated[float, Field(ge=0.0, le=1e6)] | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Timing:
+        if not (self.min_us <= self.p20_us <= self.median_us <= self.p80_us):
+            raise ValueError("p20_us: expected min_us <= p20_us <= median_us <= p80_us")
+        return self
+
+    @property
+    def noise(self) -> float:
+        """Relative half-width of the p20–p80 band around the median."""
+        return (self.p80_us - self.p20_us) / (2.0 * self.median_us)
+
+
+class Resources(_Model):
+    """What a compiled variant uses, read from its code object."""
+
+    registers: Count | None = None
+    spill_bytes: Count | None = None
+    shared_bytes: Count | None = None
+    max_blocks_per_cu: Count | None = None
+    occupancy: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+
+
+class Candidate(_Model):
+    """One configuration the tuner tried and what happened to it.
+
+    Only ``ok`` candidates carry a timing; every other status carries a message.
+    """
+
+    config: Config
+    status: CandidateStatus
+    message: LongText | None = None
+    timing: Timing | None = None
+    resources: Resources | None = None
+
+    @model_validator(mode="after")
+    def _status_fits(self) -> Candidate:
+        if self.status != "ok" and self.timing is not None:
+            raise ValueError(f"timing: a {self.status!r} candidate cannot have a timing")
+        if self.status != "ok" and not self.message:
+            raise ValueError(f"message: a {self.status!r} candidate needs a message saying why")
+        return self
+
+
+class Choice(_Model):
+    """A chosen configuration and, when it was measured, its timing."""
+
+    config: Config
+    timing: Timing | None = None
+
+
+class Selection(_Model):
+    """How the winner was chosen.
+
+    ``beat-default-beyond-noise``: the fastest candidate wins only when it beats the
+    default by more than ``noise_band`` (relative); otherwise the default is kept
+    (``kept_default``).  ``imported``: brought in from another format, not measured here.
+    """
+
+    rule: Literal["beat-default-beyond-noise", "imported"]
+    noise_band: Annotated[float, Field(ge=0.0, le=10.0)] | None = None
+    remeasured: bool = False
+    kept_default: bool = False
+
+
+class TimingProtocol(_Model):
+    """How samples were taken (see PERF.md's timing protocol)."""
+
+    method: Literal["graph-replay", "events"]
+    launches_per_sample: Positive
+    warmup: Count
+    samples: Positive
+    rotate_bytes: Count
+    interleaved: bool
+
+
+class Provenance(_Model):
+    """Who made the artifact, with what, where and when."""
+
+    tool: Text
+    backend: Name
+    backend_versions: Annotated[dict[Name, Text], Field(max_length=32)] = {}
+    compile_options: Annotated[list[Text], Field(max_length=64)] = []
+    timing_protocol: TimingProtocol | None = None
+    host: Text | None = None
+    created: Timestamp | None = None
+    """UTC time of the run; ``None`` when the source format does not record it."""
+    git_revision: Text | None = None
+    command: Annotated[list[LongText], Field(max_length=256)] = []
+
+
+class Artifact(_Model):
+    """A tuning artifact: one kernel × one device × one key."""
+
+    schema_version: Version
+    kernel: KernelRef
+    device: Device
+    key: Key
+    candidates: Annotated[list[Candidate], Field(min_length=1, max_length=4096)]
+    winner: Choice
+    default: Choice | None = None
+    selection: Selection
+    provenance: Provenance
+
+    @model_validator(mode="after")
+    def _winner_was_tried(self) -> Artifact:
+        ok = [c.config for c in self.candidates if c.status == "ok"]
+        if self.winner.config not in ok:
+            raise ValueError("winner.config: must be one of the candidates with status 'ok'")
+        if self.default is not None and self.default.config not in [c.config for c in self.candidates]:
+            raise ValueError("default.config: must be one of the candidates")
+        return self
+
+    def identity(self) -> dict[str, object]:
+        """What makes two artifacts "the same slot": kernel name, device identity, key."""
+        return {
+            "kernel": self.kernel.name,
+            "device": self.device.identity.model_dump(mode="json"),
+            "key": dict(self.key),
+        }
+
+    def file_name(self) -> str:
+        """``<kernel>-<arch>-<16 hex of the identity's hash>.json``: stable, file-name safe."""
+        digest = sha256_hex(canonical_bytes(self.identity()))[:16]
+        return f"{self.kernel.name}-{self.device.arch}-{digest}.json"
+
+    def to_json_bytes(self) -> bytes:
+        """The canonical JSON of this artifact plus a final newline (what is written)."""
+        return canonical_bytes(self.model_dump(mode="json")) + b"\n"
+
+    def content_hash(self) -> str:
+        """sha256 of the canonical JSON (without the final newline)."""
+        return sha256_hex(canonical_bytes(self.model_dump(mode="json")))
+
+
+_SAFE_FILE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def is_safe_file_name(name: str) -> bool:
+    """True when ``name`` is one path segment of safe characters, not ``.`` or ``..``."""
+    return bool(_SAFE_FILE.match(name)) and name not in (".", "..")

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sets up .venv with everything the tests need (the compile-only ROCm prefix for the
+# gfx942 hipRTC tests included) and runs the test suite.  "No tests collected" fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev,hip]'
+bash scripts/rocm-prefix.sh
+set +e
+.venv/bin/python -m pytest "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "test.sh: no tests were collected" >&2
+  exit 1
+fi
+exit "$status"

@@ -1,0 +1,105 @@
+"""Builders of realistic test artifacts, shared by tests and benchmarks."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from flyconfigs.schema import SCHEMA_VERSION, Artifact
+
+H200 = {
+    "vendor": "nvidia",
+    "arch": "sm90",
+    "product": "NVIDIA H200",
+    "compute_units": 132,
+    "features": [],
+    "wave_size": 32,
+    "l2_bytes": 62914560,
+    "memory_bandwidth_gbps": 4813.9,
+    "driver_version": "580.65",
+    "runtime_version": "13.0",
+}
+MI300X = {
+    "vendor": "amd",
+    "arch": "gfx942",
+    "product": "AMD Instinct MI300X",
+    "compute_units": 304,
+    "features": ["sramecc+", "xnack-"],
+    "wave_size": 64,
+    "l2_bytes": 4194304,
+    "memory_bandwidth_gbps": 5300.0,
+}
+
+
+def configs(n: int) -> list[dict[str, Any]]:
+    """``n`` distinct RMSNorm-shaped configs."""
+    space = itertools.product([32, 64, 128, 256, 512, 1024], [1, 2, 4, 8], [16, 8, 4, 0], ["reg", "smem", "reread"])
+    out = []
+    for threads, rows, vec, store in itertools.islice(space, n):
+        out.append({"threads": threads, "rows_per_block": rows, "vector_bytes": vec, "row_storage": store})
+    return out
+
+
+def artifact_dict(
+    *,
+    device: dict[str, Any] | None = None,
+    key: dict[str, Any] | None = None,
+    n_candidates: int = 8,
+    winner_index: int = 0,
+    kernel: str = "rmsnorm",
+) -> dict[str, Any]:
+    """A schema-valid artifact as plain JSON data."""
+    cands = []
+    for i, cfg in enumerate(configs(n_candidates)):
+        median = 10.0 + i * 0.25 if i != winner_index else 9.0
+        cands.append(
+            {
+                "config": cfg,
+                "status": "ok",
+                "timing": {
+                    "median_us": median,
+                    "p20_us": median * 0.99,
+                    "p80_us": median * 1.01,
+                    "min_us": median * 0.98,
+                    "samples": 50,
+                    "bandwidth_gbps": 3000.0 + i,
+                },
+                "resources": {"registers": 32 + i % 8, "spill_bytes": 0, "shared_bytes": 0, "occupancy": 1.0},
+            }
+        )
+    if n_candidates > 2:
+        cands[-1] = {"config": cands[-1]["config"], "status": "compile_error", "message": "error: too many registers"}
+    default = cands[1] if n_candidates > 1 else cands[0]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kernel": {"name": kernel, "version": 1, "source_sha256": "ab" * 32},
+        "device": dict(device or H200),
+        "key": dict(key or {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}),
+        "candidates": cands,
+        "winner": {"config": cands[winner_index]["config"], "timing": cands[winner_index]["timing"]},
+        "default": {"config": default["config"], "timing": default.get("timing")},
+        "selection": {"rule": "beat-default-beyond-noise", "noise_band": 0.02, "remeasured": True, "kept_default": False},
+        "provenance": {
+            "tool": "flyconfigs 1.0.0",
+            "backend": "cuda",
+            "backend_versions": {"cuda-bindings": "13.3.0", "nvrtc": "13.0"},
+            "compile_options": ["-arch=sm_90", "-std=c++17"],
+            "timing_protocol": {
+                "method": "graph-replay",
+                "launches_per_sample": 20,
+                "warmup": 5,
+                "samples": 50,
+                "rotate_bytes": 536870912,
+                "interleaved": True,
+            },
+            "host": "h200-test",
+            "created": "2026-12-01T10:00:00Z",
+            "git_revision": "0123abcd",
+            "command": ["flyconfigs", "tune", "rmsnorm"],
+        },
+    }
+
+
+def make_artifact(**kwargs: Any) -> Artifact:
+    """A validated :class:`Artifact` (see :func:`artifact_dict` for the arguments)."""
+    return Artifact.model_validate(artifact_dict(**kwargs))

@@ -1,0 +1,70 @@
+"""``flyconfigs list``, ``show``, ``explain`` and ``doctor``, human and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import SiteDir
+from factories import MI300X, make_artifact
+from flyconfigs.cli import main
+
+KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
+ARGS = ["M=4096", "N=8192", "dtype=bf16", "weight_dtype=bf16"]
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_list_and_show(site: SiteDir, capsys: pytest.CaptureFixture[str]) -> None:
+    site.install("gfx942", [make_artifact(device=MI300X, key=KEY)], version="3.0.1")
+    assert main(["list"]) == 0
+    assert "flyconfigs-gfx942 3.0.1  target gfx942  schema 1.0  1 artifacts" in capsys.readouterr().out
+    assert main(["list", "--json"]) == 0
+    (package,) = _json(capsys)["packages"]
+    assert (package["distribution"], package["artifacts"]) == ("flyconfigs-gfx942", 1)
+    assert main(["show", "rmsnorm", "--json"]) == 0
+    shown = _json(capsys)
+    assert [a["name"] for a in shown["axes"] if a["ordinal"]] == ["M"]
+    assert shown["artifacts"][0]["key"] == KEY
+
+
+def test_explain_human_and_json(site: SiteDir, capsys: pytest.CaptureFixture[str]) -> None:
+    site.install("gfx942", [make_artifact(device=MI300X, key={**KEY, "M": 1024})])
+    assert main(["explain", "rmsnorm", *ARGS, "--device", "gfx942:304"]) == 0
+    out = capsys.readouterr().out
+    assert "same-compute-units device, nearest key: found" in out
+    assert out.strip().splitlines()[-1].startswith("=> row_storage=reg rows_per_block=1 threads=32")
+    assert main(["explain", "rmsnorm", *ARGS, "--device", "gfx942:304", "--json"]) == 0
+    payload = _json(capsys)
+    assert payload["resolution"]["source"] == "package"
+    assert payload["resolution"]["matched_key"]["M"] == 1024
+
+
+def test_explain_usage_and_key_errors(site: SiteDir, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "rmsnorm", "M4096"]) == 2
+    assert "NAME=VALUE" in capsys.readouterr().err
+    assert main(["explain", "rmsnorm", "M=1", "N=2", "dtype=int4", "weight_dtype=bf16"]) == 1
+    assert "dtype" in capsys.readouterr().err
+    assert main(["explain", "nope", *ARGS]) == 1
+
+
+def test_doctor_ok_and_collisions(site: SiteDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    artifact = make_artifact(device=MI300X, key=KEY)
+    site.install("gfx942", [artifact])
+    assert main(["doctor"]) == 0
+    assert capsys.readouterr().out.strip().endswith("ok")
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / artifact.file_name()).write_bytes(artifact.to_json_bytes())
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(local))
+    from flyconfigs.registry import refresh
+
+    refresh()
+    assert main(["doctor", "--json"]) == 0
+    report = _json(capsys)
+    assert report["problems"] == []
+    assert report["collisions"][0]["winner"] == str(local / artifact.file_name())

@@ -1,0 +1,87 @@
+"""FlyDSL's offline artifacts: byte-compatible export, import, and the file-name digest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from factories import MI300X, make_artifact
+from flyconfigs.cli import main
+from flyconfigs.errors import ArtifactError
+from flyconfigs.schema import load_artifact
+from flyconfigs.schema.flydsl import export_flydsl, import_flydsl_file, write_flydsl
+
+
+def flydsl_writer(identity: dict, config: dict) -> tuple[str, str]:
+    """What FlyDSL's own writer does, restated from its documented behaviour."""
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    payload = {"version": 1, "identity": identity, "config": config}
+    return f"{identity['name']}-{digest}.json", json.dumps(payload, sort_keys=True, indent=2) + "\n"
+
+
+def test_export_matches_flydsls_writer_byte_for_byte() -> None:
+    artifact = make_artifact(device=MI300X)
+    name, payload = export_flydsl(artifact)
+    identity = {
+        "name": "rmsnorm",
+        "key": dict(artifact.key),
+        "device": {"name": "AMD Instinct MI300X", "arch": "gfx942", "compute_units": 304},
+    }
+    expected_name, expected_text = flydsl_writer(identity, dict(artifact.winner.config))
+    assert name == expected_name
+    assert payload == expected_text.encode()
+
+
+def test_non_ascii_product_is_escaped_like_flydsl() -> None:
+    artifact = make_artifact(device={**MI300X, "product": "Instinct™ MI300X"})
+    name, payload = export_flydsl(artifact)
+    assert b"\\u2122" in payload
+    identity = json.loads(payload)["identity"]
+    assert name == flydsl_writer(identity, {})[0]
+
+
+def test_export_then_import_is_the_identity(tmp_path: Path) -> None:
+    artifact = make_artifact(device=MI300X)
+    path = write_flydsl(artifact, tmp_path)
+    imported = import_flydsl_file(path)
+    assert imported.winner.config == artifact.winner.config
+    assert imported.key == artifact.key
+    assert (imported.device.arch, imported.device.product, imported.device.compute_units) == ("gfx942", "AMD Instinct MI300X", 304)
+    name, payload = export_flydsl(imported)
+    assert (tmp_path / name).read_bytes() == payload
+
+
+def test_import_then_export_reproduces_a_flydsl_file(tmp_path: Path) -> None:
+    identity = {"name": "rmsnorm", "key": {"M": 32768, "N": 8192, "dtype_str": "bf16"}, "device": {"name": "AMD Instinct MI325X", "arch": "gfx942", "compute_units": 304}}
+    name, text = flydsl_writer(identity, {"BLOCK_THREADS": 256, "waves_per_eu": 2})
+    (tmp_path / name).write_text(text)
+    assert export_flydsl(import_flydsl_file(tmp_path / name)) == (name, text.encode())
+
+
+def test_import_refuses_a_file_whose_name_lies(tmp_path: Path) -> None:
+    identity = {"name": "rmsnorm", "key": {"M": 1}, "device": {"name": "X", "arch": "gfx942", "compute_units": 304}}
+    _, text = flydsl_writer(identity, {"BLOCK_THREADS": 64})
+    bad = tmp_path / ("rmsnorm-" + "0" * 64 + ".json")
+    bad.write_text(text)
+    with pytest.raises(ArtifactError, match="file name's digest") as info:
+        import_flydsl_file(bad)
+    assert info.value.problems[0].field == "identity"
+
+
+def test_export_refuses_non_amd_devices() -> None:
+    with pytest.raises(ArtifactError, match="device.vendor"):
+        export_flydsl(make_artifact())
+
+
+def test_cli_import_and_export(tmp_path: Path) -> None:
+    fly = tmp_path / "fly"
+    ours = tmp_path / "ours"
+    write_flydsl(make_artifact(device=MI300X), fly)
+    assert main(["flydsl", "import", str(fly), "--out", str(ours)]) == 0
+    (imported,) = ours.iterdir()
+    assert load_artifact(imported).selection.rule == "imported"
+    assert main(["flydsl", "export", str(ours), "--out", str(tmp_path / "back")]) == 0
+    assert [p.read_bytes() for p in (tmp_path / "back").iterdir()] == [p.read_bytes() for p in fly.iterdir()]

@@ -1,0 +1,199 @@
+"""Resolution through real data-package distributions on a temporary sys.path:
+discovery, precedence, every matching layer, the nearest-key rule, collisions, refresh,
+the memo, the observer hook and device detection."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import SiteDir
+from factories import H200, MI300X, make_artifact
+from flyconfigs import resolve
+from flyconfigs.errors import InvalidKeyError, UnknownKernelError
+from flyconfigs.registry import add_observer, default_resolver, explain, refresh
+from flyconfigs.schema import write_atomic
+
+KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
+H200_SPEC = "sm90:132:NVIDIA H200"
+H100_SXM = {**H200, "product": "NVIDIA H100 80GB HBM3", "compute_units": 132}
+H100_PCIE = {**H200, "product": "NVIDIA H100 PCIe", "compute_units": 114}
+
+
+def key(**changes: object) -> dict[str, object]:
+    return {**KEY, **changes}
+
+
+def test_installed_package_serves_its_artifact(site: SiteDir) -> None:
+    artifact = make_artifact(key=KEY, winner_index=3)
+    folder = site.install("sm90", [artifact], version="2.1.0")
+    r = resolve("rmsnorm", KEY, H200_SPEC)
+    assert dict(r.config) == artifact.winner.config
+    assert (r.source, r.origin, r.version, r.layer, r.key_match, r.borrowed) == (
+        "package", "flyconfigs-sm90", "2.1.0", "exact", "exact", False
+    )
+    assert r.file == str(folder / "artifacts" / artifact.file_name())
+
+
+def test_discovery_never_imports_the_data_package(site: SiteDir, tmp_path: Path) -> None:
+    marker = tmp_path / "imported.marker"
+    init = f"open({str(marker)!r}, 'w').write('x')\nraise RuntimeError('data packages must not be imported')\n"
+    site.install("sm90", [make_artifact(key=KEY)], init_code=init)
+    assert resolve("rmsnorm", KEY, H200_SPEC).source == "package"
+    assert default_resolver().check_all() == []
+    assert not marker.exists()
+
+
+def test_device_layers(site: SiteDir) -> None:
+    site.install("sm90", [make_artifact(key=KEY, winner_index=2)])
+    exact = resolve("rmsnorm", KEY, H200_SPEC)
+    same_cus = resolve("rmsnorm", KEY, f"sm90:132:{H100_SXM['product']}")
+    same_arch = resolve("rmsnorm", KEY, "sm90:114:NVIDIA H100 PCIe")
+    arch_only = resolve("rmsnorm", KEY, "sm90")
+    other_arch = resolve("rmsnorm", KEY, "sm80:108:NVIDIA A100")
+    assert (exact.layer, exact.borrowed) == ("exact", False)
+    assert (same_cus.layer, same_cus.borrowed) == ("same-compute-units", False)
+    assert (same_arch.layer, same_arch.borrowed) == ("same-arch", True)
+    assert same_arch.matched_device is not None and same_arch.matched_device.product == "NVIDIA H200"
+    assert (arch_only.layer, arch_only.borrowed) == ("same-arch", True)
+    assert other_arch.source == "default"
+    assert same_cus.config == exact.config == same_arch.config
+
+
+def test_more_specific_device_beats_nearer_key(site: SiteDir) -> None:
+    site.install(
+        "sm90",
+        [
+            make_artifact(device=H100_PCIE, key=KEY, winner_index=1),
+            make_artifact(device=H200, key=key(M=1024), winner_index=4),
+        ],
+    )
+    r = resolve("rmsnorm", KEY, H200_SPEC)
+    assert (r.layer, r.key_match, r.matched_key) == ("exact", "nearest", key(M=1024))
+
+
+def test_nearest_key_on_ordinal_axes_only(site: SiteDir) -> None:
+    site.install(
+        "sm90",
+        [
+            make_artifact(key=key(M=1024), winner_index=1),
+            make_artifact(key=key(M=4096), winner_index=2),
+            make_artifact(key=key(M=65536, dtype="fp16", weight_dtype="fp16"), winner_index=3),
+        ],
+    )
+    assert resolve("rmsnorm", key(M=1500), H200_SPEC).matched_key == key(M=1024)
+    assert resolve("rmsnorm", key(M=3000), H200_SPEC).matched_key == key(M=4096)
+    tie = resolve("rmsnorm", key(M=2048), H200_SPEC)
+    assert (tie.key_match, tie.matched_key) == ("nearest", key(M=4096))
+    assert resolve("rmsnorm", key(M=65536, N=4096), H200_SPEC).source == "default"
+    fp16 = resolve("rmsnorm", key(M=7, dtype="fp16", weight_dtype="fp16"), H200_SPEC)
+    assert fp16.matched_key == key(M=65536, dtype="fp16", weight_dtype="fp16")
+    assert resolve("rmsnorm", key(M=7, dtype="fp32", weight_dtype="fp32"), H200_SPEC).source == "default"
+
+
+def test_override_directory_wins_and_the_collision_is_reported(site: SiteDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site.install("sm90", [make_artifact(key=KEY, winner_index=1)])
+    local = make_artifact(key=KEY, winner_index=5)
+    first, second = tmp_path / "first", tmp_path / "second"
+    write_atomic(first / local.file_name(), local.to_json_bytes())
+    other = make_artifact(key=KEY, winner_index=6)
+    write_atomic(second / "nested" / other.file_name(), other.to_json_bytes())
+    monkeypatch.setenv("FLYCONFIGS_PATH", os.pathsep.join([str(first), str(second)]))
+    refresh()
+    r = resolve("rmsnorm", KEY, H200_SPEC)
+    assert (r.source, r.origin, dict(r.config)) == ("override", str(first), local.winner.config)
+    (collision,) = default_resolver().collisions()
+    assert collision.winner == str(first / local.file_name())
+    assert len(collision.shadowed) == 2 and "flyconfigs-sm90" in collision.shadowed[1]
+
+
+def test_between_packages_the_first_distribution_name_wins(site: SiteDir) -> None:
+    site.install("sm90", [make_artifact(key=KEY, winner_index=1)], name="flyconfigs-sm90-zeta", module="zeta")
+    site.install("sm90", [make_artifact(key=KEY, winner_index=2)], name="flyconfigs-sm90-alpha", module="alpha")
+    r = resolve("rmsnorm", KEY, H200_SPEC)
+    assert r.origin == "flyconfigs-sm90-alpha"
+    (collision,) = default_resolver().collisions()
+    assert "flyconfigs-sm90-zeta" in collision.shadowed[0]
+
+
+def test_refresh_picks_up_install_and_uninstall(site: SiteDir) -> None:
+    assert resolve("rmsnorm", KEY, H200_SPEC).source == "default"
+    site.install("sm90", [make_artifact(key=KEY)])
+    assert resolve("rmsnorm", KEY, H200_SPEC).source == "package"
+    site.uninstall("sm90")
+    assert resolve("rmsnorm", KEY, H200_SPEC).source == "default"
+
+
+def test_memo_returns_the_same_record_and_caches_misses(site: SiteDir, monkeypatch: pytest.MonkeyPatch) -> None:
+    site.install("sm90", [make_artifact(key=KEY)])
+    resolver = default_resolver()
+    first = resolve("rmsnorm", KEY, H200_SPEC)
+    slow = resolver._resolve_slow
+    calls = []
+
+    def counting(*args: object) -> object:
+        calls.append(args)
+        return slow(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(resolver, "_resolve_slow", counting)
+    assert resolve("rmsnorm", KEY, H200_SPEC) is first
+    miss_key = key(dtype="fp32", weight_dtype="fp32")
+    miss = resolve("rmsnorm", miss_key, H200_SPEC)
+    assert resolve("rmsnorm", miss_key, H200_SPEC) is miss and miss.source == "default"
+    assert len(calls) == 1
+
+
+def test_observer_sees_hits_borrows_and_misses(site: SiteDir) -> None:
+    site.install("sm90", [make_artifact(key=KEY)])
+    seen = []
+    remove = add_observer(lambda r: seen.append((r.source, r.borrowed)))
+    resolve("rmsnorm", KEY, H200_SPEC)
+    resolve("rmsnorm", KEY, H200_SPEC)
+    resolve("rmsnorm", KEY, "sm90:114:NVIDIA H100 PCIe")
+    resolve("rmsnorm", key(dtype="fp32", weight_dtype="fp32"), H200_SPEC)
+    remove()
+    resolve("rmsnorm", KEY, H200_SPEC)
+    assert seen == [("package", False), ("package", False), ("package", True), ("default", False)]
+
+
+def test_device_from_environment_and_unknown_device(site: SiteDir, monkeypatch: pytest.MonkeyPatch) -> None:
+    site.install("gfx942", [make_artifact(device=MI300X, key=KEY)])
+    monkeypatch.setenv("FLYCONFIGS_DEVICE", "gfx942:304:AMD Instinct MI300X:sramecc+,xnack-")
+    refresh()
+    assert resolve("rmsnorm", KEY).layer == "exact"
+    monkeypatch.setenv("FLYCONFIGS_DEVICE", json.dumps({k: MI300X[k] for k in ("vendor", "arch", "product", "compute_units", "features")}))
+    refresh()
+    assert resolve("rmsnorm", KEY).layer == "exact"
+    monkeypatch.setenv("FLYCONFIGS_DEVICE", "tpu7")
+    refresh()
+    r = resolve("rmsnorm", KEY)
+    assert r.source == "default" and "FLYCONFIGS_DEVICE is invalid" in r.reasons[0]
+    monkeypatch.delenv("FLYCONFIGS_DEVICE")
+    refresh()
+    r = resolve("rmsnorm", KEY)
+    assert (r.source, r.device) == ("default", None)
+    assert r.reasons[0].startswith("no device known: GPU detection disabled")
+
+
+def test_explain_lists_every_step(site: SiteDir) -> None:
+    site.install("sm90", [make_artifact(key=key(M=64))])
+    r, steps = explain("rmsnorm", KEY, H200_SPEC)
+    assert r.key_match == "nearest"
+    assert [s.looked_for for s in steps] == ["device", "exact device, exact key", "same-compute-units device, exact key", "exact device, nearest key"]
+    assert steps[-1].outcome.startswith("found ")
+
+
+def test_bad_calls_raise_precise_errors(site: SiteDir) -> None:
+    with pytest.raises(UnknownKernelError, match="rmsnorm"):
+        resolve("layernorm", KEY, H200_SPEC)
+    with pytest.raises(InvalidKeyError, match="missing weight_dtype"):
+        resolve("rmsnorm", {"M": 1, "N": 2, "dtype": "bf16"}, H200_SPEC)
+    with pytest.raises(InvalidKeyError, match="'M'.*int"):
+        resolve("rmsnorm", key(M="4096"), H200_SPEC)
+    with pytest.raises(InvalidKeyError, match="one of bf16, fp16, fp32"):
+        resolve("rmsnorm", key(dtype="int8"), H200_SPEC)
+    with pytest.raises(InvalidKeyError):
+        resolve("rmsnorm", key(M=[1]), H200_SPEC)

@@ -1,0 +1,77 @@
+"""Property: whatever a valid artifact is mutated into, the loader raises nothing but
+ArtifactError (or returns a valid artifact)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from factories import artifact_dict
+from flyconfigs.errors import ArtifactError
+from flyconfigs.schema import Artifact, loads_artifact
+
+BASE = artifact_dict(n_candidates=4)
+BASE_BYTES = json.dumps(BASE).encode()
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out.extend(_paths(v, (*prefix, k)))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out.extend(_paths(v, (*prefix, i)))
+    return out
+
+
+PATHS = _paths(BASE)[1:]
+
+
+def _set(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
+    node = doc
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return doc
+
+
+def _check(raw: bytes) -> None:
+    try:
+        result = loads_artifact(raw)
+    except ArtifactError:
+        return
+    assert isinstance(result, Artifact)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.sampled_from(PATHS), json_values)
+def test_replacing_any_value_only_raises_artifact_error(path: tuple[Any, ...], value: Any) -> None:
+    doc = json.loads(BASE_BYTES)
+    _check(json.dumps(_set(doc, path, value), allow_nan=True).encode())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, len(BASE_BYTES) - 1), st.binary(min_size=0, max_size=4), st.integers(0, 4))
+def test_corrupting_bytes_only_raises_artifact_error(offset: int, insert: bytes, cut: int) -> None:
+    _check(BASE_BYTES[:offset] + insert + BASE_BYTES[offset + cut :])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(PATHS))
+def test_deleting_any_field_only_raises_artifact_error(path: tuple[Any, ...]) -> None:
+    doc = json.loads(BASE_BYTES)
+    node = doc
+    for part in path[:-1]:
+        node = node[part]
+    del node[path[-1]]
+    _check(json.dumps(doc).encode())

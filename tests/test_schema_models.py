@@ -1,0 +1,151 @@
+"""The artifact models: strict types, finite numbers, safe names, cross-field rules,
+canonical JSON and the content hash."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from factories import H200, MI300X, artifact_dict
+from flyconfigs.errors import ArtifactError
+from flyconfigs.schema import Artifact, Device, canonical_bytes, content_hash, loads_artifact
+
+
+def _load(data: dict[str, Any]) -> Artifact:
+    return loads_artifact(json.dumps(data).encode())
+
+
+def _problem(data: dict[str, Any]) -> tuple[str, str]:
+    with pytest.raises(ArtifactError) as info:
+        _load(data)
+    return info.value.problems[0].field, info.value.problems[0].message
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    data = artifact_dict()
+    node: Any = data
+    parts = path.split(".")
+    for part in parts[:-1]:
+        node = node[int(part)] if part.isdigit() else node[part]
+    last = parts[-1]
+    if value is _DELETE:
+        del node[last]
+    else:
+        node[int(last) if last.isdigit() else last] = value
+    return data
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(
+    "path,value",
+    [
+        ("kernel.version", "1"),
+        ("kernel.version", True),
+        ("kernel.version", 1.0),
+        ("kernel.version", 0),
+        ("kernel.source_sha256", "xyz"),
+        ("device.vendor", "intel"),
+        ("device.wave_size", 16),
+        ("device.compute_units", 0),
+        ("device.l2_bytes", -1),
+        ("device.memory_bandwidth_gbps", "fast"),
+        ("device.features", ["xnack-", "sramecc+"]),
+        ("device.product", ""),
+        ("key.M", True),
+        ("key.M", 1.5),
+        ("key.bad axis", 1),
+        ("candidates.0.timing.samples", 0),
+        ("candidates.0.timing.median_us", -1.0),
+        ("candidates.0.timing.bandwidth_gbps", -5.0),
+        ("candidates.0.resources.occupancy", 1.5),
+        ("candidates.0.resources.registers", "32"),
+        ("candidates.0.status", "wrong_result"),
+        ("candidates.7.message", None),
+        ("selection.rule", "fastest"),
+        ("selection.noise_band", -0.1),
+        ("provenance.created", "yesterday"),
+        ("provenance.backend", "CUDA!"),
+        ("schema_version", "1"),
+        ("candidates", []),
+        ("kernel", _DELETE),
+        ("device", _DELETE),
+        ("key", {}),
+        ("provenance", _DELETE),
+    ],
+)
+def test_each_field_rule_rejects(path: str, value: Any) -> None:
+    field, message = _problem(_with(path, value))
+    top = path.split(".")[0]
+    assert field.startswith(top), (field, message)
+
+
+def test_status_ok_candidate_may_be_untimed_but_failures_may_not_be_timed() -> None:
+    data = artifact_dict()
+    data["candidates"][1].pop("timing")
+    assert _load(data).candidates[1].timing is None
+    data = artifact_dict()
+    data["candidates"][7]["timing"] = data["candidates"][0]["timing"]
+    assert _problem(data)[0] == "candidates[7].timing"
+
+
+def test_default_must_be_a_candidate() -> None:
+    data = artifact_dict()
+    data["default"] = {"config": {"threads": 3}}
+    assert _problem(data) == ("default.config", "must be one of the candidates")
+
+
+def test_models_are_frozen() -> None:
+    artifact = _load(artifact_dict())
+    with pytest.raises(ValidationError):
+        artifact.schema_version = "1.1"  # type: ignore[misc]
+
+
+def test_round_trip_model_json_model_is_identity() -> None:
+    for device in (H200, MI300X):
+        artifact = _load(artifact_dict(device=device, n_candidates=64))
+        assert loads_artifact(artifact.to_json_bytes()) == artifact
+        assert loads_artifact(artifact.to_json_bytes()).to_json_bytes() == artifact.to_json_bytes()
+
+
+def test_canonical_bytes_sort_keys_and_are_compact() -> None:
+    assert canonical_bytes({"b": 1, "a": [1.5, "é"]}) == '{"a":[1.5,"é"],"b":1}'.encode()
+    with pytest.raises(ValueError):
+        canonical_bytes({"x": float("nan")})
+
+
+def test_content_hash_is_stable_and_independent_of_key_order() -> None:
+    data = artifact_dict()
+    shuffled = json.loads(json.dumps(data))
+    shuffled["device"] = dict(reversed(list(shuffled["device"].items())))
+    a, b = _load(data), _load(shuffled)
+    assert a.content_hash() == b.content_hash()
+    # Pinned: a change of this value means the canonical form changed for every reader.
+    assert a.content_hash() == content_hash(json.loads(a.to_json_bytes()))
+    assert len(a.content_hash()) == 64
+
+
+def test_file_name_is_safe_and_depends_on_identity_only() -> None:
+    a = _load(artifact_dict())
+    b = _load(artifact_dict(winner_index=2))
+    c = _load(artifact_dict(key={"M": 1, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}))
+    assert a.file_name() == b.file_name() != c.file_name()
+    assert a.file_name().startswith("rmsnorm-sm90-") and a.file_name().endswith(".json")
+
+
+def test_device_identity_is_explicit() -> None:
+    device = Device.model_validate(MI300X)
+    assert set(Device.IDENTITY_FIELDS) == set(device.identity.model_dump())
+    other = Device.model_validate({**MI300X, "driver_version": "6.2", "l2_bytes": 1})
+    assert other.identity == device.identity
+
+
+def test_pretty_printed_and_reordered_files_still_load() -> None:
+    data = artifact_dict()
+    raw = json.dumps(data, indent=4).encode()
+    assert loads_artifact(raw) == _load(copy.deepcopy(data))

@@ -1,0 +1,76 @@
+"""The JSON Schema documents: committed, current, shipped, and usable with jsonschema alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from factories import MI300X, artifact_dict
+from flyconfigs.cli import main
+from flyconfigs.registry.layout import build_manifest
+from flyconfigs.schema import SCHEMA_VERSION, Artifact
+from flyconfigs.schema.spec import KINDS, load_spec, render, spec_file_name, spec_versions
+
+SPEC_DIR = Path(__file__).parents[1] / "schema" / "spec"
+CORPUS = Path(__file__).parent / "corpus"
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_committed_documents_match_the_models(kind: str) -> None:
+    committed = (SPEC_DIR / spec_file_name(kind)).read_text()
+    assert committed == render(kind), f"regenerate schema/spec/{spec_file_name(kind)} from the models"
+
+
+def test_every_version_is_kept_and_shipped() -> None:
+    assert SCHEMA_VERSION in spec_versions()
+    for version in spec_versions():
+        for kind in KINDS:
+            jsonschema.Draft202012Validator.check_schema(load_spec(kind, version))
+
+
+def _validator(kind: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(json.loads((SPEC_DIR / spec_file_name(kind)).read_text()))
+
+
+@pytest.mark.parametrize("path", sorted((CORPUS / "good").iterdir()), ids=lambda p: p.name)
+def test_good_examples_validate(path: Path) -> None:
+    assert list(_validator("artifact").iter_errors(json.loads(path.read_text()))) == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "string-for-int.json",
+        "bool-for-int.json",
+        "wrong-type-object.json",
+        "unsafe-kernel-name.json",
+        "unsafe-arch.json",
+        "unsafe-key-value.json",
+        "missing-winner.json",
+        "unknown-status.json",
+        "unknown-field.json",
+        "version-not-string.json",
+        "not-an-object.json",
+    ],
+)
+def test_bad_examples_fail_the_spec_too(name: str) -> None:
+    document = json.loads((CORPUS / "bad" / name).read_text())
+    assert list(_validator("artifact").iter_errors(document)), name
+
+
+def test_manifest_spec_accepts_a_real_manifest() -> None:
+    artifacts = [Artifact.model_validate(artifact_dict(device=MI300X, key={"M": m, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"})) for m in (1, 64)]
+    manifest, _ = build_manifest("gfx942", artifacts)
+    assert list(_validator("manifest").iter_errors(manifest.model_dump(mode="json"))) == []
+    broken = manifest.model_dump(mode="json")
+    broken["artifacts"][0]["file"] = "../escape.json"
+    assert list(_validator("manifest").iter_errors(broken))
+
+
+def test_cli_prints_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema", "manifest"]) == 0
+    assert json.loads(capsys.readouterr().out)["$id"] == f"urn:flyconfigs:schema:manifest:{SCHEMA_VERSION}"
+    assert main(["schema", "artifact", "--version", "0.1"]) == 2

@@ -1,25 +1,88 @@
-"""The main job on the embedded default: validate the repository's artifacts and
-explain which config an RMSNorm call gets on an H200 and on an MI300X."""
+"""The main job on the embedded default: publish the repository's data packages from
+artifacts/, serve them from a local index (pypiserver on loopback), install them into a
+fresh virtual environment, and resolve and explain RMSNorm configs there through
+entry-point discovery — the loop a user of a data package meets.
+
+    python scripts/demo.py [--artifacts DIR] [--keep DIR]
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from local_index import LocalIndex, build_core_wheel, dependency_wheels, fresh_venv  # noqa: E402
+
+from flyconfigs.registry.publish import publish_all  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-KEY = ["M=4096", "N=8192", "dtype=bf16", "weight_dtype=bf16"]
+DEVICES = {
+    "sm90": "sm90:132:NVIDIA H200",
+    "gfx942": "gfx942:304:AMD Instinct MI300X:sramecc+,xnack-",
+}
+KEYS = [
+    ["M=4096", "N=8192", "dtype=bf16", "weight_dtype=bf16"],
+    ["M=3000", "N=4096", "dtype=bf16", "weight_dtype=bf16"],
+]
 
 
-def flyconfigs(*args: str) -> None:
-    print("$ flyconfigs " + " ".join(args), flush=True)
-    subprocess.run([sys.executable, "-m", "flyconfigs", *args], check=True)
+def step(text: str) -> None:
+    print(f"\n== {text}", flush=True)
 
 
 def main() -> None:
-    flyconfigs("validate", str(ROOT / "artifacts"))
-    for device in ("sm90:132:NVIDIA H200", "gfx942:304:AMD Instinct MI300X:sramecc+,xnack-"):
-        flyconfigs("explain", "rmsnorm", *KEY, "--device", device)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--artifacts", type=Path, default=ROOT / "artifacts")
+    parser.add_argument("--keep", type=Path, help="keep the index and environment in this folder")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="flyconfigs-demo-")) if args.keep is None else args.keep
+    work.mkdir(parents=True, exist_ok=True)
+    dist = work / "dist"
+
+    step(f"publish every target under {args.artifacts}")
+    results = publish_all(args.artifacts, dist)
+    for r in results:
+        print(f"{r.distribution} {r.version}: {r.artifacts} artifacts -> {', '.join(f.name for f in r.files)}")
+    core = build_core_wheel(ROOT, dist)
+
+    index_dir = work / "index"
+    index_dir.mkdir(exist_ok=True)
+    dependency_wheels(index_dir)
+    with LocalIndex(index_dir) as index:
+        step(f"upload to the local index {index.url} with twine")
+        env = {**os.environ, "TWINE_USERNAME": "demo", "TWINE_PASSWORD": "demo", "NO_COLOR": "1"}
+        files = [core, *(f for r in results for f in r.files)]
+        subprocess.run([sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar",
+                        "--repository-url", index.url, *map(str, files)], check=True, env=env)
+
+        step("pip install the data packages into a fresh virtual environment")
+        python = fresh_venv(work / "venv")
+        names = [r.distribution for r in results]
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--index-url", index.simple, *names], check=True)
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("FLYCONFIGS_") and k != "PYTHONPATH"}
+    clean["FLYCONFIGS_NO_GPU_DETECT"] = "1"
+
+    def flyconfigs(*cli: str) -> None:
+        print(f"$ flyconfigs {' '.join(cli)}", flush=True)
+        subprocess.run([str(python), "-m", "flyconfigs", *cli], check=True, env=clean, cwd=work)
+
+    step("discovered through entry points")
+    flyconfigs("list")
+    for r in results:
+        target = r.distribution.removeprefix("flyconfigs-")
+        device = DEVICES.get(target, target)
+        for key in KEYS:
+            step(f"explain on {device}")
+            flyconfigs("explain", "rmsnorm", *key, "--device", device)
+    step("a device no package serves falls back to the default heuristic")
+    flyconfigs("explain", "rmsnorm", *KEYS[0], "--device", "sm80:108:NVIDIA A100-SXM4-80GB")
+    print(f"\nwork folder: {work}")
 
 
 if __name__ == "__main__":

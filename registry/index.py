@@ -1,0 +1,60 @@
+"""Reading a package index's simple API (PEP 503 pages): which versions it has."""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+from html.parser import HTMLParser
+
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import Version
+
+from flyconfigs.errors import PublishError
+
+__all__ = ["index_versions"]
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            href = dict(attrs).get("href") or ""
+            self.names.append(re.split(r"[#?]", href)[0].rsplit("/", 1)[-1])
+
+
+def index_versions(simple_url: str, name: str, timeout: float = 30.0) -> list[Version]:
+    """Every version of ``name`` the index at ``simple_url`` lists (empty when it has
+    none); :class:`PublishError` when the index cannot be reached."""
+    url = f"{simple_url.rstrip('/')}/{canonicalize_name(name)}/"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            page = response.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return []
+        raise PublishError(f"the index at {simple_url} answered {exc.code} for {name}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise PublishError(f"cannot reach the index at {simple_url}: {reason}") from None
+    parser = _Links()
+    parser.feed(page)
+    versions = set()
+    for file in parser.names:
+        try:
+            if file.endswith(".whl"):
+                versions.add(parse_wheel_filename(file)[1])
+            elif file.endswith((".tar.gz", ".zip")):
+                versions.add(parse_sdist_filename(file)[1])
+        except (InvalidWheelFilename, InvalidSdistFilename):
+            continue
+    return sorted(versions)

@@ -1,0 +1,267 @@
+"""Building ``flyconfigs-<target>`` data packages and uploading them.
+
+:func:`publish` checks a folder of artifacts (every file validates, all belong to the
+target, no two collide, the version is PEP 440 and, when uploading, newer than the
+index's), writes the package's source tree into a temporary folder, builds an sdist and
+a wheel with setuptools through the ``build`` frontend, and only then moves both into
+the output folder — a failure leaves nothing behind there.  Wheels are reproducible:
+fixed timestamps (``SOURCE_DATE_EPOCH``), fixed file modes and sorted entries, so the
+same artifacts and version give the same bytes.  Uploads go through twine.
+
+Needs the ``publish`` extra (build, twine, setuptools); the loader never imports this.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from flyconfigs.errors import ArtifactError, PublishError
+from flyconfigs.registry.index import index_versions
+from flyconfigs.registry.layout import distribution_name, package_files
+from flyconfigs.schema.load import load_artifact
+from flyconfigs.schema.manifest import target_module
+from flyconfigs.schema.models import Artifact
+from flyconfigs.schema.versions import CURRENT_MAJOR
+
+__all__ = ["BUILD_EPOCH", "PublishResult", "collect_artifacts", "publish", "publish_all"]
+
+BUILD_EPOCH = 315532800
+"""1980-01-01, the earliest time a zip entry can hold: every built file carries it."""
+VERSION_FILE = "VERSION"
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What :func:`publish` built (and uploaded)."""
+
+    distribution: str
+    version: str
+    files: tuple[Path, ...]
+    artifacts: int
+    uploaded_to: str | None = None
+
+
+def collect_artifacts(folder: Path, target: str) -> list[Artifact]:
+    """Every artifact under ``folder``, validated; raises :class:`PublishError` naming
+    the file for an invalid artifact, one of another target, or two that collide."""
+    if not folder.is_dir():
+        raise PublishError("not a folder of artifacts", str(folder))
+    found: dict[str, tuple[Path, Artifact]] = {}
+    for path in sorted(folder.rglob("*.json")):
+        if any(part.startswith(".") for part in path.relative_to(folder).parts):
+            continue
+        try:
+            artifact = load_artifact(path)
+        except ArtifactError as exc:
+            raise PublishError(f"invalid artifact: {'; '.join(map(str, exc.problems))}", str(path)) from None
+        if artifact.device.arch != target:
+            raise PublishError(f"belongs to {artifact.device.arch!r}, not to target {target!r}", str(path))
+        name = artifact.file_name()
+        if name in found:
+            raise PublishError(
+                f"collides with {found[name][0]} (same kernel, device and key)", str(path)
+            )
+        found[name] = (path, artifact)
+    if not found:
+        raise PublishError("no artifacts found", str(folder))
+    return [artifact for _, artifact in found.values()]
+
+
+def _check_version(version: str) -> Version:
+    try:
+        return Version(version)
+    except InvalidVersion:
+        raise PublishError(f"version {version!r} is not a valid PEP 440 version") from None
+
+
+def _span(values: list[object]) -> str:
+    ints = sorted(v for v in values if isinstance(v, int))
+    strs = sorted({v for v in values if isinstance(v, str)})
+    parts = []
+    if ints:
+        parts.append(f"{ints[0]}–{ints[-1]}" if ints[0] != ints[-1] else str(ints[0]))
+    parts.extend(strs)
+    return ", ".join(parts)
+
+
+def _long_description(target: str, version: str, artifacts: Sequence[Artifact]) -> str:
+    lines = [
+        f"# {distribution_name(target)} {version}",
+        "",
+        f"Tuned [flyconfigs](https://pypi.org/project/flyconfigs/) artifacts for `{target}` (data only).",
+        "Installed beside `flyconfigs`, its configs are found through the entry-point group",
+        "`flyconfigs.artifacts` with no configuration.",
+        "",
+        "## Devices",
+        "",
+    ]
+    devices = sorted({a.device.identity.describe() for a in artifacts})
+    lines += [f"- {d}" for d in devices]
+    lines += ["", "## Kernels and key ranges", ""]
+    for kernel in sorted({a.kernel.name for a in artifacts}):
+        arts = [a for a in artifacts if a.kernel.name == kernel]
+        axes = list(arts[0].key)
+        ranges = "; ".join(f"{axis}: {_span([a.key.get(axis) for a in arts])}" for axis in axes)
+        lines.append(f"- `{kernel}` (family version {', '.join(sorted({str(a.kernel.version) for a in arts}))}): "
+                     f"{len(arts)} keys — {ranges}")
+    created = sorted(a.provenance.created for a in artifacts if a.provenance.created)
+    tools = sorted({a.provenance.tool for a in artifacts})
+    backends = sorted({
+        a.provenance.backend + (" " + ", ".join(f"{k} {v}" for k, v in sorted(a.provenance.backend_versions.items())) if a.provenance.backend_versions else "")
+        for a in artifacts
+    })
+    revisions = sorted({a.provenance.git_revision for a in artifacts if a.provenance.git_revision})
+    lines += ["", "## Provenance", ""]
+    lines.append(f"- tools: {', '.join(tools)}")
+    lines.append(f"- backends: {'; '.join(backends)}")
+    if created:
+        lines.append(f"- tuned between {created[0]} and {created[-1]}")
+    if revisions:
+        lines.append(f"- source revisions: {', '.join(revisions)}")
+    lines.append(f"- selection rules: {', '.join(sorted({a.selection.rule for a in artifacts}))}")
+    return "\n".join(lines) + "\n"
+
+
+def _pyproject(target: str, version: str) -> str:
+    module = target_module(target)
+    return f"""[build-system]
+requires = ["setuptools>=70"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{distribution_name(target)}"
+version = "{version}"
+description = "Tuned flyconfigs artifacts for {target} (data only)"
+readme = {{file = "README.md", content-type = "text/markdown"}}
+requires-python = ">=3.10"
+dependencies = ["flyconfigs>={CURRENT_MAJOR},<{CURRENT_MAJOR + 1}"]
+classifiers = ["Programming Language :: Python :: 3"]
+
+[project.entry-points."flyconfigs.artifacts"]
+{target} = "{module}"
+
+[tool.setuptools]
+packages = ["{module}"]
+include-package-data = false
+
+[tool.setuptools.package-data]
+{module} = ["manifest.json", "artifacts/*.json"]
+"""
+
+
+def _write_tree(root: Path, target: str, version: str, artifacts: Sequence[Artifact]) -> None:
+    files = dict(package_files(target, artifacts))
+    files["pyproject.toml"] = _pyproject(target, version).encode()
+    files["README.md"] = _long_description(target, version, artifacts).encode()
+    for rel, data in sorted(files.items()):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        os.chmod(path, 0o644)
+        os.utime(path, (BUILD_EPOCH, BUILD_EPOCH))
+
+
+def _build(source: Path, out: Path) -> list[Path]:
+    try:
+        from build import BuildBackendException, ProjectBuilder
+        from pyproject_hooks import quiet_subprocess_runner
+    except ImportError:
+        raise PublishError("building needs the publish extra: pip install 'flyconfigs[publish]'") from None
+    previous = os.environ.get("SOURCE_DATE_EPOCH")
+    os.environ["SOURCE_DATE_EPOCH"] = str(BUILD_EPOCH)
+    try:
+        _check_backend()
+        builder = ProjectBuilder(source, python_executable=sys.executable, runner=quiet_subprocess_runner)
+        return [Path(builder.build(kind, out)) for kind in ("sdist", "wheel")]
+    except BuildBackendException as exc:
+        raise PublishError(f"the build backend failed: {exc}") from None
+    finally:
+        if previous is None:
+            os.environ.pop("SOURCE_DATE_EPOCH", None)
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = previous
+
+
+def _check_backend() -> None:
+    from importlib import metadata
+
+    try:
+        found = metadata.version("setuptools")
+    except metadata.PackageNotFoundError:
+        found = None
+    if found is None or Version(found) < Version("70"):
+        raise PublishError(f"building needs setuptools>=70 beside flyconfigs (found {found or 'none'})")
+
+
+def _upload(files: Sequence[Path], url: str) -> None:
+    command = [sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar",
+               "--repository-url", url, *map(str, files)]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
+    except FileNotFoundError:
+        raise PublishError("uploading needs twine: pip install 'flyconfigs[publish]'") from None
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        raise PublishError(f"twine upload to {url} failed: {detail[-1] if detail else result.returncode}")
+
+
+def publish(
+    folder: str | Path,
+    target: str,
+    version: str,
+    out: str | Path = "dist",
+    upload: str | None = None,
+    index_url: str | None = None,
+) -> PublishResult:
+    """Build ``flyconfigs-<target>`` ``version`` from the artifacts in ``folder`` into
+    ``out``; with ``upload`` (an upload URL), upload both files there after checking
+    that ``version`` is newer than every release the index (``index_url``, default
+    ``<upload>/simple/``) has.  Raises :class:`PublishError`; nothing is left in ``out``
+    on failure."""
+    parsed = _check_version(version)
+    artifacts = collect_artifacts(Path(folder), target)
+    name = distribution_name(target)
+    if upload is not None:
+        existing = index_versions(index_url or upload.rstrip("/") + "/simple/", name)
+        newer = [v for v in existing if v >= parsed]
+        if newer:
+            raise PublishError(f"the index already has {name} {max(newer)}; {version} is not newer")
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="flyconfigs-publish-") as tmp:
+        source = Path(tmp) / "src"
+        staging = Path(tmp) / "dist"
+        _write_tree(source, target, str(parsed), artifacts)
+        built = _build(source, staging)
+        if upload is not None:
+            _upload(built, upload)
+        final = []
+        for path in built:
+            dest = out_dir / path.name
+            shutil.copyfile(path, out_dir / f".{path.name}.part")
+            os.replace(out_dir / f".{path.name}.part", dest)
+            final.append(dest)
+    return PublishResult(name, str(parsed), tuple(final), len(artifacts), upload)
+
+
+def publish_all(root: str | Path, out: str | Path = "dist", upload: str | None = None) -> list[PublishResult]:
+    """Publish every ``<root>/<target>/`` folder, at the version in its ``VERSION`` file."""
+    results = []
+    folders = sorted(p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not folders:
+        raise PublishError("no target folders", str(root))
+    for folder in folders:
+        version_file = folder / VERSION_FILE
+        if not version_file.is_file():
+            raise PublishError(f"missing {VERSION_FILE} file with the release's version", str(folder))
+        results.append(publish(folder, folder.name, version_file.read_text().strip(), out, upload))
+    return results

@@ -1,0 +1,121 @@
+"""``flyconfigs publish``: checks before building, nothing left behind, reproducible wheels."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from factories import H200, MI300X, make_artifact
+from flyconfigs.cli import main
+from flyconfigs.errors import PublishError
+from flyconfigs.registry.publish import publish, publish_all
+from flyconfigs.schema import write_atomic
+
+sys_key = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
+pytestmark = pytest.mark.slow
+
+
+def _folder(tmp_path: Path, device: dict = MI300X, ms: tuple[int, ...] = (1, 4096)) -> Path:
+    folder = tmp_path / "arts"
+    for m in ms:
+        a = make_artifact(device=device, key={**sys_key, "M": m})
+        write_atomic(folder / a.file_name(), a.to_json_bytes())
+    return folder
+
+
+def test_wheel_is_data_only_with_manifest_entry_point_and_requirement(tmp_path: Path) -> None:
+    result = publish(_folder(tmp_path), "gfx942", "2.0.0", tmp_path / "dist")
+    wheel = next(f for f in result.files if f.suffix == ".whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        meta = zf.read("flyconfigs_gfx942-2.0.0.dist-info/METADATA").decode()
+        eps = zf.read("flyconfigs_gfx942-2.0.0.dist-info/entry_points.txt").decode()
+        init = zf.read("flyconfigs_gfx942/__init__.py").decode()
+    assert "flyconfigs_gfx942/manifest.json" in names
+    assert sum(n.startswith("flyconfigs_gfx942/artifacts/") for n in names) == 2
+    assert all(not n.endswith(".py") or n == "flyconfigs_gfx942/__init__.py" for n in names)
+    assert init.startswith('"""') and init.count("\n") == 1
+    assert "Requires-Dist: flyconfigs<2,>=1" in meta or "Requires-Dist: flyconfigs>=1,<2" in meta
+    assert "AMD Instinct MI300X" in meta and "M: 1–4096" in meta and "## Provenance" in meta
+    assert "[flyconfigs.artifacts]\ngfx942 = flyconfigs_gfx942" in eps
+    assert {f.suffix for f in result.files} == {".gz", ".whl"}
+
+
+def test_two_builds_give_identical_wheels(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    first = publish(folder, "gfx942", "1.0.0", tmp_path / "a")
+    second = publish(folder, "gfx942", "1.0.0", tmp_path / "b")
+    wheels = [next(f for f in r.files if f.suffix == ".whl") for r in (first, second)]
+    assert wheels[0].read_bytes() == wheels[1].read_bytes()
+
+
+def _nothing_left(out: Path) -> bool:
+    return not out.exists() or list(out.iterdir()) == []
+
+
+def test_invalid_artifact_stops_the_build(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    (folder / "broken.json").write_text('{"schema_version": "1.0"}')
+    with pytest.raises(PublishError, match="broken.json: invalid artifact") as info:
+        publish(folder, "gfx942", "1.0.0", tmp_path / "out")
+    assert info.value.file == str(folder / "broken.json")
+    assert _nothing_left(tmp_path / "out")
+
+
+def test_mixed_target_folder_is_refused(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    other = make_artifact(device=H200, key=sys_key)
+    write_atomic(folder / other.file_name(), other.to_json_bytes())
+    with pytest.raises(PublishError, match="belongs to 'sm90', not to target 'gfx942'"):
+        publish(folder, "gfx942", "1.0.0", tmp_path / "out")
+    assert _nothing_left(tmp_path / "out")
+
+
+def test_colliding_pair_is_refused(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, ms=(4096,))
+    twin = make_artifact(device=MI300X, key=sys_key, winner_index=2)
+    write_atomic(folder / "copy.json", twin.to_json_bytes())
+    with pytest.raises(PublishError, match="collides with"):
+        publish(folder, "gfx942", "1.0.0", tmp_path / "out")
+
+
+@pytest.mark.parametrize("version", ["1.0-beta!!", "", "v1..0"])
+def test_bad_version_is_refused(tmp_path: Path, version: str) -> None:
+    with pytest.raises(PublishError, match="not a valid PEP 440 version"):
+        publish(_folder(tmp_path), "gfx942", version, tmp_path / "out")
+    assert _nothing_left(tmp_path / "out")
+
+
+def test_unreachable_index_is_a_clear_error(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(PublishError, match=f"cannot reach the index at http://127.0.0.1:{port}/simple/"):
+        publish(_folder(tmp_path), "gfx942", "1.0.0", tmp_path / "out", upload=f"http://127.0.0.1:{port}/")
+    assert _nothing_left(tmp_path / "out")
+
+
+def test_publish_all_reads_each_targets_version(tmp_path: Path) -> None:
+    root = tmp_path / "artifacts"
+    for target, device in (("gfx942", MI300X), ("sm90", H200)):
+        a = make_artifact(device=device, key=sys_key)
+        write_atomic(root / target / a.file_name(), a.to_json_bytes())
+        (root / target / "VERSION").write_text("2026.12.1\n")
+    results = publish_all(root, tmp_path / "dist")
+    assert [(r.distribution, r.version) for r in results] == [("flyconfigs-gfx942", "2026.12.1"), ("flyconfigs-sm90", "2026.12.1")]
+    (root / "sm90" / "VERSION").unlink()
+    with pytest.raises(PublishError, match="missing VERSION"):
+        publish_all(root, tmp_path / "dist2")
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = _folder(tmp_path)
+    assert main(["publish", str(folder), "--target", "gfx942", "--version", "1.0", "--out", str(tmp_path / "d")]) == 0
+    assert main(["publish", str(folder), "--target", "sm90", "--version", "1.0", "--out", str(tmp_path / "e")]) == 1
+    assert "not to target 'sm90'" in capsys.readouterr().err
+    assert main(["publish", str(folder), "--version", "1.0"]) == 2
+    assert _nothing_left(tmp_path / "e")

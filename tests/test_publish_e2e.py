@@ -1,0 +1,133 @@
+"""End to end with real parts: build the core wheel and data packages, serve them from a
+real pypiserver on loopback, upload with twine, pip-install into fresh virtual
+environments and resolve through entry-point discovery in a subprocess there."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from factories import H200, MI300X, make_artifact
+from flyconfigs.registry.publish import publish
+from flyconfigs.schema import write_atomic
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
+from local_index import LocalIndex, build_core_wheel, dependency_wheels, fresh_venv  # noqa: E402
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).parents[1]
+KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
+MI300X_SPEC = "gfx942:304:AMD Instinct MI300X:sramecc+,xnack-"
+H200_SPEC = "sm90:132:NVIDIA H200"
+
+RESOLVE = """
+import json, sys, flyconfigs
+out = {}
+for spec in sys.argv[1:]:
+    r = flyconfigs.resolve("rmsnorm", %r, device=spec)
+    out[spec] = {"source": r.source, "origin": r.origin, "version": r.version, "config": dict(r.config)}
+print(json.dumps(out))
+""" % (KEY,)
+
+
+def _artifacts(folder: Path, device: dict, winner: int) -> Path:
+    for m in (1024, 4096):
+        artifact = make_artifact(device=device, key={**KEY, "M": m}, winner_index=winner)
+        write_atomic(folder / artifact.file_name(), artifact.to_json_bytes())
+    return folder
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalIndex]:
+    folder = tmp_path_factory.mktemp("index")
+    dependency_wheels(folder)
+    with LocalIndex(folder) as served:
+        yield served
+
+
+def _twine(url: str, *files: Path) -> None:
+    env = {**os.environ, "TWINE_USERNAME": "test", "TWINE_PASSWORD": "test"}
+    subprocess.run([sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar",
+                    "--repository-url", url, *map(str, files)], check=True, env=env, capture_output=True)
+
+
+def _pip(python: Path, index: LocalIndex, *args: str) -> None:
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-cache-dir", "--index-url", index.simple, *args],
+                   check=True, capture_output=True)
+
+
+def _resolve(python: Path, *specs: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLYCONFIGS_") and k != "PYTHONPATH"}
+    env["FLYCONFIGS_NO_GPU_DETECT"] = "1"
+    done = subprocess.run([str(python), "-c", RESOLVE, *specs], capture_output=True, text=True, env=env, cwd="/")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_publish_upload_install_upgrade_uninstall_and_hashes(index: LocalIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TWINE_USERNAME", "test")
+    monkeypatch.setenv("TWINE_PASSWORD", "test")
+    dist = tmp_path / "dist"
+    core = build_core_wheel(ROOT, dist)
+    v1 = publish(_artifacts(tmp_path / "gfx942-v1", MI300X, winner=1), "gfx942", "1.0.0", dist)
+    _twine(index.url, core, *v1.files)
+
+    venv = fresh_venv(tmp_path / "venv")
+    _pip(venv, index, "flyconfigs-gfx942")
+    served = _resolve(venv, MI300X_SPEC, H200_SPEC)
+    assert served[MI300X_SPEC]["source"] == "package"
+    assert (served[MI300X_SPEC]["origin"], served[MI300X_SPEC]["version"]) == ("flyconfigs-gfx942", "1.0.0")
+    assert served[MI300X_SPEC]["config"] == make_artifact(device=MI300X, key=KEY, winner_index=1).winner.config
+    assert served[H200_SPEC]["source"] == "default"
+
+    v2 = publish(_artifacts(tmp_path / "gfx942-v2", MI300X, winner=3), "gfx942", "1.1.0", dist, upload=index.url)
+    assert v2.uploaded_to == index.url
+    _pip(venv, index, "--upgrade", "flyconfigs-gfx942")
+    upgraded = _resolve(venv, MI300X_SPEC)[MI300X_SPEC]
+    assert upgraded["version"] == "1.1.0"
+    assert upgraded["config"] == make_artifact(device=MI300X, key=KEY, winner_index=3).winner.config
+
+    sm90 = publish(_artifacts(tmp_path / "sm90", H200, winner=2), "sm90", "1.0.0", dist, upload=index.url)
+    _pip(venv, index, "flyconfigs-sm90")
+    both = _resolve(venv, MI300X_SPEC, H200_SPEC)
+    assert both[MI300X_SPEC]["origin"] == "flyconfigs-gfx942"
+    assert both[H200_SPEC]["origin"] == "flyconfigs-sm90"
+    assert both[H200_SPEC]["config"] == make_artifact(key=KEY, winner_index=2).winner.config
+
+    subprocess.run([str(venv), "-m", "pip", "uninstall", "-q", "-y", "flyconfigs-gfx942"], check=True)
+    after = _resolve(venv, MI300X_SPEC, H200_SPEC)
+    assert after[MI300X_SPEC]["source"] == "default"
+    assert after[H200_SPEC]["origin"] == "flyconfigs-sm90"
+
+    requirements = tmp_path / "requirements.txt"
+    lines = []
+    chosen = {"flyconfigs_gfx942": "1.1.0"}
+    for wheel in sorted(index.folder.glob("*.whl")):
+        name, version = wheel.name.split("-")[:2]
+        if name in chosen and version != chosen[name]:
+            continue
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        lines.append(f"{name.replace('_', '-')}=={version} --hash=sha256:{digest}")
+    requirements.write_text("\n".join(lines) + "\n")
+    hashed = fresh_venv(tmp_path / "hashed")
+    _pip(hashed, index, "--require-hashes", "--only-binary=:all:", "-r", str(requirements))
+    assert _resolve(hashed, MI300X_SPEC)[MI300X_SPEC]["version"] == "1.1.0"
+
+
+def test_upload_refuses_a_version_the_index_already_has(index: LocalIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TWINE_USERNAME", "test")
+    monkeypatch.setenv("TWINE_PASSWORD", "test")
+    folder = _artifacts(tmp_path / "sm90", H200, winner=1)
+    publish(folder, "sm90", "5.0.0", tmp_path / "dist", upload=index.url)
+    from flyconfigs.errors import PublishError
+
+    with pytest.raises(PublishError, match="already has flyconfigs-sm90 5.0.0"):
+        publish(folder, "sm90", "4.9.0", tmp_path / "out", upload=index.url)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())

@@ -68,7 +68,8 @@ if [ "$(head -c 4 "$cmd" | od -An -c | tr -d ' ')" != '177ELF' ]; then
   cmd=$("$cmd" -c 'import sys; print(sys.executable)') || exit 127
 fi
 export FLYCONFIGS_ROCM_PREFIX=$here ROCM_PATH=$here/usr
-exec "$lib/ld-linux-x86-64.so.2" --library-path "$lib" "$(readlink -f "$cmd")" "$@"
+case "$cmd" in /*) ;; *) cmd=$PWD/$cmd ;; esac
+exec "$lib/ld-linux-x86-64.so.2" --library-path "$lib" "$cmd" "$@"
 RUN
 chmod +x "$staging/run"
 rm -rf "$prefix"

@@ -1,1 +1,74 @@
-"""placeholder"""
+"""flyconfigs.gpu: device detection, runtime compilation, launch and timing.
+
+:func:`get_backend` picks ``cuda`` (cuda-python) or ``hip`` (hip-python) automatically,
+or the one ``FLYCONFIGS_BACKEND`` names; both run on one implementation
+(:mod:`flyconfigs.gpu.backend`).  Nothing here is imported by ``import flyconfigs``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from flyconfigs.errors import BackendUnavailableError
+from flyconfigs.gpu.backend import Backend, CompiledKernel, CompileRequest, Kernel, LaunchArgumentError
+from flyconfigs.schema.models import Device
+
+__all__ = [
+    "BACKEND_ENV",
+    "Backend",
+    "CompileRequest",
+    "CompiledKernel",
+    "Kernel",
+    "LaunchArgumentError",
+    "detect_device",
+    "get_backend",
+]
+
+BACKEND_ENV = "FLYCONFIGS_BACKEND"
+_BACKENDS: dict[tuple[str, int, str | None], Backend] = {}
+_LOCK = threading.Lock()
+
+
+def _make(name: str, ordinal: int, arch: str | None) -> Backend:
+    if name == "cuda":
+        from flyconfigs.gpu.cuda import cuda_backend
+
+        return cuda_backend(ordinal, arch)
+    if name == "hip":
+        from flyconfigs.gpu.hip import hip_backend
+
+        return hip_backend(ordinal, arch)
+    raise BackendUnavailableError(f"unknown backend {name!r}; expected 'cuda' or 'hip'")
+
+
+def get_backend(name: str | None = None, ordinal: int = 0, arch: str | None = None) -> Backend:
+    """The backend ``name`` (default ``FLYCONFIGS_BACKEND``, else the first of cuda and
+    hip that has a device) for device ``ordinal``; with ``arch``, a compile-only backend
+    that needs no device.  Raises :class:`BackendUnavailableError` saying what is missing."""
+    chosen = name or os.environ.get(BACKEND_ENV) or None
+    with _LOCK:
+        key = (chosen or "auto", ordinal, arch)
+        if key in _BACKENDS:
+            return _BACKENDS[key]
+        if chosen:
+            backend = _make(chosen, ordinal, arch)
+        else:
+            reasons = []
+            for candidate in ("cuda", "hip"):
+                try:
+                    backend = _make(candidate, ordinal, arch)
+                    if arch is None:
+                        backend.device()
+                    break
+                except BackendUnavailableError as exc:
+                    reasons.append(f"{candidate}: {exc}")
+            else:
+                raise BackendUnavailableError("no GPU backend is usable: " + "; ".join(reasons))
+        _BACKENDS[key] = backend
+        return backend
+
+
+def detect_device(ordinal: int = 0) -> Device:
+    """The descriptor of GPU ``ordinal``; :class:`BackendUnavailableError` if none."""
+    return get_backend(ordinal=ordinal).device()

@@ -1,0 +1,75 @@
+"""Host overhead per launch, in one run: the GPU layer's raw ``Kernel.launch`` on a torch
+stream, the ``rms_norm`` op in eager mode (resolve + launch), and torch ``F.rms_norm``'s
+own dispatch — each timed as wall time per call over many back-to-back calls on a tiny
+input, so the host, not the GPU, is what is measured.  Writes ``--out`` (JSON).
+
+    python bench/launch_overhead.py --out bench/results/launch-overhead-h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine, quantiles  # noqa: E402
+
+from flyconfigs.gpu import get_backend  # noqa: E402
+from flyconfigs.kernels import rms_norm  # noqa: E402
+from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
+from flyconfigs.kernels.rmsnorm_op import kernel_for  # noqa: E402
+
+
+def per_call_us(fn: Callable[[], object], calls: int = 2000, repeats: int = 15) -> dict[str, float]:
+    for _ in range(200):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+        torch.cuda.synchronize()
+    return quantiles(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    results = {}
+    for m, n in ((1, 4096), (16, 16384)):
+        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        w = torch.rand(n, device="cuda", dtype=torch.bfloat16)
+        y = torch.empty_like(x)
+        backend = get_backend()
+        key = {"M": m, "N": n, "dtype": "bf16", "weight_dtype": "bf16"}
+        config = SPEC.default_config(key, None)
+        kernel = kernel_for(backend, config, key)
+        grid, block, shared = SPEC.grid(config, m)
+        stream = torch.cuda.current_stream().cuda_stream
+        row = {
+            "gpu_layer_launch": per_call_us(lambda: kernel.launch(grid, block, (x, w, y, m, n, n, 1e-6), stream, shared)),
+            "flyconfigs_op_eager": per_call_us(lambda: rms_norm(x, w, 1e-6, out=y)),
+            "flyconfigs_op_eager_alloc": per_call_us(lambda: rms_norm(x, w, 1e-6)),
+            "F.rms_norm_eager": per_call_us(lambda: F.rms_norm(x, (n,), w, 1e-6)),
+            "empty_torch_op": per_call_us(lambda: torch.empty_like(x)),
+        }
+        results[f"{m}x{n}"] = row
+        print(f"{m}x{n}: " + "  ".join(f"{k} {v['median']:.2f}us" for k, v in row.items()), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"benchmark": "launch_overhead", "machine": machine(), "torch": torch.__version__,
+                                    "device": get_backend().device().model_dump(mode="json"), "results": results},
+                                   indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()

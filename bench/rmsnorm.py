@@ -1,0 +1,191 @@
+"""RMSNorm on one GPU, every contender in one run with the timing protocol of PERF.md
+(K calls over rotated input copies captured in a graph, interleaved replays, median and
+p20/p80): the device copy, the flyconfigs op as served (tuned configs through installed
+data packages), the op with its default heuristic, torch ``F.rms_norm``, torch.compile
+of the same expression and Liger (when installed).  Each contender's output is checked
+against a float64 reference before it is timed.  Writes ``--out`` (JSON).
+
+    python bench/rmsnorm.py --out bench/results/rmsnorm-h200.json [--quick] [--contenders ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine  # noqa: E402
+
+from flyconfigs.gpu import get_backend  # noqa: E402
+from flyconfigs.kernels import rms_norm  # noqa: E402
+from flyconfigs.kernels.rmsnorm import SPEC, reference_rms_norm, traffic_bytes  # noqa: E402
+from flyconfigs.kernels.rmsnorm_op import kernel_for  # noqa: E402
+from flyconfigs.registry import DeviceQuery, resolve  # noqa: E402
+from flyconfigs.tuner.timing import measure, plan_rotation, summarize  # noqa: E402
+
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+EPS = 1e-6
+PEERS = ("torch.compile", "liger")
+
+
+def grid(quick: bool) -> list[tuple[int, int, str, str]]:
+    """The benchmark grid of PERF.md (bf16 M × N, plus fp16 and fp32 on a subset)."""
+    ms = [1, 16, 128, 1024, 4096, 16384, 65536]
+    ns = [1024, 2048, 4096, 5120, 8192, 16384]
+    shapes = [(m, n, "bf16", "bf16") for m in ms for n in ns]
+    shapes += [(m, n, d, d) for d in ("fp16", "fp32") for m in (4096, 65536) for n in (4096, 8192)]
+    if quick:
+        shapes = [s for s in shapes if (s[0], s[1]) in {(1, 4096), (128, 8192), (4096, 4096), (65536, 16384)} or s[2] != "bf16"][:8]
+    return shapes
+
+
+def _compiled_expression() -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    def expr(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS) * w.float()).to(x.dtype)
+
+    return torch.compile(expr)
+
+
+def _liger() -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
+    try:
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+    except ImportError:
+        return None
+    return lambda x, w: LigerRMSNormFunction.apply(x, w, EPS)
+
+
+def contenders_for(
+    m: int, n: int, dtype: str, wdtype: str, copies: int, wanted: set[str], compiled: Any, liger: Any
+) -> tuple[dict[str, Callable[[int], None]], dict[str, Callable[[], torch.Tensor]], dict[str, Any]]:
+    """Launch functions over ``copies`` rotated inputs, one-shot functions for checking,
+    and what was served."""
+    xs = [torch.randn(m, n, device="cuda").mul_(2).to(DT[dtype]) for _ in range(copies)]
+    ys = [torch.empty_like(x) for x in xs]
+    w = (torch.rand(n, device="cuda") + 0.5).to(DT[wdtype])
+    backend = get_backend()
+    key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
+    device = DeviceQuery.of(backend.device().identity)
+    default = SPEC.default_config(key, device)
+    default_kernel = kernel_for(backend, default, key)
+    g, b, sh = SPEC.grid(default, m)
+
+    def launch_default(i: int) -> None:
+        default_kernel.launch(g, b, (xs[i], w, ys[i], m, n, n, EPS), torch.cuda.current_stream().cuda_stream, sh)
+
+    runs: dict[str, Callable[[int], None]] = {
+        "copy": lambda i: torch.mul(xs[i], 1.0, out=ys[i]),
+        "flyconfigs": lambda i: rms_norm(xs[i], w, EPS, out=ys[i]),
+        "flyconfigs-default": launch_default,
+        "F.rms_norm": lambda i: F.rms_norm(xs[i], (n,), w, EPS),
+    }
+    if compiled is not None:
+        runs["torch.compile"] = lambda i: compiled(xs[i], w)
+    if liger is not None:
+        runs["liger"] = lambda i: liger(xs[i], w)
+    runs = {k: v for k, v in runs.items() if k in wanted}
+
+    def once(name: str) -> Callable[[], torch.Tensor]:
+        def run() -> torch.Tensor:
+            ys[0].fill_(float("nan"))
+            result = runs[name](0)
+            return ys[0] if result is None or name in ("copy", "flyconfigs", "flyconfigs-default") else result
+
+        return run
+
+    served = resolve(SPEC, key, device)
+    info = {"served_config": dict(served.config), "served_from": served.source, "served_origin": served.origin,
+            "served_key_match": served.key_match, "default_config": default}
+    checks = {name: once(name) for name in runs if name != "copy"}
+    ref = reference_rms_norm(xs[0], w, EPS)
+    for name, run in checks.items():
+        y = run()
+        torch.cuda.synchronize()
+        tol = {"bf16": 2e-2, "fp16": 4e-3, "fp32": 1e-4}[dtype]
+        err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
+        if not err < tol or torch.isnan(y).any():
+            raise SystemExit(f"{name} is wrong on {key}: max relative error {err}")
+    return runs, checks, info
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--quick", action="store_true", help="a few shapes only")
+    parser.add_argument("--contenders", nargs="*", default=["copy", "flyconfigs", "flyconfigs-default", "F.rms_norm", *PEERS])
+    parser.add_argument("--samples", type=int, default=15)
+    args = parser.parse_args()
+    wanted = set(args.contenders)
+    compiled = _compiled_expression() if "torch.compile" in wanted else None
+    liger = _liger() if "liger" in wanted else None
+    props = torch.cuda.get_device_properties(0)
+    device = get_backend().device()
+    rows = []
+    started = time.time()
+    for m, n, dtype, wdtype in grid(args.quick):
+        traffic = traffic_bytes(m, n, dtype, wdtype)
+        plan = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
+        plan = type(plan)(plan.copies, plan.launches, samples=args.samples)
+        runs, _, info = contenders_for(m, n, dtype, wdtype, plan.copies, wanted, compiled, liger)
+        names = list(runs)
+        results = measure([runs[k] for k in names], plan)
+        row: dict[str, Any] = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype, "traffic_bytes": traffic,
+                               "copies": plan.copies, "launches_per_replay": plan.launches, **info,
+                               "results": {k: summarize(r, traffic) for k, r in zip(names, results)}}
+        res = row["results"]
+        peers = [res[p]["median_us"] for p in PEERS if p in res]
+        ratios: dict[str, float] = {}
+        for mine in ("flyconfigs", "flyconfigs-default"):
+            if mine not in res:
+                continue
+            if "F.rms_norm" in res:
+                ratios[f"{mine}_speedup_vs_F.rms_norm"] = res["F.rms_norm"]["median_us"] / res[mine]["median_us"]
+            if peers:
+                ratios[f"{mine}_speedup_vs_best_peer"] = min(peers) / res[mine]["median_us"]
+            if "copy" in res:
+                ratios[f"{mine}_fraction_of_copy"] = res[mine]["bandwidth_gbps"] / res["copy"]["bandwidth_gbps"]
+        row["ratios"] = ratios
+        rows.append(row)
+        line = "  ".join(f"{k} {v['median_us']:8.2f}us" for k, v in res.items())
+        print(f"{m:>6} x {n:<6} {dtype}/{wdtype}: {line}", flush=True)
+        del runs
+        torch.cuda.empty_cache()
+
+    def geomean(key: str) -> float | None:
+        vals = [r["ratios"][key] for r in rows if key in r["ratios"]]
+        return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None
+
+    summary = {k: geomean(k) for k in ("flyconfigs_speedup_vs_F.rms_norm", "flyconfigs_speedup_vs_best_peer",
+                                       "flyconfigs-default_speedup_vs_F.rms_norm", "flyconfigs-default_speedup_vs_best_peer")}
+    big = [r for r in rows if r["traffic_bytes"] >= 256e6 and "flyconfigs_fraction_of_copy" in r["ratios"]]
+    summary["min_fraction_of_copy_at_256MB_or_more"] = min((r["ratios"]["flyconfigs_fraction_of_copy"] for r in big), default=None)
+    if rows and "flyconfigs" in rows[0]["results"] and "flyconfigs-default" in rows[0]["results"]:
+        within = [r["results"]["flyconfigs-default"]["median_us"] <= 1.10 * r["results"]["flyconfigs"]["median_us"] for r in rows]
+        summary["default_within_10pct_of_served_fraction"] = sum(within) / len(within)
+    payload = {
+        "benchmark": "rmsnorm",
+        "machine": machine(),
+        "device": device.model_dump(mode="json"),
+        "torch": torch.__version__,
+        "protocol": "K calls over rotated copies (>= 3x L2 where memory allows) captured in one graph; "
+                    "interleaved replays; per-call = replay time / K; median of samples",
+        "wall_s": time.time() - started,
+        "summary": summary,
+        "rows": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()

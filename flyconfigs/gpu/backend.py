@@ -1,0 +1,318 @@
+"""One implementation of the GPU layer over two mirrored bindings.
+
+hip-python (``hip``, ``hiprtc``) and cuda-python (``cuda.bindings.driver``, ``nvrtc``)
+expose the same shape of API: every call returns ``(err, *outputs)``.  A vendor module
+supplies a :class:`Binding` — the symbol names and the few calls that differ — and
+everything else lives here once: error checking, runtime compilation with name
+expressions and lowered names, compile-log capture, the on-disk compile cache, loading,
+argument packing, launching on a foreign stream, and event timing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from flyconfigs.errors import CompileError, GPUError, LaunchError
+from flyconfigs.gpu.cache import CompileCache
+from flyconfigs.schema.models import Device, Resources
+
+__all__ = ["ArgKind", "Backend", "Binding", "CompileRequest", "CompiledKernel", "Kernel", "LaunchArgumentError"]
+
+ArgKind = Literal["ptr", "i32", "i64", "u32", "f32"]
+_CTYPES: dict[str, Callable[[Any], ctypes._SimpleCData]] = {  # type: ignore[type-arg]
+    "ptr": ctypes.c_void_p,
+    "i32": ctypes.c_int32,
+    "i64": ctypes.c_int64,
+    "u32": ctypes.c_uint32,
+    "f32": ctypes.c_float,
+}
+_INT_RANGES = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "u32": (0, 2**32 - 1), "ptr": (0, 2**64 - 1)}
+
+
+class LaunchArgumentError(LaunchError, TypeError):
+    """A launch's arguments do not match the kernel's declared signature."""
+
+
+@dataclass
+class Binding:
+    """What differs between hip-python and cuda-python: module handles, symbol names,
+    and a few adapters.  Filled in by ``flyconfigs.gpu.cuda`` and ``flyconfigs.gpu.hip``."""
+
+    name: Literal["cuda", "hip"]
+    rtc: Any
+    api: Any
+    rtc_prefix: str
+    code_getters: tuple[str, str]
+    arch_option: Callable[[str], str]
+    define: str
+    destroy_program: Callable[[Any], Any]
+    load_module: Callable[[bytes], Any]
+    get_function: Callable[[Any, bytes], Any]
+    launch: Callable[..., Any]
+    event_create: Callable[[], Any]
+    event_record: Callable[[Any, Any], Any]
+    event_synchronize: Callable[[Any], Any]
+    event_elapsed: Callable[[Any, Any], Any]
+    synchronize: Callable[[], Any]
+    compiler_version: Callable[[], str]
+    describe: Callable[[int], Device]
+    activate: Callable[[int], None]
+    resources: Callable[["Backend", "CompiledKernel", int, "Kernel | None"], Resources]
+    default_options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """What to compile: source, a name expression (``"k<64, 2>"`` or a plain name) and
+    extra options (``-D…``)."""
+
+    source: str
+    name_expression: str
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """A code object and what is needed to load it."""
+
+    request: CompileRequest
+    arch: str
+    code: bytes
+    lowered_name: str
+    log: str
+    cache_key: str
+    from_cache: bool
+
+
+@dataclass(eq=False)
+class Kernel:
+    """A loaded kernel with its declared argument kinds."""
+
+    compiled: CompiledKernel
+    module: Any
+    function: Any
+    signature: tuple[ArgKind, ...]
+    backend: Backend = field(repr=False)
+
+    def launch(
+        self,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        args: Sequence[object],
+        stream: int | None = None,
+        shared_bytes: int = 0,
+    ) -> None:
+        """Launch on ``stream`` (a raw stream handle, e.g. ``torch.cuda.current_stream()
+        .cuda_stream``; ``None`` for the default stream).  Raises
+        :class:`LaunchArgumentError` for arguments that do not fit the signature and
+        :class:`LaunchError` when the driver refuses the launch."""
+        self.backend.launch(self, grid, block, args, stream, shared_bytes)
+
+
+def pack_arguments(signature: Sequence[ArgKind], args: Sequence[object]) -> tuple[Any, list[Any]]:
+    """The ``void*[]`` array of argument addresses for a launch, and the ctypes values
+    it points at (which must outlive the launch call)."""
+    if len(args) != len(signature):
+        raise LaunchArgumentError(f"kernel takes {len(signature)} arguments ({', '.join(signature)}), got {len(args)}")
+    values = []
+    for index, (kind, arg) in enumerate(zip(signature, args)):
+        if kind == "ptr" and hasattr(arg, "data_ptr"):
+            arg = arg.data_ptr()  # a torch tensor
+        if kind == "f32":
+            if isinstance(arg, bool) or not isinstance(arg, (int, float)):
+                raise LaunchArgumentError(f"argument {index} must be a float (f32), got {type(arg).__name__}")
+            values.append(ctypes.c_float(float(arg)))
+            continue
+        if isinstance(arg, bool) or not isinstance(arg, int):
+            raise LaunchArgumentError(f"argument {index} must be an int ({kind}), got {type(arg).__name__}")
+        low, high = _INT_RANGES[kind]
+        if not low <= arg <= high:
+            raise LaunchArgumentError(f"argument {index} = {arg} does not fit {kind}")
+        values.append(_CTYPES[kind](arg))
+    array = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
+    return array, values
+
+
+class Backend:
+    """A GPU backend: compile, load, launch, time; one instance per (binding, device)."""
+
+    def __init__(self, binding: Binding, ordinal: int = 0, arch: str | None = None, cache: CompileCache | None = None) -> None:
+        self.binding = binding
+        self.ordinal = ordinal
+        self._arch = arch
+        self._device: Device | None = None
+        self._active = False
+        self._lock = threading.Lock()
+        self.cache = cache if cache is not None else CompileCache()
+
+    @property
+    def name(self) -> str:
+        return self.binding.name
+
+    # -- errors ---------------------------------------------------------------------------
+
+    def check(self, result: Any, what: str, error: type[GPUError] = GPUError) -> Any:
+        """Unpack ``(err, *outputs)``; raise ``error`` naming ``what`` on failure."""
+        if isinstance(result, tuple):
+            err, rest = result[0], result[1:]
+        else:
+            err, rest = result, ()
+        if int(err) != 0:
+            raise error(f"{what} failed: {getattr(err, 'name', err)} ({int(err)})")
+        if not rest:
+            return None
+        return rest[0] if len(rest) == 1 else rest
+
+    # -- the device -----------------------------------------------------------------------
+
+    def device(self) -> Device:
+        """The descriptor of the selected device (ordinal ``self.ordinal``)."""
+        if self._device is None:
+            self._device = self.binding.describe(self.ordinal)
+        return self._device
+
+    @property
+    def arch(self) -> str:
+        """The arch compiled for: the one given, else the selected device's."""
+        if self._arch is None:
+            self._arch = self.device().arch
+        return self._arch
+
+    def activate(self) -> None:
+        """Make the selected device current for this thread (shares torch's context)."""
+        if not self._active:
+            self.binding.activate(self.ordinal)
+            self._active = True
+
+    # -- compiling ------------------------------------------------------------------------
+
+    def options(self, request: CompileRequest) -> list[str]:
+        """Every compiler option for ``request`` on this backend."""
+        return [self.binding.arch_option(self.arch), *self.binding.default_options, self.binding.define, *request.options]
+
+    def cache_key(self, request: CompileRequest) -> str:
+        """sha256 of source, name expression, options, arch and compiler version."""
+        h = hashlib.sha256()
+        for part in (request.source, request.name_expression, "\0".join(self.options(request)), self.arch,
+                     self.name, self.binding.compiler_version()):
+            h.update(part.encode())
+            h.update(b"\0\1")
+        return h.hexdigest()
+
+    def compile(self, request: CompileRequest) -> CompiledKernel:
+        """Compile ``request`` (or take it from the cache).  Raises
+        :class:`CompileError` carrying the compiler's log."""
+        key = self.cache_key(request)
+        hit = self.cache.get(key)
+        if hit is not None:
+            code, meta = hit
+            return CompiledKernel(request, self.arch, code, meta["lowered_name"], meta.get("log", ""), key, True)
+        code, lowered, log = self._compile_uncached(request)
+        self.cache.put(key, code, {"lowered_name": lowered, "log": log, "arch": self.arch, "backend": self.name})
+        return CompiledKernel(request, self.arch, code, lowered, log, key, False)
+
+    def compile_many(self, requests: Iterable[CompileRequest], workers: int = 8) -> list[CompiledKernel | CompileError]:
+        """Compile several requests in parallel threads; a failure is returned in place."""
+        def one(req: CompileRequest) -> CompiledKernel | CompileError:
+            try:
+                return self.compile(req)
+            except CompileError as exc:
+                return exc
+
+        items = list(requests)
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(items)))) as pool:
+            return list(pool.map(one, items))
+
+    def _compile_uncached(self, request: CompileRequest) -> tuple[bytes, str, str]:
+        rtc, prefix = self.binding.rtc, self.binding.rtc_prefix
+        program = self.check(
+            getattr(rtc, f"{prefix}CreateProgram")(request.source.encode(), b"flyconfigs_kernel.cu", 0, [], []),
+            f"{prefix}CreateProgram", CompileError,
+        )
+        try:
+            expression = request.name_expression.encode()
+            self.check(getattr(rtc, f"{prefix}AddNameExpression")(program, expression), f"{prefix}AddNameExpression", CompileError)
+            options = [o.encode() for o in self.options(request)]
+            result = getattr(rtc, f"{prefix}CompileProgram")(program, len(options), options)
+            log = self._program_log(program)
+            if int(result[0]) != 0:
+                raise CompileError(
+                    f"compiling {request.name_expression} for {self.arch} failed: {getattr(result[0], 'name', result[0])}", log
+                )
+            lowered = self.check(getattr(rtc, f"{prefix}GetLoweredName")(program, expression), f"{prefix}GetLoweredName", CompileError)
+            size_call, code_call = self.binding.code_getters
+            size = self.check(getattr(rtc, size_call)(program), size_call, CompileError)
+            buffer = bytearray(size) if self.name == "hip" else b" " * size
+            self.check(getattr(rtc, code_call)(program, buffer), code_call, CompileError)
+        finally:
+            self.binding.destroy_program(program)
+        name = lowered.decode() if isinstance(lowered, bytes) else str(lowered)
+        return bytes(buffer), name.rstrip("\0"), log
+
+    def _program_log(self, program: Any) -> str:
+        rtc, prefix = self.binding.rtc, self.binding.rtc_prefix
+        size = self.check(getattr(rtc, f"{prefix}GetProgramLogSize")(program), f"{prefix}GetProgramLogSize", CompileError)
+        if not size:
+            return ""
+        buffer = bytearray(size) if self.name == "hip" else b" " * size
+        self.check(getattr(rtc, f"{prefix}GetProgramLog")(program, buffer), f"{prefix}GetProgramLog", CompileError)
+        return bytes(buffer).rstrip(b"\0 ").decode("utf-8", "replace").strip()
+
+    # -- loading and launching ------------------------------------------------------------
+
+    def load(self, compiled: CompiledKernel, signature: Sequence[ArgKind]) -> Kernel:
+        """Load ``compiled`` on the selected device."""
+        self.activate()
+        module = self.check(self.binding.load_module(compiled.code), "loading the code object", LaunchError)
+        function = self.check(self.binding.get_function(module, compiled.lowered_name.encode()), "finding the kernel", LaunchError)
+        return Kernel(compiled, module, function, tuple(signature), self)
+
+    def launch(
+        self,
+        kernel: Kernel,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        args: Sequence[object],
+        stream: int | None = None,
+        shared_bytes: int = 0,
+    ) -> None:
+        """See :meth:`Kernel.launch`."""
+        array, keep = pack_arguments(kernel.signature, args)
+        for dims, what in ((grid, "grid"), (block, "block")):
+            if len(dims) != 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+                raise LaunchArgumentError(f"{what} must be three positive ints, got {dims!r}")
+        result = self.binding.launch(
+            kernel.function, *grid, *block, shared_bytes, stream or 0, ctypes.addressof(array), None
+        )
+        del keep
+        self.check(result, f"launching {kernel.compiled.lowered_name}", LaunchError)
+
+    def synchronize(self) -> None:
+        """Wait for the device; raises :class:`LaunchError` if a kernel faulted."""
+        self.check(self.binding.synchronize(), "synchronizing the device", LaunchError)
+
+    # -- timing ---------------------------------------------------------------------------
+
+    def time_ms(self, run: Callable[[], None], stream: int | None = None) -> float:
+        """Milliseconds between two events recorded around ``run()`` on ``stream``."""
+        start = self.check(self.binding.event_create(), "creating an event")
+        end = self.check(self.binding.event_create(), "creating an event")
+        self.check(self.binding.event_record(start, stream or 0), "recording an event")
+        run()
+        self.check(self.binding.event_record(end, stream or 0), "recording an event")
+        self.check(self.binding.event_synchronize(end), "waiting for an event", LaunchError)
+        return float(self.check(self.binding.event_elapsed(start, end), "reading an event pair"))
+
+    # -- resources ------------------------------------------------------------------------
+
+    def resources(self, compiled: CompiledKernel, block_threads: int, kernel: Kernel | None = None) -> Resources:
+        """Registers, spills, shared memory and the occupancy a launch of
+        ``block_threads`` threads allows.  AMD reads the code object (no GPU needed);
+        NVIDIA asks the driver about the loaded function (``kernel``, loaded if absent)."""
+        return self.binding.resources(self, compiled, block_threads, kernel)

@@ -1,0 +1,110 @@
+"""The on-disk compile cache.
+
+Entries are ``<dir>/<key[:2]>/<key>.bin`` (the code object) and ``<key>.json`` (the
+lowered name, the log, what built it), each written atomically, so several processes
+compiling the same kernel at once each write a whole file and readers never see a torn
+one.  A hit refreshes the entry's time; when the cache grows past its cap, the least
+recently used entries are removed (under a lock file, by one process at a time).
+
+Location: ``FLYCONFIGS_CACHE_DIR``, else platformdirs' user cache dir.  Cap:
+``FLYCONFIGS_CACHE_MAX_BYTES`` (default 1 GiB).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from flyconfigs.schema.jsonio import write_atomic
+
+__all__ = ["CACHE_DIR_ENV", "CACHE_MAX_ENV", "CompileCache", "default_cache_dir"]
+
+CACHE_DIR_ENV = "FLYCONFIGS_CACHE_DIR"
+CACHE_MAX_ENV = "FLYCONFIGS_CACHE_MAX_BYTES"
+DEFAULT_MAX_BYTES = 1 << 30
+
+
+def default_cache_dir() -> Path:
+    """``FLYCONFIGS_CACHE_DIR`` or ``<user cache dir>/flyconfigs/kernels``."""
+    override = os.environ.get(CACHE_DIR_ENV)
+    if override:
+        return Path(override)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("flyconfigs")) / "kernels"
+
+
+class CompileCache:
+    """A size-capped, least-recently-used store of compiled code objects."""
+
+    def __init__(self, root: Path | None = None, max_bytes: int | None = None) -> None:
+        self.root = root if root is not None else default_cache_dir()
+        env_max = os.environ.get(CACHE_MAX_ENV)
+        self.max_bytes = max_bytes if max_bytes is not None else int(env_max) if env_max else DEFAULT_MAX_BYTES
+        self.hits = 0
+        self.misses = 0
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        folder = self.root / key[:2]
+        return folder / f"{key}.bin", folder / f"{key}.json"
+
+    def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
+        """The code and metadata stored under ``key``, or ``None``."""
+        code_path, meta_path = self._paths(key)
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            code = code_path.read_bytes()
+        except (OSError, ValueError):
+            self.misses += 1
+            return None
+        if meta.get("size") != len(code):
+            self.misses += 1
+            return None
+        try:
+            os.utime(code_path)
+        except OSError:
+            pass
+        self.hits += 1
+        return code, meta
+
+    def put(self, key: str, code: bytes, meta: dict[str, Any]) -> None:
+        """Store ``code`` and ``meta`` under ``key``, then evict if over the cap."""
+        code_path, meta_path = self._paths(key)
+        write_atomic(code_path, code)
+        write_atomic(meta_path, json.dumps({**meta, "size": len(code)}, sort_keys=True).encode())
+        self.evict()
+
+    def size(self) -> int:
+        """Bytes of code objects stored."""
+        return sum(p.stat().st_size for p in self.root.glob("*/*.bin") if p.exists())
+
+    def evict(self) -> list[str]:
+        """Remove least-recently-used entries until the cache fits its cap; returns the
+        keys removed."""
+        if not self.root.exists():
+            return []
+        removed: list[str] = []
+        with open(self.root / ".lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            entries = []
+            for code_path in self.root.glob("*/*.bin"):
+                try:
+                    st = code_path.stat()
+                except FileNotFoundError:
+                    continue
+                entries.append((st.st_mtime, st.st_size, code_path))
+            total = sum(size for _, size, _ in entries)
+            for _, size, code_path in sorted(entries):
+                if total <= self.max_bytes:
+                    break
+                for path in (code_path, code_path.with_suffix(".json")):
+                    try:
+                        path.unlink()
+                    except FileNotFoundError:
+                        pass
+                total -= size
+                removed.append(code_path.stem)
+        return removed

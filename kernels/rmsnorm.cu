@@ -1,0 +1,240 @@
+// flyconfigs RMSNorm: y = x * rsqrt(mean(x^2) + eps) * w over each row, fp32 accumulation.
+// One source for hipRTC (AMD, -DFLYCONFIGS_HIP) and NVRTC (NVIDIA, -DFLYCONFIGS_CUDA).
+//
+// Specialised at compile time (see flyconfigs/kernels/rmsnorm.py):
+//   FC_N          row length (the loops unroll over it)
+//   FC_X_DTYPE    activations: 0 fp32, 1 fp16, 2 bf16     FC_W_DTYPE  the weight, likewise
+//   FC_THREADS    threads per row (a sub-wave, a wave, or several waves)
+//   FC_ROWS       rows per block
+//   FC_VEC_BYTES  bytes per load/store of x and y: 16, 8, 4, or 0 for scalar accesses
+//   FC_STORAGE    where the row waits for the reduction: 0 registers, 1 shared memory, 2 re-read
+//   FC_OCCUPANCY  0, or minimum blocks per SM (CUDA) / waves per EU (AMD)
+//   FC_WAVE       the wave (warp) width: 32 or 64
+//
+// The host guarantees for FC_VEC_BYTES > 0 that the row length, the row strides and the
+// base pointers are multiples of the vector; otherwise it compiles the scalar variant.
+
+#if defined(FLYCONFIGS_HIP)
+#define FC_SHFL_XOR(v, m) __shfl_xor((v), (m))
+#define FC_BITS_TO_FLOAT(u) __builtin_bit_cast(float, (unsigned int)(u))
+#define FC_FLOAT_TO_BITS(f) __builtin_bit_cast(unsigned int, (float)(f))
+#else
+#include <cuda_fp16.h>
+#define FC_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
+#define FC_BITS_TO_FLOAT(u) __uint_as_float((unsigned int)(u))
+#define FC_FLOAT_TO_BITS(f) __float_as_uint((float)(f))
+#endif
+
+namespace fc {
+
+constexpr int N = FC_N;
+constexpr int TPR = FC_THREADS;
+constexpr int ROWS = FC_ROWS;
+constexpr int BLOCK = TPR * ROWS;
+constexpr int WAVE = FC_WAVE;
+constexpr int XBYTES = FC_X_DTYPE == 0 ? 4 : 2;
+constexpr int WBYTES = FC_W_DTYPE == 0 ? 4 : 2;
+constexpr int VEC = FC_VEC_BYTES > 0 ? FC_VEC_BYTES / XBYTES : 1;
+constexpr int NV = (N + VEC - 1) / VEC;  // vectors per row (exact when VEC > 1)
+constexpr int ITEMS = (NV + TPR - 1) / TPR;  // vectors per thread
+constexpr int WAVES_PER_ROW = TPR > WAVE ? TPR / WAVE : 1;
+
+static_assert(FC_VEC_BYTES == 0 || N % VEC == 0, "vector width must divide the row");
+static_assert(TPR <= WAVE || TPR % WAVE == 0, "threads per row: a sub-wave or whole waves");
+
+// Raw words of a load: 16-bit elements sit two to a 32-bit word, low half first.
+template <int BYTES>
+struct alignas(BYTES >= 16 ? 16 : BYTES) Words {
+  unsigned int w[BYTES >= 4 ? BYTES / 4 : 1];
+};
+
+__device__ __forceinline__ float half_to_float(unsigned int h) {
+#if defined(FLYCONFIGS_HIP)
+  unsigned short s = (unsigned short)h;
+  return (float)__builtin_bit_cast(_Float16, s);
+#else
+  return __half2float(__ushort_as_half((unsigned short)h));
+#endif
+}
+
+__device__ __forceinline__ unsigned int float_to_half(float f) {
+#if defined(FLYCONFIGS_HIP)
+  return (unsigned int)__builtin_bit_cast(unsigned short, (_Float16)f);
+#else
+  return (unsigned int)__half_as_ushort(__float2half_rn(f));
+#endif
+}
+
+__device__ __forceinline__ float bf16_to_float(unsigned int h) { return FC_BITS_TO_FLOAT(h << 16); }
+
+__device__ __forceinline__ unsigned int float_to_bf16(float f) {
+  unsigned int u = FC_FLOAT_TO_BITS(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;  // NaN stays a quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);                       // round to nearest even
+  return u >> 16;
+}
+
+template <int DT>
+__device__ __forceinline__ float to_float(unsigned int bits) {
+  if (DT == 0) return FC_BITS_TO_FLOAT(bits);
+  if (DT == 1) return half_to_float(bits);
+  return bf16_to_float(bits);
+}
+
+template <int DT>
+__device__ __forceinline__ unsigned int from_float(float f) {
+  if (DT == 0) return FC_FLOAT_TO_BITS(f);
+  if (DT == 1) return float_to_half(f);
+  return float_to_bf16(f);
+}
+
+// Load COUNT consecutive elements of dtype DT starting at p into out[] as floats, with
+// the widest accesses the alignment guaranteed by the caller allows.
+template <int DT, int COUNT>
+__device__ __forceinline__ void load(const void* p, float* out) {
+  constexpr int EB = DT == 0 ? 4 : 2;
+  constexpr int BYTES = EB * COUNT;
+  if (BYTES >= 4 && BYTES % 4 == 0) {
+    constexpr int CHUNK = BYTES % 16 == 0 ? 16 : BYTES % 8 == 0 ? 8 : 4;
+    constexpr int PER = CHUNK / EB;
+#pragma unroll
+    for (int c = 0; c < BYTES / CHUNK; ++c) {
+      Words<CHUNK> v = reinterpret_cast<const Words<CHUNK>*>(p)[c];
+#pragma unroll
+      for (int e = 0; e < PER; ++e) {
+        unsigned int word = v.w[(e * EB) / 4];
+        unsigned int bits = EB == 4 ? word : (e & 1 ? word >> 16 : word & 0xffffu);
+        out[c * PER + e] = to_float<DT>(bits);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < COUNT; ++e) {
+      unsigned int bits = EB == 4 ? reinterpret_cast<const unsigned int*>(p)[e]
+                                  : (unsigned int)reinterpret_cast<const unsigned short*>(p)[e];
+      out[e] = to_float<DT>(bits);
+    }
+  }
+}
+
+template <int DT, int COUNT>
+__device__ __forceinline__ void store(void* p, const float* in) {
+  constexpr int EB = DT == 0 ? 4 : 2;
+  constexpr int BYTES = EB * COUNT;
+  if (BYTES >= 4 && BYTES % 4 == 0) {
+    constexpr int CHUNK = BYTES % 16 == 0 ? 16 : BYTES % 8 == 0 ? 8 : 4;
+    constexpr int PER = CHUNK / EB;
+#pragma unroll
+    for (int c = 0; c < BYTES / CHUNK; ++c) {
+      Words<CHUNK> v;
+#pragma unroll
+      for (int k = 0; k < CHUNK / 4; ++k) v.w[k] = 0u;
+#pragma unroll
+      for (int e = 0; e < PER; ++e) {
+        unsigned int bits = from_float<DT>(in[c * PER + e]);
+        if (EB == 4) v.w[e] = bits;
+        else v.w[(e * EB) / 4] |= (e & 1) ? (bits << 16) : bits;
+      }
+      reinterpret_cast<Words<CHUNK>*>(p)[c] = v;
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < COUNT; ++e) {
+      unsigned int bits = from_float<DT>(in[e]);
+      if (EB == 4) reinterpret_cast<unsigned int*>(p)[e] = bits;
+      else reinterpret_cast<unsigned short*>(p)[e] = (unsigned short)bits;
+    }
+  }
+}
+
+}  // namespace fc
+
+#if defined(FLYCONFIGS_HIP)
+#if FC_OCCUPANCY > 0
+#define FC_BOUNDS __attribute__((amdgpu_flat_work_group_size(1, fc::BLOCK), amdgpu_waves_per_eu(FC_OCCUPANCY)))
+#else
+#define FC_BOUNDS __attribute__((amdgpu_flat_work_group_size(1, fc::BLOCK)))
+#endif
+#else
+#if FC_OCCUPANCY > 0
+#define FC_BOUNDS __launch_bounds__(fc::BLOCK, FC_OCCUPANCY)
+#else
+#define FC_BOUNDS __launch_bounds__(fc::BLOCK)
+#endif
+#endif
+
+extern "C" __global__ void FC_BOUNDS rmsnorm_kernel(const void* __restrict__ x, const void* __restrict__ w,
+                                                    void* __restrict__ y, int rows, long long x_stride,
+                                                    long long y_stride, float eps) {
+  using namespace fc;
+  const int lane = (int)threadIdx.x % TPR;
+  const int sub = (int)threadIdx.x / TPR;
+  const long long row = (long long)blockIdx.x * ROWS + sub;
+  const bool active = row < rows;
+  const char* xr = reinterpret_cast<const char*>(x) + (active ? row : 0) * x_stride * XBYTES;
+  char* yr = reinterpret_cast<char*>(y) + (active ? row : 0) * y_stride * XBYTES;
+
+#if FC_STORAGE == 0
+  float held[ITEMS * VEC];
+#elif FC_STORAGE == 1
+  __shared__ float held_rows[ROWS * NV * VEC];
+  float* held = held_rows + sub * NV * VEC;
+#endif
+
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int v = lane + i * TPR;
+    float vals[VEC];
+    if (active && v < NV && (VEC > 1 || v < N)) {
+      load<FC_X_DTYPE, VEC>(xr + (long long)v * VEC * XBYTES, vals);
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) vals[e] = 0.f;
+    }
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      sum += vals[e] * vals[e];
+#if FC_STORAGE == 0
+      held[i * VEC + e] = vals[e];
+#elif FC_STORAGE == 1
+      if (v < NV) held[v * VEC + e] = vals[e];
+#endif
+    }
+  }
+
+  // Reduce within the row's threads: shuffles inside a wave, shared memory across waves.
+#pragma unroll
+  for (int offset = (TPR < WAVE ? TPR : WAVE) / 2; offset > 0; offset /= 2) sum += FC_SHFL_XOR(sum, offset);
+  if (WAVES_PER_ROW > 1) {
+    __shared__ float partial[ROWS * WAVES_PER_ROW];
+    const int wave_in_row = lane / WAVE;
+    if (lane % WAVE == 0) partial[sub * WAVES_PER_ROW + wave_in_row] = sum;
+    __syncthreads();
+    sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < WAVES_PER_ROW; ++k) sum += partial[sub * WAVES_PER_ROW + k];
+  }
+  const float scale = rsqrtf(sum / (float)N + eps);
+
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int v = lane + i * TPR;
+    if (!active || v >= NV || (VEC == 1 && v >= N)) continue;
+    float vals[VEC];
+#if FC_STORAGE == 0
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) vals[e] = held[i * VEC + e];
+#elif FC_STORAGE == 1
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) vals[e] = held[v * VEC + e];
+#else
+    load<FC_X_DTYPE, VEC>(xr + (long long)v * VEC * XBYTES, vals);
+#endif
+    float wv[VEC];
+    load<FC_W_DTYPE, VEC>(reinterpret_cast<const char*>(w) + (long long)v * VEC * WBYTES, wv);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) vals[e] = vals[e] * scale * wv[e];
+    store<FC_X_DTYPE, VEC>(yr + (long long)v * VEC * XBYTES, vals);
+  }
+}

@@ -1,0 +1,159 @@
+"""``rms_norm(x, weight, eps=1e-6, out=None)``: the RMSNorm op users call.
+
+Each call resolves its config through the registry (so an installed data package changes
+what runs), compiles it through the GPU layer (cached on disk and in process), and
+launches on the tensor's current stream.  It is registered as the torch custom ops
+``flyconfigs::rms_norm`` and ``flyconfigs::rms_norm_out`` with fake implementations, so
+it works under ``torch.compile`` and inside CUDA/HIP graph capture (after one eager call
+has compiled the variant).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from flyconfigs.gpu import get_backend
+from flyconfigs.gpu.backend import Backend, CompileRequest, Kernel
+from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.registry import DeviceQuery, resolve
+
+__all__ = ["kernel_for", "rms_norm"]
+
+_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+_SIGNATURE = ("ptr", "ptr", "ptr", "i32", "i64", "i64", "f32")
+_KERNELS: dict[tuple[Any, ...], Kernel] = {}
+_DEVICES: dict[int, tuple[Backend, DeviceQuery]] = {}
+_LOCK = threading.Lock()
+
+
+def _device(index: int) -> tuple[Backend, DeviceQuery]:
+    found = _DEVICES.get(index)
+    if found is None:
+        backend = get_backend(ordinal=index)
+        found = _DEVICES[index] = (backend, DeviceQuery.of(backend.device().identity))
+    return found
+
+
+def kernel_for(backend: Backend, config: Mapping[str, Any], key: Mapping[str, Any]) -> Kernel:
+    """The loaded kernel for ``config`` at ``key`` (compiled once, cached on disk)."""
+    ident = (backend.ordinal, key["N"], key["dtype"], key["weight_dtype"], *sorted(config.items()))
+    kernel = _KERNELS.get(ident)
+    if kernel is None:
+        with _LOCK:
+            kernel = _KERNELS.get(ident)
+            if kernel is None:
+                wave = backend.device().wave_size
+                request = CompileRequest(SPEC.source(), SPEC.entry, tuple(SPEC.defines(config, key, wave)))
+                kernel = _KERNELS[ident] = backend.load(backend.compile(request), _SIGNATURE)
+    return kernel
+
+
+def _check(x: Any, weight: Any, out: Any) -> None:
+    """Every input rule, before anything touches a device."""
+    if not isinstance(x, torch.Tensor) or not isinstance(weight, torch.Tensor):
+        raise TypeError(f"rms_norm takes torch tensors, got x={type(x).__name__}, weight={type(weight).__name__}")
+    if x.dtype not in _DTYPES:
+        raise TypeError(f"rms_norm supports bfloat16, float16 and float32 activations, not {x.dtype}")
+    if weight.dtype not in (x.dtype, torch.float32):
+        raise TypeError(f"weight must be {x.dtype} or float32, got {weight.dtype}")
+    if x.dim() < 1 or x.numel() == 0:
+        raise ValueError(f"rms_norm needs a non-empty tensor with a last dimension, got shape {tuple(x.shape)}")
+    if x.stride(-1) != 1:
+        raise ValueError(f"the last dimension of x must be contiguous (stride 1), got stride {x.stride(-1)}")
+    if weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
+        raise ValueError(f"weight must have shape ({x.shape[-1]},), got {tuple(weight.shape)}")
+    if weight.stride(0) != 1:
+        raise ValueError("weight must be contiguous")
+    if out is not None:
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out must be a torch tensor, got {type(out).__name__}")
+        if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
+            raise ValueError(
+                f"out must match x (shape {tuple(x.shape)}, {x.dtype}, {x.device}); "
+                f"got {tuple(out.shape)}, {out.dtype}, {out.device}"
+            )
+        if out.stride(-1) != 1:
+            raise ValueError("the last dimension of out must be contiguous")
+    if x.device.type != "cuda":
+        raise ValueError(f"rms_norm runs on a GPU; x is on {x.device}")
+    if weight.device != x.device:
+        raise ValueError(f"weight is on {weight.device}, x on {x.device}")
+
+
+def _aligned(config: Mapping[str, Any], x2: torch.Tensor, w: torch.Tensor, y2: torch.Tensor) -> bool:
+    vb = int(config["vector_bytes"])
+    if not vb:
+        return True
+    xb = x2.element_size()
+    wvb = vb // xb * w.element_size()
+    return (
+        x2.data_ptr() % vb == 0
+        and y2.data_ptr() % vb == 0
+        and w.data_ptr() % min(16, wvb) == 0
+        and (x2.stride(0) * xb) % vb == 0
+        and (y2.stride(0) * xb) % vb == 0
+    )
+
+
+def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> None:
+    n = x.shape[-1]
+    x2 = x.reshape(-1, n)
+    m = x2.shape[0]
+    try:
+        y2, staged = out.view(-1, n), False
+    except RuntimeError:  # rows of out not evenly strided: write a staging buffer
+        y2, staged = torch.empty((m, n), dtype=out.dtype, device=out.device), True
+    backend, device = _device(x.device.index or 0)
+    key = {"M": m, "N": n, "dtype": _DTYPES[x.dtype], "weight_dtype": _DTYPES[weight.dtype]}
+    config: Mapping[str, Any] = resolve(SPEC, key, device).config
+    if not _aligned(config, x2, weight, y2):
+        config = {**config, "vector_bytes": 0}
+    kernel = kernel_for(backend, config, key)
+    grid, block, shared = SPEC.grid(config, m)
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    kernel.launch(grid, block, (x2, weight, y2, m, x2.stride(0), y2.stride(0), float(eps)), stream, shared)
+    if staged:
+        out.copy_(y2.view(out.shape))
+
+
+@torch.library.custom_op("flyconfigs::rms_norm", mutates_args=())
+def _rms_norm_op(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    _launch(x, weight, eps, out)
+    return out
+
+
+@_rms_norm_op.register_fake
+def _(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("flyconfigs::rms_norm_out", mutates_args=("out",))
+def _rms_norm_out_op(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> None:
+    _launch(x, weight, eps, out)
+
+
+@_rms_norm_out_op.register_fake
+def _(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> None:
+    return None
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``x * rsqrt(mean(x**2, -1) + eps) * weight`` on the GPU, fp32 accumulation.
+
+    ``x``: bfloat16, float16 or float32 on a CUDA/HIP device, last dimension contiguous;
+    ``weight``: shape ``(N,)``, the same dtype or float32.  Raises ``TypeError`` or
+    ``ValueError`` for bad input before anything is launched.  A launch that fails with
+    the resolved config raises; it is never masked by another config.
+    """
+    _check(x, weight, out)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
+        raise ValueError(f"eps must be a non-negative number, got {eps!r}")
+    if out is None:
+        return _rms_norm_op(x, weight, float(eps))
+    _rms_norm_out_op(x, weight, float(eps), out)
+    return out

@@ -1,0 +1,145 @@
+"""RMSNorm on the GPU: every dtype pair and shape of the issue against a float64
+reference, every config of the space on a few shapes, torch.compile and graph capture,
+and registry-driven config selection."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from flyconfigs.gpu import get_backend
+from flyconfigs.kernels import rms_norm
+from flyconfigs.kernels.rmsnorm import SPEC, reference_rms_norm
+from flyconfigs.kernels.rmsnorm_op import kernel_for
+
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+PAIRS = [("bf16", "bf16"), ("bf16", "fp32"), ("fp16", "fp16"), ("fp16", "fp32"), ("fp32", "fp32")]
+NS = [1, 7, 127, 1000, 1024, 4096, 5120, 7168, 8192, 14336, 16384, 32768]
+MS = [1, 3, 64, 1000]
+TOL = {"bf16": (1.6e-2, 1e-2), "fp16": (2e-3, 2e-3), "fp32": (2e-5, 2e-5)}
+
+
+def _inputs(m: int, n: int, dtype: str, wdtype: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = (torch.randn(m, n, device="cuda", generator=g) * 3).to(DT[dtype])
+    w = (torch.rand(n, device="cuda", generator=g) + 0.5).to(DT[wdtype])
+    return x, w
+
+
+def _assert_close(y: torch.Tensor, x: torch.Tensor, w: torch.Tensor, eps: float, dtype: str) -> None:
+    ref = reference_rms_norm(x, w, eps)
+    assert not torch.isnan(y).any(), "unwritten (poisoned) or NaN outputs"
+    rtol, atol = TOL[dtype]
+    torch.testing.assert_close(y.double(), ref, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype,wdtype", PAIRS)
+def test_every_shape_against_float64(dtype: str, wdtype: str) -> None:
+    for seed, (n, m) in enumerate(itertools.product(NS, MS)):
+        x, w = _inputs(m, n, dtype, wdtype, seed)
+        out = torch.full_like(x, float("nan"))
+        rms_norm(x, w, 1e-6, out=out)
+        _assert_close(out, x, w, 1e-6, dtype)
+
+
+@pytest.mark.parametrize(
+    "m,n,dtype,wdtype",
+    [(3, 1000, "fp32", "fp32"), (64, 4096, "bf16", "bf16"), (5, 16384, "bf16", "fp32"), (33, 7, "fp16", "fp16"), (17, 5120, "fp16", "fp32")],
+)
+def test_every_config_of_the_space(m: int, n: int, dtype: str, wdtype: str) -> None:
+    backend = get_backend()
+    key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
+    space = SPEC.space(key, wave=backend.device().wave_size)
+    wave = backend.device().wave_size
+    from flyconfigs.gpu import CompileRequest
+
+    failures = [r for r in backend.compile_many(
+        [CompileRequest(SPEC.source(), SPEC.entry, tuple(SPEC.defines(c, key, wave))) for c in space]
+    ) if isinstance(r, Exception)]
+    assert not failures, failures[0]
+    x, w = _inputs(m, n, dtype, wdtype, 7)
+    stream = torch.cuda.current_stream().cuda_stream
+    for config in space:
+        out = torch.full_like(x, float("nan"))
+        grid, block, shared = SPEC.grid(config, m)
+        kernel_for(backend, config, key).launch(grid, block, (x, w, out, m, n, n, 1e-5), stream, shared)
+        torch.cuda.synchronize()
+        try:
+            _assert_close(out, x, w, 1e-5, dtype)
+        except AssertionError as exc:
+            raise AssertionError(f"config {config}: {exc}") from None
+
+
+def test_row_strides_views_and_misaligned_pointers_take_correct_paths() -> None:
+    base = torch.randn(64, 4100, device="cuda").to(torch.bfloat16)
+    w = torch.rand(4096, device="cuda").to(torch.bfloat16)
+    strided = base[:, :4096]
+    _assert_close(rms_norm(strided, w), strided, w, 1e-6, "bf16")
+    shifted = base.view(-1)[1 : 1 + 64 * 4096].view(64, 4096)
+    _assert_close(rms_norm(shifted, w), shifted, w, 1e-6, "bf16")
+    three_d = torch.randn(4, 8, 1024, device="cuda", dtype=torch.float16)
+    w16 = torch.rand(1024, device="cuda", dtype=torch.float16)
+    _assert_close(rms_norm(three_d, w16), three_d, w16, 1e-6, "fp16")
+    out = torch.empty(4, 16, 1024, device="cuda", dtype=torch.float16)[:, ::2]
+    rms_norm(three_d, w16, out=out)
+    _assert_close(out, three_d, w16, 1e-6, "fp16")
+
+
+def test_under_torch_compile_and_graph_capture() -> None:
+    x, w = _inputs(256, 4096, "bf16", "bf16", 3)
+    compiled = torch.compile(lambda a, b: rms_norm(a, b, 1e-5) * 2.0, fullgraph=True)
+    _assert_close(compiled(x, w) / 2.0, x, w, 1e-5, "bf16")
+
+    static_x = x.clone()
+    rms_norm(static_x, w)  # compile and load the variant before capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_y = rms_norm(static_x, w)
+    fresh, _ = _inputs(256, 4096, "bf16", "bf16", 4)
+    static_x.copy_(fresh)
+    graph.replay()
+    torch.cuda.synchronize()
+    _assert_close(static_y, fresh, w, 1e-6, "bf16")
+
+
+def test_bad_inputs_are_rejected_before_launch() -> None:
+    x = torch.randn(4, 64, device="cuda")
+    w = torch.rand(64, device="cuda")
+    with pytest.raises(ValueError, match="weight is on cpu"):
+        rms_norm(x, w.cpu())
+    with pytest.raises(ValueError, match="contiguous"):
+        rms_norm(x.t().contiguous().t(), torch.rand(4, device="cuda"))
+    with pytest.raises(TypeError, match="int32"):
+        rms_norm(x.to(torch.int32), w)
+
+
+def test_an_accepted_config_that_fails_at_launch_is_not_masked(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An artifact whose winner cannot launch on this device (a block of 2048 threads)
+    makes the call raise, instead of silently running another config."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1]))
+    from factories import make_artifact
+
+    from flyconfigs.errors import LaunchError
+    from flyconfigs.registry import refresh
+    from flyconfigs.schema import write_atomic
+
+    device = get_backend().device()
+    key = {"M": 8, "N": 4096, "dtype": "fp32", "weight_dtype": "fp32"}
+    data = make_artifact(device=device.model_dump(mode="json"), key=key).model_dump(mode="json")
+    bad = {"threads": 1024, "rows_per_block": 2, "vector_bytes": 16, "row_storage": "reg", "occupancy": 0}
+    data["candidates"][0]["config"] = bad
+    data["winner"]["config"] = bad
+    from flyconfigs.schema import Artifact
+
+    artifact = Artifact.model_validate(data)
+    write_atomic(tmp_path / artifact.file_name(), artifact.to_json_bytes())
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path))
+    refresh()
+    x = torch.randn(8, 4096, device="cuda")
+    with pytest.raises(LaunchError):
+        rms_norm(x, torch.rand(4096, device="cuda"))

@@ -1,0 +1,112 @@
+"""The timing protocol for memory-bound kernels (PERF.md), shared by the tuner and the
+benchmarks.
+
+Each contender is a function ``run(i)`` that launches one call on the ``i``-th rotated
+copy of its inputs on the current stream.  For every contender ``K`` calls over distinct
+copies are captured in one CUDA/HIP graph (so per-launch host gaps are not measured);
+the graphs are replayed interleaved (A B C A B C …) after a warm-up, each replay timed
+with device events, and every sample is the replay time divided by ``K``.  With enough
+copies (``K·bytes ≥ 3×`` the last-level cache) every call reads cold memory.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Measurement", "TimingPlan", "measure", "plan_rotation", "summarize"]
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """How to time: copies of the inputs, calls per graph, warm-up and sampled replays."""
+
+    copies: int
+    launches: int
+    warmup: int = 3
+    samples: int = 15
+
+    @property
+    def method(self) -> str:
+        return "graph-replay"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Per-call microseconds of one contender: all samples and their summary."""
+
+    samples_us: tuple[float, ...]
+
+    @property
+    def median_us(self) -> float:
+        return statistics.median(self.samples_us)
+
+    def quantile(self, q: float) -> float:
+        ordered = sorted(self.samples_us)
+        pos = q * (len(ordered) - 1)
+        low = int(pos)
+        high = min(low + 1, len(ordered) - 1)
+        return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def plan_rotation(bytes_per_call: int, cache_bytes: int, memory_budget: int = 8 << 30, max_launches: int = 200,
+                  min_launches: int = 20) -> TimingPlan:
+    """Copies so that one replay touches ≥ 3× the cache (within ``memory_budget``), and
+    calls per graph: all copies, between ``min_launches`` and ``max_launches``."""
+    need = -(-3 * cache_bytes // max(1, bytes_per_call))
+    copies = max(1, min(need, memory_budget // max(1, bytes_per_call), max_launches))
+    launches = max(min_launches, min(max_launches, copies))
+    return TimingPlan(copies=copies, launches=launches)
+
+
+def measure(contenders: Sequence[Callable[[int], None]], plan: TimingPlan) -> list[Measurement]:
+    """Time every contender under ``plan``, interleaved; returns one measurement each.
+
+    Needs torch (its graphs work on CUDA and ROCm alike)."""
+    import torch
+
+    graphs = []
+    stream = torch.cuda.Stream()
+    for run in contenders:
+        with torch.cuda.stream(stream):
+            for i in range(min(plan.copies, 3)):
+                run(i)
+        stream.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            for i in range(plan.launches):
+                run(i % plan.copies)
+        graphs.append(graph)
+    torch.cuda.synchronize()
+    for _ in range(plan.warmup):
+        for graph in graphs:
+            graph.replay()
+    torch.cuda.synchronize()
+    starts = [[torch.cuda.Event(enable_timing=True) for _ in range(plan.samples)] for _ in graphs]
+    ends = [[torch.cuda.Event(enable_timing=True) for _ in range(plan.samples)] for _ in graphs]
+    for s in range(plan.samples):
+        for g, graph in enumerate(graphs):
+            starts[g][s].record()
+            graph.replay()
+            ends[g][s].record()
+    torch.cuda.synchronize()
+    out = []
+    for g in range(len(graphs)):
+        per_call = tuple(starts[g][s].elapsed_time(ends[g][s]) * 1e3 / plan.launches for s in range(plan.samples))
+        out.append(Measurement(per_call))
+    del graphs
+    return out
+
+
+def summarize(m: Measurement, bytes_per_call: int) -> dict[str, float]:
+    """Median, p20, p80, min (µs) and bandwidth (GB/s at the median)."""
+    median = m.median_us
+    return {
+        "median_us": median,
+        "p20_us": m.quantile(0.2),
+        "p80_us": m.quantile(0.8),
+        "min_us": min(m.samples_us),
+        "samples": len(m.samples_us),
+        "bandwidth_gbps": bytes_per_call / (median * 1e-6) / 1e9,
+    }

@@ -291,6 +291,100 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- tune -------------------------------------------------------------------------------
+
+
+def _progress_bar(enabled: bool) -> tuple[Callable[[str, dict[str, Any]], None], Callable[[], None]]:
+    """A progress callback drawing keys and candidates on stderr (off when stderr is not
+    a terminal), and a function that closes it."""
+    state: dict[str, Any] = {"bar": None, "best": None, "start": None}
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        tqdm = None
+
+    def on(event: str, data: dict[str, Any]) -> None:
+        import time
+
+        if event == "start":
+            state["start"] = time.monotonic()
+            if enabled and tqdm is not None:
+                state["bar"] = tqdm(total=data["keys"], unit="key", file=sys.stderr, dynamic_ncols=True,
+                                    desc=f"tuning on {data['device']}")
+            else:
+                print(f"tuning {data['keys']} keys on {data['device']}", file=sys.stderr)
+        elif event in ("key", "skip"):
+            key = " ".join(f"{k}={v}" for k, v in data["key"].items())
+            if event == "key":
+                r = data["result"]
+                text = f"{key}: {r.candidates} candidates, winner {r.winner_us:.2f} us (default {r.default_us:.2f} us)"
+            else:
+                text = f"{key}: already tuned, skipped"
+            bar = state["bar"]
+            if bar is not None:
+                bar.set_postfix_str(text[-80:])
+                bar.update(1)
+            else:
+                print(text, file=sys.stderr, flush=True)
+
+    def close() -> None:
+        if state["bar"] is not None:
+            state["bar"].close()
+
+    return on, close
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from flyconfigs.registry import kernel_declaration
+    from flyconfigs.tuner.grid import parse_grids
+    from flyconfigs.tuner.run import TuneOptions, tune
+    from flyconfigs.tuner.worker import Worker, available_cpus
+
+    spec = kernel_declaration(args.kernel)
+    if not hasattr(spec, "space"):
+        raise _Usage(f"kernel {args.kernel!r} declares no tunable space")
+    dtypes = [d for item in args.dtype or [] for d in item.split(",")] or None
+    keys = parse_grids(args.key_grid or ["perf"], dtypes)
+    if args.budget is not None and args.budget < 1:
+        raise _Usage("--budget must be at least 1")
+    if args.backend == "simulated":
+        from flyconfigs.tuner.simulated import SimulatedToolchain
+
+        worker = Worker("flyconfigs.tuner.simulated:SimulatedMeasurer")
+        toolchain: Any = SimulatedToolchain()
+    else:
+        from flyconfigs.tuner.toolchain import GPUToolchain
+
+        worker = Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer", {"backend": args.backend, "ordinal": args.device})
+        from flyconfigs.schema.models import Device
+
+        toolchain = GPUToolchain(Device.model_validate(worker.device).vendor == "amd" and "hip" or "cuda", available_cpus())
+    on, close = _progress_bar(sys.stderr.isatty() and not os.environ.get("NO_COLOR_PROGRESS"))
+    try:
+        report = tune(spec, keys, Path(args.out), worker, toolchain, TuneOptions(budget=args.budget, resume=args.resume), on)
+    finally:
+        close()
+        worker.close()
+        getattr(toolchain, "close", lambda: None)()
+    summary = {
+        "device": report.device.model_dump(mode="json"),
+        "keys": len(report.results),
+        "tuned": sum(not r.skipped for r in report.results),
+        "skipped": sum(r.skipped for r in report.results),
+        "seconds": report.seconds,
+        "worker_restarts": report.worker_restarts,
+        "compiled": getattr(toolchain, "compiled", None),
+        "compile_cache_hits": getattr(toolchain, "cached", None),
+        "artifacts": [str(r.path) for r in report.results if r.path],
+    }
+    if args.json:
+        _emit_json({"command": "tune", **summary})
+    else:
+        print(f"tuned {summary['tuned']} keys ({summary['skipped']} skipped) into {args.out} in {report.seconds['total']:.1f} s "
+              f"(compile {report.seconds['compile']:.1f} s, verify {report.seconds['verify']:.1f} s, time {report.seconds['time']:.1f} s)")
+    return 0
+
+
 # -- the parser -------------------------------------------------------------------------
 
 
@@ -344,6 +438,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--upload", metavar="INDEX_URL", help="upload with twine to this index (credentials from TWINE_*)")
     p.add_argument("--index-url", help="the index's simple API for the version check (default: INDEX_URL/simple/)")
     p.add_argument("--all", action="store_true", help="publish every ARTIFACT_DIR/<target>/ at its VERSION file")
+    p = add("tune", _cmd_tune, "compile, verify and time every variant of a kernel on this GPU; emit artifacts")
+    p.add_argument("kernel")
+    p.add_argument("--key-grid", action="append", metavar="GRID",
+                   help="'M=1,16 N=4096 dtype=bf16', @FILE, or 'perf' (the default: the PERF.md grid); repeatable")
+    p.add_argument("--dtype", action="append", help="dtypes for grids that name none (comma-separated)")
+    p.add_argument("--out", default="tuned", help="folder for the artifacts (default: tuned)")
+    p.add_argument("--backend", choices=["cuda", "hip", "simulated"], help="default: the GPU found; 'simulated' is the test backend")
+    p.add_argument("--device", type=int, default=0, help="GPU ordinal (default 0)")
+    p.add_argument("--budget", type=int, help="at most this many candidates per key (the default is always one)")
+    p.add_argument("--resume", action="store_true", help="skip keys already tuned with the same kernel source and toolchain")
     return parser
 
 

@@ -98,6 +98,10 @@ class RMSNormSpec:
             )
         return norm
 
+    def traffic(self, key: Mapping[str, KeyValue]) -> int:
+        """Bytes one call must move (see :func:`traffic_bytes`)."""
+        return traffic_bytes(int(key["M"]), int(key["N"]), str(key["dtype"]), str(key["weight_dtype"]))
+
     # -- the space --------------------------------------------------------------------
 
     def valid(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], wave: int) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,7 +20,7 @@ import torch
 from flyconfigs.gpu import get_backend
 from flyconfigs.gpu.backend import Backend, CompileRequest, Kernel
 from flyconfigs.kernels.rmsnorm import SPEC
-from flyconfigs.registry import DeviceQuery, resolve
+from flyconfigs.registry import DeviceQuery, default_resolver, resolve
 
 __all__ = ["kernel_for", "rms_norm"]
 
@@ -84,19 +85,41 @@ def _check(x: Any, weight: Any, out: Any) -> None:
         raise ValueError(f"weight is on {weight.device}, x on {x.device}")
 
 
-def _aligned(config: Mapping[str, Any], x2: torch.Tensor, w: torch.Tensor, y2: torch.Tensor) -> bool:
+@dataclass(frozen=True)
+class _Plan:
+    """What a call of one shape launches: the resolved kernel, its scalar fallback for
+    misaligned tensors, and the launch geometry."""
+
+    kernel: Kernel
+    scalar: Kernel | None
+    vector_bytes: int
+    weight_align: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    generation: int
+
+
+_PLANS: dict[tuple[Any, ...], _Plan] = {}
+
+
+def _plan(index: int, m: int, n: int, dtype: str, wdtype: str, wbytes: int) -> _Plan:
+    resolver = default_resolver()
+    ident = (index, m, n, dtype, wdtype)
+    plan = _PLANS.get(ident)
+    if plan is not None and plan.generation == resolver.generation:
+        return plan
+    backend, device = _device(index)
+    key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
+    config = dict(resolve(SPEC, key, device).config)
     vb = int(config["vector_bytes"])
-    if not vb:
-        return True
-    xb = x2.element_size()
-    wvb = vb // xb * w.element_size()
-    return (
-        x2.data_ptr() % vb == 0
-        and y2.data_ptr() % vb == 0
-        and w.data_ptr() % min(16, wvb) == 0
-        and (x2.stride(0) * xb) % vb == 0
-        and (y2.stride(0) * xb) % vb == 0
-    )
+    scalar = kernel_for(backend, {**config, "vector_bytes": 0}, key) if vb else None
+    grid, block, shared = SPEC.grid(config, m)
+    xbytes = 4 if dtype == "fp32" else 2
+    plan = _Plan(kernel_for(backend, config, key), scalar, vb, min(16, vb // xbytes * wbytes) if vb else 1,
+                 grid, block, shared, resolver.generation)
+    _PLANS[ident] = plan
+    return plan
 
 
 def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> None:
@@ -107,15 +130,17 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
         y2, staged = out.view(-1, n), False
     except RuntimeError:  # rows of out not evenly strided: write a staging buffer
         y2, staged = torch.empty((m, n), dtype=out.dtype, device=out.device), True
-    backend, device = _device(x.device.index or 0)
-    key = {"M": m, "N": n, "dtype": _DTYPES[x.dtype], "weight_dtype": _DTYPES[weight.dtype]}
-    config: Mapping[str, Any] = resolve(SPEC, key, device).config
-    if not _aligned(config, x2, weight, y2):
-        config = {**config, "vector_bytes": 0}
-    kernel = kernel_for(backend, config, key)
-    grid, block, shared = SPEC.grid(config, m)
+    plan = _plan(x.device.index or 0, m, n, _DTYPES[x.dtype], _DTYPES[weight.dtype], weight.element_size())
+    xp, yp, wp = x2.data_ptr(), y2.data_ptr(), weight.data_ptr()
+    sx, sy = x2.stride(0), y2.stride(0)
+    kernel = plan.kernel
+    if plan.vector_bytes:
+        vb = plan.vector_bytes
+        xb = x2.element_size()
+        if (xp % vb) or (yp % vb) or (wp % plan.weight_align) or (sx * xb % vb) or (sy * xb % vb):
+            kernel = plan.scalar  # type: ignore[assignment]
     stream = torch.cuda.current_stream(x.device).cuda_stream
-    kernel.launch(grid, block, (x2, weight, y2, m, x2.stride(0), y2.stride(0), float(eps)), stream, shared)
+    kernel.launch(plan.grid, plan.block, (xp, wp, yp, m, sx, sy, eps), stream, plan.shared)
     if staged:
         out.copy_(y2.view(out.shape))
 
@@ -153,7 +178,14 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torc
     _check(x, weight, out)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
         raise ValueError(f"eps must be a non-negative number, got {eps!r}")
+    if torch.compiler.is_compiling():
+        if out is None:
+            return _rms_norm_op(x, weight, float(eps))
+        _rms_norm_out_op(x, weight, float(eps), out)
+        return out
+    # Eager calls (graph capture included) launch directly: the custom-op dispatcher
+    # costs more host time than the kernel takes at small shapes.
     if out is None:
-        return _rms_norm_op(x, weight, float(eps))
-    _rms_norm_out_op(x, weight, float(eps), out)
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    _launch(x, weight, float(eps), out)
     return out

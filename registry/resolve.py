@@ -147,6 +147,8 @@ class Resolver:
         self._device: tuple[DeviceQuery | None, str] | None = None
         self._observers: list[Observer] = []
         self.problems = ProblemLog()
+        self.generation = 0
+        """Incremented by :meth:`refresh`; callers that cache resolutions compare it."""
 
     # -- caches -------------------------------------------------------------------------
 
@@ -163,6 +165,7 @@ class Resolver:
             self._loaded = {}
             self._device = None
             self.problems = ProblemLog()
+            self.generation += 1
 
     def add_observer(self, observer: Observer) -> Callable[[], None]:
         """Call ``observer`` with every resolution (memo hits too); returns a remover."""

@@ -261,8 +261,7 @@ class Artifact(_Model):
 
     def file_name(self) -> str:
         """``<kernel>-<arch>-<16 hex of the identity's hash>.json``: stable, file-name safe."""
-        digest = sha256_hex(canonical_bytes(self.identity()))[:16]
-        return f"{self.kernel.name}-{self.device.arch}-{digest}.json"
+        return artifact_file_name(self.kernel.name, self.device.identity, self.key)
 
     def to_json_bytes(self) -> bytes:
         """The canonical JSON of this artifact plus a final newline (what is written)."""
@@ -271,6 +270,12 @@ class Artifact(_Model):
     def content_hash(self) -> str:
         """sha256 of the canonical JSON (without the final newline)."""
         return sha256_hex(canonical_bytes(self.model_dump(mode="json")))
+
+
+def artifact_file_name(kernel: str, device: DeviceIdentity, key: dict[str, int | str]) -> str:
+    """The file name of the artifact for ``kernel`` on ``device`` at ``key``."""
+    identity = {"kernel": kernel, "device": device.model_dump(mode="json"), "key": dict(key)}
+    return f"{kernel}-{device.arch}-{sha256_hex(canonical_bytes(identity))[:16]}.json"
 
 
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9_.-]+$")

@@ -22,7 +22,16 @@ from flyconfigs.errors import CompileError, GPUError, LaunchError
 from flyconfigs.gpu.cache import CompileCache
 from flyconfigs.schema.models import Device, Resources
 
-__all__ = ["ArgKind", "Backend", "Binding", "CompileRequest", "CompiledKernel", "Kernel", "LaunchArgumentError"]
+__all__ = [
+    "ArgKind",
+    "Backend",
+    "Binding",
+    "CompileRequest",
+    "CompiledKernel",
+    "Kernel",
+    "LaunchArgumentError",
+    "fill_arguments",
+]
 
 ArgKind = Literal["ptr", "i32", "i64", "u32", "f32"]
 _CTYPES: dict[str, Callable[[Any], ctypes._SimpleCData]] = {  # type: ignore[type-arg]
@@ -99,6 +108,15 @@ class Kernel:
     function: Any
     signature: tuple[ArgKind, ...]
     backend: Backend = field(repr=False)
+    _slots: list[Any] = field(default_factory=list, repr=False)
+    _array: Any = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        # One set of ctypes argument slots per kernel, refilled on every launch, so the
+        # hot path allocates nothing.
+        self._slots = [_CTYPES[kind](0) for kind in self.signature]
+        self._array = (ctypes.c_void_p * max(1, len(self._slots)))(*[ctypes.addressof(v) for v in self._slots])
 
     def launch(
         self,
@@ -115,28 +133,28 @@ class Kernel:
         self.backend.launch(self, grid, block, args, stream, shared_bytes)
 
 
-def pack_arguments(signature: Sequence[ArgKind], args: Sequence[object]) -> tuple[Any, list[Any]]:
-    """The ``void*[]`` array of argument addresses for a launch, and the ctypes values
-    it points at (which must outlive the launch call)."""
+def fill_arguments(signature: Sequence[ArgKind], slots: Sequence[Any], args: Sequence[object]) -> None:
+    """Check ``args`` against ``signature`` and store them into the ctypes ``slots``.
+
+    Pointers may be ints or objects with ``data_ptr()`` (torch tensors); ``f32`` takes
+    an int or float; integer kinds take ints in their range (never bools)."""
     if len(args) != len(signature):
         raise LaunchArgumentError(f"kernel takes {len(signature)} arguments ({', '.join(signature)}), got {len(args)}")
-    values = []
-    for index, (kind, arg) in enumerate(zip(signature, args)):
+    for index, kind in enumerate(signature):
+        arg = args[index]
         if kind == "ptr" and hasattr(arg, "data_ptr"):
-            arg = arg.data_ptr()  # a torch tensor
+            arg = arg.data_ptr()
         if kind == "f32":
-            if isinstance(arg, bool) or not isinstance(arg, (int, float)):
+            if arg.__class__ is not float and (isinstance(arg, bool) or not isinstance(arg, (int, float))):
                 raise LaunchArgumentError(f"argument {index} must be a float (f32), got {type(arg).__name__}")
-            values.append(ctypes.c_float(float(arg)))
+            slots[index].value = arg
             continue
-        if isinstance(arg, bool) or not isinstance(arg, int):
+        if arg.__class__ is not int and (isinstance(arg, bool) or not isinstance(arg, int)):
             raise LaunchArgumentError(f"argument {index} must be an int ({kind}), got {type(arg).__name__}")
         low, high = _INT_RANGES[kind]
-        if not low <= arg <= high:
+        if not low <= arg <= high:  # type: ignore[operator]
             raise LaunchArgumentError(f"argument {index} = {arg} does not fit {kind}")
-        values.append(_CTYPES[kind](arg))
-    array = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
-    return array, values
+        slots[index].value = arg
 
 
 class Backend:
@@ -283,15 +301,17 @@ class Backend:
         shared_bytes: int = 0,
     ) -> None:
         """See :meth:`Kernel.launch`."""
-        array, keep = pack_arguments(kernel.signature, args)
         for dims, what in ((grid, "grid"), (block, "block")):
-            if len(dims) != 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+            if len(dims) != 3 or any(d.__class__ is not int or d < 1 for d in dims):
                 raise LaunchArgumentError(f"{what} must be three positive ints, got {dims!r}")
-        result = self.binding.launch(
-            kernel.function, *grid, *block, shared_bytes, stream or 0, ctypes.addressof(array), None
-        )
-        del keep
-        self.check(result, f"launching {kernel.compiled.lowered_name}", LaunchError)
+        with kernel._lock:
+            fill_arguments(kernel.signature, kernel._slots, args)
+            result = self.binding.launch(
+                kernel.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes,
+                stream or 0, ctypes.addressof(kernel._array), None,
+            )
+        if result[0]:
+            self.check(result, f"launching {kernel.compiled.lowered_name}", LaunchError)
 
     def synchronize(self) -> None:
         """Wait for the device; raises :class:`LaunchError` if a kernel faulted."""

@@ -1,0 +1,64 @@
+"""RMSNorm's workload for the tuner: rotated inputs, a launch per config, and the check
+against the float64 reference.  Imports torch; the tuner's worker process uses it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from flyconfigs.gpu.backend import Backend
+from flyconfigs.kernels.rmsnorm import SPEC, RMSNormSpec, reference_rms_norm, traffic_bytes
+from flyconfigs.kernels.rmsnorm_op import kernel_for
+
+__all__ = ["TOLERANCES", "RMSNormWorkload"]
+
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+TOLERANCES = {"bf16": (1.6e-2, 1e-2), "fp16": (2e-3, 2e-3), "fp32": (2e-5, 2e-5)}
+EPS = 1e-6
+
+
+class RMSNormWorkload:
+    """Inputs for one key: ``copies`` rotated activations and outputs, one weight."""
+
+    def __init__(self, key: Mapping[str, Any], copies: int, backend: Backend, spec: RMSNormSpec = SPEC, seed: int = 0) -> None:
+        self.key = dict(key)
+        self.spec = spec
+        self.backend = backend
+        m, n = int(key["M"]), int(key["N"])
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        self.xs = [(torch.randn(m, n, device="cuda", generator=g) * 2).to(DT[key["dtype"]]) for _ in range(copies)]
+        self.ys = [torch.empty_like(x) for x in self.xs]
+        self.w = (torch.rand(n, device="cuda", generator=g) + 0.5).to(DT[key["weight_dtype"]])
+        self.reference = reference_rms_norm(self.xs[0], self.w, EPS)
+        self.bytes = traffic_bytes(m, n, key["dtype"], key["weight_dtype"])
+
+    def launcher(self, config: Mapping[str, Any]) -> Callable[[int], None]:
+        """``run(i)``: one call of ``config`` on rotated copy ``i``, on the current stream."""
+        kernel = kernel_for(self.backend, config, self.key)
+        m, n = int(self.key["M"]), int(self.key["N"])
+        grid, block, shared = self.spec.grid(config, m)
+        xs, ys, w = self.xs, self.ys, self.w
+
+        def run(i: int) -> None:
+            kernel.launch(grid, block, (xs[i], w, ys[i], m, n, n, EPS), torch.cuda.current_stream().cuda_stream, shared)
+
+        return run
+
+    def check(self, config: Mapping[str, Any]) -> str | None:
+        """Run ``config`` once on poisoned output; ``None`` if it matches the reference,
+        else what is wrong."""
+        self.ys[0].fill_(float("nan"))
+        self.launcher(config)(0)
+        torch.cuda.synchronize()
+        y = self.ys[0]
+        if torch.isnan(y).any():
+            return f"{int(torch.isnan(y).sum())} outputs unwritten or NaN"
+        rtol, atol = TOLERANCES[self.key["dtype"]]
+        diff = (y.double() - self.reference).abs()
+        bound = atol + rtol * self.reference.abs()
+        bad = diff > bound
+        if bad.any():
+            return f"{int(bad.sum())} outputs off the float64 reference (max error {diff.max().item():.3g})"
+        return None

@@ -1,0 +1,36 @@
+"""The tuner's real path on the GPU: compile in a process pool through the cache,
+verify and time in the worker, select and emit; a candidate that faults the context is
+recorded and the run goes on; a second run compiles nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.schema import load_artifact
+from flyconfigs.tuner.run import TuneOptions, tune
+from flyconfigs.tuner.toolchain import GPUToolchain
+from flyconfigs.tuner.worker import Worker
+
+KEY = {"M": 4096, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
+
+
+def test_end_to_end_with_a_faulting_candidate(tmp_path: Path) -> None:
+    toolchain = GPUToolchain("cuda", 8)
+    with Worker("gpu.faulty_measurer:FaultyMeasurer", {"backend": "cuda"}) as worker:
+        report = tune(SPEC, [KEY], tmp_path / "a", worker, toolchain, TuneOptions(budget=24))
+        restarts = worker.restarts
+    artifact = load_artifact(report.results[0].path)
+    faulted = [c for c in artifact.candidates if c.config["occupancy"] == 2 and c.config["rows_per_block"] == 1]
+    assert faulted and all(c.status == "launch_error" for c in faulted)
+    assert restarts >= 1
+    ok = [c for c in artifact.candidates if c.status == "ok"]
+    assert len(ok) >= 10 and all(c.timing and c.resources and c.resources.registers for c in ok)
+    assert artifact.device.product.startswith("NVIDIA")
+    assert artifact.winner.timing is not None and artifact.default is not None
+    compiled = toolchain.compiled
+    assert compiled > 0
+    with Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer", {"backend": "cuda"}) as worker:
+        tune(SPEC, [KEY], tmp_path / "b", worker, toolchain, TuneOptions(budget=24))
+    toolchain.close()
+    assert toolchain.compiled == compiled, "the second run must compile nothing"

@@ -1,0 +1,178 @@
+"""The tuner on the CPU with the test backend (a simulated device and measurer; no GPU
+exists where these run): planning, honest selection, resume, atomic emit, failure
+isolation in a real worker process, and bad input."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from flyconfigs.cli import main
+from flyconfigs.errors import TuneError
+from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.schema import Timing, load_artifact
+from flyconfigs.tuner.grid import parse_grid, parse_grids
+from flyconfigs.tuner.run import TuneOptions, tune
+from flyconfigs.tuner.select import decide, near_ties, noise_band
+from flyconfigs.tuner.simulated import SIMULATED_DEVICE, SimulatedToolchain, config_name
+from flyconfigs.tuner.worker import Worker
+
+KEY = {"M": 4096, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
+QUERY = DeviceQuery("nvidia", "sm90", SIMULATED_DEVICE["product"], 4, ())
+
+
+def _timing(median: float, spread: float = 0.002) -> Timing:
+    return Timing(median_us=median, p20_us=median * (1 - spread), p80_us=median * (1 + spread), min_us=median * (1 - 2 * spread), samples=15)
+
+
+def _space() -> list[dict]:
+    default = SPEC.default_config(KEY, QUERY, wave=32)
+    return [default, *[c for c in SPEC.space(KEY, QUERY, wave=32) if c != default]]
+
+
+def _worker(**options: object) -> Worker:
+    return Worker("flyconfigs.tuner.simulated:SimulatedMeasurer", dict(options))
+
+
+# -- planning ------------------------------------------------------------------------
+
+
+def test_space_is_pruned_valid_and_holds_the_default() -> None:
+    for n in (1, 7, 1000, 4096, 16384, 32768):
+        for m in (1, 64, 65536):
+            key = {**KEY, "M": m, "N": n}
+            space = SPEC.space(key, QUERY, wave=32)
+            assert SPEC.default_config(key, QUERY, wave=32) in space
+            assert all(SPEC.valid(c, key, 32) is None for c in space)
+            assert all(c["rows_per_block"] <= max(1, 1 << (m - 1).bit_length()) or c == space[0] for c in space)
+            assert len(space) == len({tuple(sorted(c.items())) for c in space})
+    odd = SPEC.space({**KEY, "N": 1000, "dtype": "bf16"}, QUERY, wave=32)
+    assert {c["vector_bytes"] for c in odd} == {16, 8}
+    assert {c["vector_bytes"] for c in SPEC.space({**KEY, "N": 7}, QUERY, wave=32)} == {0}
+
+
+def test_grid_parsing() -> None:
+    assert parse_grid("M=1,16 N=4096", ["bf16"]) == [
+        {"M": 1, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"},
+        {"M": 16, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"},
+    ]
+    assert len(parse_grids(["perf"])) == 7 * 6 + 2 * 2 * 2
+    for bad in ("M=", "M", "M=1,,2", "M=1 M=2", ""):
+        with pytest.raises(TuneError):
+            parse_grid(bad)
+
+
+# -- selection -----------------------------------------------------------------------
+
+
+def test_winner_must_beat_the_default_beyond_the_noise_band() -> None:
+    configs = [{"a": 1}, {"a": 2}]
+    clear = decide(configs, [_timing(10.0), _timing(9.0)], default_index=0)
+    assert (clear.winner, clear.kept_default) == (1, False)
+    within = decide(configs, [_timing(10.0), _timing(9.95)], default_index=0)
+    assert (within.winner, within.kept_default) == (0, True)
+    noisy = decide(configs, [_timing(10.0, spread=0.08), _timing(9.5)], default_index=0)
+    assert noisy.kept_default and noisy.noise_band == pytest.approx(0.08)
+    assert noise_band(_timing(1.0, 0.001), _timing(1.0, 0.001)) == 0.01
+
+
+def test_near_ties_are_the_candidates_within_the_band_of_the_best() -> None:
+    timings = [_timing(10.0), _timing(9.0), _timing(9.05), _timing(12.0)]
+    assert near_ties(timings) == [1, 2]
+
+
+# -- the loop with the test backend ----------------------------------------------------
+
+
+def test_tune_emits_one_valid_artifact_per_key_and_keeps_the_default_when_nothing_beats_it(tmp_path: Path) -> None:
+    space = _space()
+    faster = config_name(space[5])
+    with _worker(speeds={faster: 0.8}) as worker:
+        report = tune(SPEC, [KEY, {**KEY, "M": 1}], tmp_path, worker, SimulatedToolchain())
+    first = load_artifact(report.results[0].path)
+    assert first.winner.config == space[5]
+    assert first.selection.rule == "beat-default-beyond-noise" and not first.selection.kept_default
+    assert first.default is not None and first.default.config == space[0]
+    assert first.winner.timing.median_us < first.default.timing.median_us * (1 - first.selection.noise_band)
+    assert first.provenance.backend == "simulated" and first.provenance.timing_protocol.interleaved
+    second = load_artifact(report.results[1].path)
+    assert second.winner.config == second.default.config and not second.selection.kept_default or second.selection.kept_default
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(r.path.name for r in report.results)
+
+
+def test_near_ties_are_remeasured_and_a_tie_keeps_the_default(tmp_path: Path) -> None:
+    space = _space()
+    tie = config_name(space[3])
+    with _worker(speeds={tie: 0.998}) as worker:
+        (result,) = tune(SPEC, [KEY], tmp_path, worker, SimulatedToolchain()).results
+    artifact = load_artifact(result.path)
+    assert artifact.selection.remeasured
+    assert artifact.winner.config == space[0]
+
+
+def test_failures_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    space = _space()
+    behaviour = {config_name(space[1]): "crash", config_name(space[2]): "wrong", config_name(space[3]): "launch_error"}
+    toolchain = SimulatedToolchain({config_name(space[4]): "error: simulated syntax error"})
+    with _worker(behaviour=behaviour, speeds={config_name(space[6]): 0.5}) as worker:
+        report = tune(SPEC, [KEY], tmp_path, worker, toolchain, TuneOptions(check_timeout_s=30))
+        assert worker.restarts == 2
+    artifact = load_artifact(report.results[0].path)
+    statuses = [c.status for c in artifact.candidates[:7]]
+    assert statuses == ["ok", "launch_error", "wrong_result", "launch_error", "compile_error", "ok", "ok"]
+    assert "died (exit code 17)" in artifact.candidates[1].message
+    assert artifact.candidates[2].timing is None and artifact.candidates[4].message.startswith("error:")
+    assert artifact.winner.config == space[6]
+
+
+def test_a_hanging_candidate_times_out(tmp_path: Path) -> None:
+    space = _space()
+    with _worker(behaviour={config_name(space[2]): "hang"}) as worker:
+        report = tune(SPEC, [KEY], tmp_path, worker, SimulatedToolchain(), TuneOptions(check_timeout_s=3, budget=4))
+    artifact = load_artifact(report.results[0].path)
+    assert artifact.candidates[2].status == "timeout"
+    assert len(artifact.candidates) == 4
+
+
+def test_resume_skips_keys_tuned_with_the_same_source_and_toolchain(tmp_path: Path) -> None:
+    toolchain = SimulatedToolchain()
+    with _worker() as worker:
+        tune(SPEC, [KEY], tmp_path, worker, toolchain, TuneOptions(budget=8))
+        before = toolchain.compiled
+        again = tune(SPEC, [KEY, {**KEY, "M": 16}], tmp_path, worker, toolchain, TuneOptions(budget=8, resume=True))
+    assert [r.skipped for r in again.results] == [True, False]
+    assert toolchain.compiled == before + 8
+
+
+def test_bad_input_is_a_clear_error_and_nothing_is_half_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["tune", "nosuchkernel", "--backend", "simulated", "--out", str(out)]) == 1
+    assert "unknown kernel 'nosuchkernel'" in capsys.readouterr().err
+    assert main(["tune", "rmsnorm", "--backend", "simulated", "--key-grid", "M=1,,2", "--out", str(out)]) == 1
+    assert "is not AXIS=V1,V2" in capsys.readouterr().err
+    assert main(["tune", "rmsnorm", "--backend", "simulated", "--key-grid", "M=1 N=64 dtype=int8", "--out", str(out)]) == 1
+    assert "dtype" in capsys.readouterr().err
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert main(["tune", "rmsnorm", "--backend", "simulated", "--key-grid", "M=1 N=64 dtype=bf16", "--out", str(blocked / "x")]) == 1
+    assert "cannot write artifacts" in capsys.readouterr().err
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_no_gpu_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLYCONFIGS_BACKEND", "cuda")
+    assert main(["tune", "rmsnorm", "--key-grid", "M=1 N=64 dtype=bf16", "--out", str(tmp_path)]) == 1
+    assert "cannot start the measuring worker" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_tune_with_the_test_backend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tune", "rmsnorm", "--backend", "simulated", "--key-grid", "M=1,64 N=1024", "--dtype", "bf16",
+                 "--out", str(tmp_path), "--budget", "5"]) == 0
+    assert "tuned 2 keys" in capsys.readouterr().out
+    assert main(["validate", str(tmp_path)]) == 0
+    assert all(p.name.startswith("rmsnorm-sm90-") for p in tmp_path.iterdir())
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

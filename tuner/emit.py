@@ -1,0 +1,78 @@
+"""Emitting artifacts: one schema-valid file per key, written atomically into the
+output folder (the layout ``FLYCONFIGS_PATH`` and ``flyconfigs publish`` read), and the
+resume check."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from flyconfigs.errors import ArtifactError, TuneError
+from flyconfigs.schema.load import load_artifact
+from flyconfigs.schema.models import Artifact, DeviceIdentity, artifact_file_name
+from flyconfigs.schema.jsonio import write_atomic
+
+__all__ = ["already_tuned", "check_writable", "git_revision", "now_utc", "write_artifact"]
+
+
+def now_utc() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def git_revision() -> str | None:
+    """The checkout's revision when flyconfigs runs from one, else ``None``."""
+    here = Path(__file__).resolve().parent
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def host() -> str:
+    return socket.gethostname() or "unknown"
+
+
+def command_line() -> list[str]:
+    return [os.path.basename(sys.argv[0]), *sys.argv[1:]] if sys.argv else []
+
+
+def check_writable(folder: Path) -> None:
+    """Create ``folder`` if needed and prove it writable; :class:`TuneError` if not."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".flyconfigs-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise TuneError(f"cannot write artifacts into {folder}: {exc.strerror or exc}") from None
+
+
+def write_artifact(folder: Path, artifact: Artifact) -> Path:
+    """Write ``artifact`` as ``<folder>/<artifact.file_name()>``, atomically."""
+    return write_atomic(folder / artifact.file_name(), artifact.to_json_bytes())
+
+
+def already_tuned(folder: Path, kernel: str, key: dict[str, Any], identity: DeviceIdentity,
+                  source_sha256: str, backend_versions: dict[str, str]) -> bool:
+    """Whether ``folder`` holds a valid artifact for this key and device made from the
+    same kernel source with the same toolchain (what ``--resume`` skips)."""
+    path = folder / artifact_file_name(kernel, identity, key)
+    if not path.is_file():
+        return False
+    try:
+        found = load_artifact(path)
+    except ArtifactError:
+        return False
+    return (
+        found.kernel.name == kernel
+        and found.key == key
+        and found.device.identity == identity
+        and found.kernel.source_sha256 == source_sha256
+        and found.provenance.backend_versions == backend_versions
+    )

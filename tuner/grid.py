@@ -1,0 +1,84 @@
+"""Keys to tune, from a grid on the command line or a file.
+
+A grid is ``AXIS=V1,V2 AXIS=V…`` (the cartesian product; integer values become ints);
+``weight_dtype`` defaults to ``dtype``.  A file (``@PATH``) holds a JSON list of key
+objects, or one grid per line.  The PERF.md grid is the preset ``perf``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from flyconfigs.errors import TuneError
+
+__all__ = ["PERF_GRID", "parse_grid", "parse_grids"]
+
+PERF_GRID = [
+    "M=1,16,128,1024,4096,16384,65536 N=1024,2048,4096,5120,8192,16384 dtype=bf16",
+    "M=4096,65536 N=4096,8192 dtype=fp16,fp32",
+]
+
+
+def _value(text: str) -> int | str:
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def parse_grid(text: str, dtypes: list[str] | None = None) -> list[dict[str, Any]]:
+    """Keys of one grid expression; :class:`TuneError` naming the bad item."""
+    axes: dict[str, list[int | str]] = {}
+    for item in text.split():
+        name, sep, values = item.partition("=")
+        if not sep or not name or not values or any(not v for v in values.split(",")):
+            raise TuneError(f"grid item {item!r} is not AXIS=V1,V2,…")
+        if name in axes:
+            raise TuneError(f"grid axis {name!r} given twice in {text!r}")
+        axes[name] = [_value(v) for v in values.split(",")]
+    if not axes:
+        raise TuneError("empty key grid")
+    if "dtype" not in axes and dtypes:
+        axes["dtype"] = list(dtypes)
+    names = list(axes)
+    keys = []
+    for combo in itertools.product(*(axes[n] for n in names)):
+        key = dict(zip(names, combo))
+        if "dtype" in key and "weight_dtype" not in key:
+            key["weight_dtype"] = key["dtype"]
+        keys.append(key)
+    return keys
+
+
+def parse_grids(grids: list[str], dtypes: list[str] | None = None) -> list[dict[str, Any]]:
+    """Keys of several grids (``perf``, ``@file`` or expressions), duplicates dropped."""
+    keys: list[dict[str, Any]] = []
+    for grid in grids:
+        if grid == "perf":
+            for line in PERF_GRID:
+                keys.extend(parse_grid(line))
+        elif grid.startswith("@"):
+            path = Path(grid[1:])
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise TuneError(f"cannot read key file {path}: {exc.strerror or exc}") from None
+            if text.lstrip().startswith("["):
+                try:
+                    loaded = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise TuneError(f"{path}: invalid JSON: {exc.msg}") from None
+                if not isinstance(loaded, list) or not all(isinstance(k, dict) for k in loaded):
+                    raise TuneError(f"{path}: expected a JSON list of key objects")
+                keys.extend(loaded)
+            else:
+                for line in text.splitlines():
+                    if line.strip() and not line.lstrip().startswith("#"):
+                        keys.extend(parse_grid(line, dtypes))
+        else:
+            keys.extend(parse_grid(grid, dtypes))
+    unique: list[dict[str, Any]] = []
+    for key in keys:
+        if key not in unique:
+            unique.append(key)
+    return unique

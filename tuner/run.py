@@ -1,0 +1,254 @@
+"""The tuning loop: plan → compile → verify → time → select → emit, one key at a time.
+
+Compilation runs in the parent (a process pool, through the on-disk cache); verifying
+and timing run in an isolated worker process (:mod:`flyconfigs.tuner.worker`), restarted
+after a candidate faults it.  Timing is two-stage: a short interleaved screen of every
+verified candidate, then a full interleaved measurement of the best few with the
+default; near-ties with the best are re-measured before the winner is chosen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from flyconfigs import __version__
+from flyconfigs.errors import TuneError
+from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, Candidate, Choice, Device, Timing
+from flyconfigs.tuner import emit
+from flyconfigs.tuner.select import decide, near_ties
+from flyconfigs.tuner.worker import Worker, WorkerLost
+
+__all__ = ["KeyResult", "Progress", "TuneOptions", "TuneReport", "tune"]
+
+
+class Toolchain(Protocol):
+    name: str
+
+    def versions(self) -> dict[str, str]: ...
+    def options(self) -> list[str]: ...
+    def compile_all(self, key: dict[str, Any], configs: list[dict[str, Any]], device: Device) -> list[str | None]: ...
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """Knobs of a run: candidates per key (``budget``), finalists, samples, timeouts."""
+
+    budget: int | None = None
+    finalists: int = 6
+    screen_samples: int = 5
+    samples: int = 15
+    warmup: int = 3
+    screen_target_us: float = 300.0
+    final_target_us: float = 1500.0
+    max_launches: int = 200
+    memory_budget: int = 8 << 30
+    check_timeout_s: float = 120.0
+    resume: bool = False
+
+
+@dataclass
+class KeyResult:
+    """What happened to one key."""
+
+    key: dict[str, Any]
+    path: Path | None
+    skipped: bool = False
+    candidates: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    winner_us: float | None = None
+    default_us: float | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class TuneReport:
+    """Every key's result and where the time went."""
+
+    device: Device
+    results: list[KeyResult] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=lambda: {"compile": 0.0, "verify": 0.0, "time": 0.0, "total": 0.0})
+    worker_restarts: int = 0
+
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+def _rotation(bytes_per_call: int, device: Device, options: TuneOptions, target_us: float) -> tuple[int, int]:
+    bandwidth = (device.memory_bandwidth_gbps or 1000.0) * 1e3 * 0.8  # bytes per µs
+    estimate = 2.0 + bytes_per_call / bandwidth
+    launches = int(min(options.max_launches, max(1, target_us // estimate)))
+    cold = -(-3 * (device.l2_bytes or 0) // max(1, bytes_per_call))
+    copies = int(max(1, min(launches, cold, options.memory_budget // max(1, 2 * bytes_per_call))))
+    return copies, launches
+
+
+def _timing(samples: Sequence[float], bytes_per_call: int) -> Timing:
+    ordered = sorted(samples)
+
+    def q(p: float) -> float:
+        pos = p * (len(ordered) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(ordered) - 1)
+        return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+    median = q(0.5)
+    return Timing(median_us=median, p20_us=q(0.2), p80_us=q(0.8), min_us=ordered[0], samples=len(ordered),
+                  bandwidth_gbps=bytes_per_call / (median * 1e-6) / 1e9)
+
+
+def tune(
+    spec: Any,
+    keys: Sequence[dict[str, Any]],
+    out: Path,
+    worker: Worker,
+    toolchain: Toolchain,
+    options: TuneOptions = TuneOptions(),
+    progress: Progress | None = None,
+) -> TuneReport:
+    """Tune every key of ``keys`` for ``spec`` on ``worker``'s device; one artifact per
+    key in ``out``.  Raises :class:`TuneError` for an unusable ``out`` or key."""
+    emit.check_writable(out)
+    checked = [spec.check_key(k) for k in keys]
+    device = Device.model_validate(worker.device)
+    report = TuneReport(device)
+    notify = progress or (lambda event, data: None)
+    versions = {**toolchain.versions(), "driver": device.driver_version or "unknown"}
+    source_sha = spec.source_sha256()
+    started = time.perf_counter()
+    notify("start", {"keys": len(checked), "device": device.identity.describe()})
+    for key in checked:
+        if options.resume and emit.already_tuned(out, spec.name, key, device.identity, source_sha, versions):
+            report.results.append(KeyResult(key, None, skipped=True))
+            notify("skip", {"key": key})
+            continue
+        result = _tune_key(spec, key, out, worker, toolchain, options, device, versions, source_sha, report, notify)
+        report.results.append(result)
+        notify("key", {"key": key, "result": result})
+    report.seconds["total"] = time.perf_counter() - started
+    report.worker_restarts = worker.restarts
+    return report
+
+
+def _tune_key(spec: Any, key: dict[str, Any], out: Path, worker: Worker, toolchain: Toolchain, options: TuneOptions,
+              device: Device, versions: dict[str, str], source_sha: str, report: TuneReport, notify: Progress) -> KeyResult:
+    clock = time.perf_counter
+    from flyconfigs.registry.device import DeviceQuery
+
+    query = DeviceQuery.of(device.identity)
+    default = spec.default_config(key, query, wave=device.wave_size)
+    others = [c for c in spec.space(key, query, wave=device.wave_size) if c != default]
+    configs = [default, *others][: options.budget or None]
+    status: list[dict[str, Any]] = [{"status": "ok", "message": None, "resources": None} for _ in configs]
+    seconds = {}
+
+    t0 = clock()
+    for i, error in enumerate(toolchain.compile_all(key, configs, device)):
+        if error is not None:
+            status[i] = {"status": "compile_error", "message": error, "resources": None}
+    seconds["compile"] = clock() - t0
+
+    t0 = clock()
+    bytes_per_call = spec.traffic(key)
+    copies, launches = _rotation(bytes_per_call, device, options, options.final_target_us)
+    worker.call("prepare", key, copies, timeout=options.check_timeout_s)
+    for i, config in enumerate(configs):
+        if status[i]["status"] != "ok":
+            continue
+        try:
+            status[i] = worker.call("check", config, timeout=options.check_timeout_s)
+        except WorkerLost as lost:
+            status[i] = {"status": "timeout" if "no answer" in lost.reason else "launch_error",
+                         "message": f"faulted the worker: {lost.reason}", "resources": None}
+            _restart(worker, key, copies, options)
+            continue
+        if status[i].pop("fault", False):
+            _restart(worker, key, copies, options)
+        notify("candidate", {"key": key, "index": i, "of": len(configs), "status": status[i]["status"]})
+    seconds["verify"] = clock() - t0
+
+    t0 = clock()
+    timings: dict[int, Timing] = {}
+    verified = [i for i, s in enumerate(status) if s["status"] == "ok"]
+    default_index = configs.index(default)
+    if default_index not in verified:
+        raise TuneError(f"the default config failed for {key}: {status[default_index]['message']}")
+    screen_launches = _rotation(bytes_per_call, device, options, options.screen_target_us)[1]
+    screen = _time(worker, [configs[i] for i in verified], min(screen_launches, launches), options.screen_samples,
+                   1, bytes_per_call, options)
+    ranked = sorted(range(len(verified)), key=lambda j: screen[j].median_us)
+    finalists = [verified[j] for j in ranked[: options.finalists]]
+    if default_index not in finalists:
+        finalists.append(default_index)
+    final = _time(worker, [configs[i] for i in finalists], launches, options.samples, options.warmup, bytes_per_call, options)
+    timings = {i: final[n] for n, i in enumerate(finalists)}
+    for j, i in enumerate(verified):
+        timings.setdefault(i, screen[j])
+    ties = [finalists[n] for n in near_ties(final)]
+    remeasured = len(ties) > 1
+    if remeasured:
+        group = ties if default_index in ties else [*ties, default_index]
+        again = _time(worker, [configs[i] for i in group], launches, options.samples, options.warmup, bytes_per_call, options)
+        for n, i in enumerate(group):
+            timings[i] = again[n]
+        decision_pool = group
+    else:
+        decision_pool = finalists
+    decision = decide([configs[i] for i in decision_pool], [timings[i] for i in decision_pool],
+                      decision_pool.index(default_index))
+    winner_index = decision_pool[decision.winner]
+    seconds["time"] = clock() - t0
+
+    candidates = [
+        Candidate(config=c, status=s["status"], message=s.get("message"), timing=timings.get(i) if s["status"] == "ok" else None,
+                  resources=s.get("resources"))
+        for i, (c, s) in enumerate(zip(configs, status))
+    ]
+    artifact = Artifact(
+        schema_version=SCHEMA_VERSION,
+        kernel={"name": spec.name, "version": spec.version, "source_sha256": source_sha},
+        device=device,
+        key=key,
+        candidates=candidates,
+        winner=Choice(config=configs[winner_index], timing=timings[winner_index]),
+        default=Choice(config=default, timing=timings[default_index]),
+        selection={"rule": "beat-default-beyond-noise", "noise_band": decision.noise_band, "remeasured": remeasured,
+                   "kept_default": decision.kept_default},
+        provenance={
+            "tool": f"flyconfigs {__version__}",
+            "backend": toolchain.name,
+            "backend_versions": versions,
+            "compile_options": toolchain.options(),
+            "timing_protocol": {"method": "graph-replay", "launches_per_sample": launches, "warmup": options.warmup,
+                                "samples": options.samples, "rotate_bytes": copies * bytes_per_call, "interleaved": True},
+            "host": emit.host(),
+            "created": emit.now_utc(),
+            "git_revision": emit.git_revision(),
+            "command": emit.command_line(),
+        },
+    )
+    path = emit.write_artifact(out, artifact)
+    for name, value in seconds.items():
+        report.seconds[name] += value
+    counts: dict[str, int] = {}
+    for s in status:
+        counts[s["status"]] = counts.get(s["status"], 0) + 1
+    return KeyResult(key, path, False, len(configs), counts, timings[winner_index].median_us,
+                     timings[default_index].median_us, seconds)
+
+
+def _time(worker: Worker, configs: list[dict[str, Any]], launches: int, samples: int, warmup: int,
+          bytes_per_call: int, options: TuneOptions) -> list[Timing]:
+    try:
+        raw = worker.call("time", configs, launches, samples, warmup, timeout=max(120.0, options.check_timeout_s))
+    except WorkerLost as lost:
+        raise TuneError(f"timing verified candidates lost the worker: {lost.reason}") from None
+    return [_timing(s, bytes_per_call) for s in raw]
+
+
+def _restart(worker: Worker, key: dict[str, Any], copies: int, options: TuneOptions) -> None:
+    worker.restart()
+    worker.call("prepare", key, copies, timeout=options.check_timeout_s)

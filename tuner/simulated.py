@@ -1,0 +1,112 @@
+"""The test backend: a simulated device and measurer for exercising the tuner on a CPU.
+
+Nothing here touches a GPU.  Times are a deterministic function of the config (so
+selection can be predicted) plus seeded noise; named configs can fail to compile,
+produce a wrong result, hang, or kill the worker process the way a GPU fault kills a
+context.  It exists because no GPU is available where the tests run; artifacts it makes
+say ``backend: simulated`` and name a simulated product.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["SIMULATED_DEVICE", "SimulatedMeasurer", "SimulatedToolchain", "simulated_time"]
+
+SIMULATED_DEVICE = {
+    "vendor": "nvidia",
+    "arch": "sm90",
+    "product": "flyconfigs simulated device",
+    "compute_units": 4,
+    "features": [],
+    "wave_size": 32,
+    "l2_bytes": 1 << 20,
+    "memory_bandwidth_gbps": 100.0,
+    "driver_version": "simulated",
+    "runtime_version": "simulated",
+    "ordinal": 0,
+}
+
+
+def _behaviour(config: Mapping[str, Any], table: Mapping[str, str]) -> str | None:
+    return table.get(_name(config))
+
+
+def _name(config: Mapping[str, Any]) -> str:
+    return "-".join(f"{k}={config[k]}" for k in sorted(config))
+
+
+def simulated_time(key: Mapping[str, Any], config: Mapping[str, Any], speeds: Mapping[str, float]) -> float:
+    """Microseconds per call: a base from the key times the config's speed factor
+    (``speeds`` by config name, default 1.0)."""
+    base = 2.0 + int(key["M"]) * int(key["N"]) / 1e6
+    return base * speeds.get(_name(config), 1.0)
+
+
+class SimulatedMeasurer:
+    """Worker-side measurer of the test backend.
+
+    ``behaviour`` maps config names (see :func:`config_name`) to ``wrong``, ``crash``
+    (the process exits, like a faulted context), ``hang`` or ``launch_error``.
+    """
+
+    def __init__(self, speeds: Mapping[str, float] | None = None, behaviour: Mapping[str, str] | None = None,
+                 noise: float = 0.002, seed: int = 0) -> None:
+        self.speeds = dict(speeds or {})
+        self.behaviour = dict(behaviour or {})
+        self.noise = noise
+        self.rng = random.Random(seed)
+        self.key: dict[str, Any] = {}
+
+    def device(self) -> dict[str, Any]:
+        return dict(SIMULATED_DEVICE)
+
+    def prepare(self, key: Mapping[str, Any], copies: int) -> None:
+        self.key = dict(key)
+
+    def check(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        what = _behaviour(config, self.behaviour)
+        if what == "crash":
+            os._exit(17)
+        if what == "hang":
+            time.sleep(3600)
+        if what == "launch_error":
+            return {"status": "launch_error", "message": "simulated launch failure", "resources": None, "fault": True}
+        resources = {"registers": 32, "spill_bytes": 0, "shared_bytes": 0, "max_blocks_per_cu": 8, "occupancy": 1.0}
+        if what == "wrong":
+            return {"status": "wrong_result", "message": "simulated: 3 outputs off the reference", "resources": resources}
+        return {"status": "ok", "message": None, "resources": resources}
+
+    def time(self, configs: list[Mapping[str, Any]], launches: int, samples: int, warmup: int) -> list[list[float]]:
+        out = []
+        for config in configs:
+            t = simulated_time(self.key, config, self.speeds)
+            out.append([t * (1 + self.rng.gauss(0, self.noise)) for _ in range(samples)])
+        return out
+
+
+class SimulatedToolchain:
+    """Parent-side compiler of the test backend: named configs fail to compile."""
+
+    name = "simulated"
+
+    def __init__(self, compile_errors: Mapping[str, str] | None = None) -> None:
+        self.compile_errors = dict(compile_errors or {})
+        self.compiled = 0
+
+    def versions(self) -> dict[str, str]:
+        return {"simulated": "1"}
+
+    def options(self) -> list[str]:
+        return ["-simulated"]
+
+    def compile_all(self, key: Mapping[str, Any], configs: list[Mapping[str, Any]], device: Any) -> list[str | None]:
+        self.compiled += len(configs)
+        return [self.compile_errors.get(_name(c)) for c in configs]
+
+
+config_name = _name

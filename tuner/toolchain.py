@@ -1,0 +1,81 @@
+"""Compiling a key's candidates in parallel processes, through the GPU layer's cache.
+
+Runs in the parent: runtime compilers need no GPU context, so a pool of processes
+compiles every candidate for the device's arch into the shared on-disk cache, and the
+measuring worker then loads them from it.  A second run compiles nothing.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor
+from importlib import metadata
+from typing import Any
+
+from flyconfigs.errors import CompileError
+
+__all__ = ["GPUToolchain"]
+
+
+def _compile_one(backend: str, arch: str, key: dict[str, Any], config: dict[str, Any], wave: int) -> tuple[str | None, bool]:
+    from flyconfigs.gpu import CompileRequest, get_backend
+    from flyconfigs.kernels.rmsnorm import SPEC
+
+    compiler = get_backend(backend, arch=arch)
+    request = CompileRequest(SPEC.source(), SPEC.entry, tuple(SPEC.defines(config, key, wave)))
+    try:
+        return None, compiler.compile(request).from_cache
+    except CompileError as exc:
+        return str(exc)[:4000], False
+
+
+class GPUToolchain:
+    """Parent-side compiler for a real backend."""
+
+    def __init__(self, backend: str, workers: int) -> None:
+        self.name = backend
+        self.workers = max(1, workers)
+        self._pool: ProcessPoolExecutor | None = None
+        self.compiled = 0
+        self.cached = 0
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+        return self._pool
+
+    def versions(self) -> dict[str, str]:
+        out = {}
+        for dist in ("cuda-bindings", "hip-python", "torch"):
+            try:
+                out[dist] = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                continue
+        from flyconfigs.gpu import get_backend
+
+        out["compiler"] = get_backend(self.name, arch="sm90" if self.name == "cuda" else "gfx942").binding.compiler_version()
+        return out
+
+    def options(self) -> list[str]:
+        from flyconfigs.gpu import get_backend
+
+        binding = get_backend(self.name, arch="sm90" if self.name == "cuda" else "gfx942").binding
+        return [binding.define, *binding.default_options]
+
+    def compile_all(self, key: Mapping[str, Any], configs: list[Mapping[str, Any]], device: Any) -> list[str | None]:
+        pool = self._executor()
+        futures = [pool.submit(_compile_one, self.name, device.arch, dict(key), dict(c), device.wave_size) for c in configs]
+        errors = []
+        for future in futures:
+            error, from_cache = future.result()
+            errors.append(error)
+            if error is None:
+                self.cached += from_cache
+                self.compiled += not from_cache
+        return errors
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None

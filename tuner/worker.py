@@ -1,0 +1,139 @@
+"""Failure isolation: measurements run in a worker process that can die.
+
+A :class:`Worker` starts a child process (``spawn``) that builds a measurer from
+``"module:factory"`` and answers requests over a pipe.  A candidate that faults the GPU
+context, hangs past its timeout or kills the process surfaces as :class:`WorkerLost`
+(with the reason); the caller records it against that candidate and :meth:`restart`
+gives a fresh process and context.  Errors a measurer declares for a candidate come back
+as results; anything else raised in the child is a bug and is re-raised as
+:class:`~flyconfigs.errors.TuneError`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import os
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+from flyconfigs.errors import FlyconfigsError, TuneError
+
+__all__ = ["Worker", "WorkerLost"]
+
+
+class WorkerLost(Exception):
+    """The worker process died or stopped answering; ``reason`` says how."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _serve(conn: Connection, factory: str, options: dict[str, Any]) -> None:
+    module, _, name = factory.partition(":")
+    try:
+        measurer = getattr(importlib.import_module(module), name)(**options)
+    except (FlyconfigsError, ImportError, RuntimeError) as exc:
+        request = conn.recv()
+        conn.send(("unavailable", f"{type(exc).__name__}: {exc}"))
+        return
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request is None:
+            return
+        op, args = request
+        try:
+            conn.send(("ok", getattr(measurer, op)(*args)))
+        except BaseException:  # noqa: BLE001 - reported to the parent, which raises it as a bug
+            conn.send(("bug", traceback.format_exc()))
+
+
+class Worker:
+    """The parent's handle on one measuring process."""
+
+    def __init__(self, factory: str, options: dict[str, Any] | None = None, start_timeout: float = 300.0) -> None:
+        self.factory = factory
+        self.options = dict(options or {})
+        self.start_timeout = start_timeout
+        self.restarts = 0
+        self._ctx = mp.get_context("spawn")
+        self._process: Any = None
+        self._conn: Connection | None = None
+        self._start()
+
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        self._process = self._ctx.Process(target=_serve, args=(child, self.factory, self.options), daemon=True)
+        self._process.start()
+        child.close()
+        self._conn = parent
+        self.device = self.call("device", timeout=self.start_timeout)
+
+    def call(self, op: str, *args: Any, timeout: float = 120.0) -> Any:
+        """Run ``op(*args)`` in the worker; :class:`WorkerLost` if it dies or times out."""
+        assert self._conn is not None
+        try:
+            self._conn.send((op, args))
+            if not self._conn.poll(timeout):
+                self._kill()
+                raise WorkerLost(f"no answer within {timeout:.0f} s (killed)")
+            status, value = self._conn.recv()
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            code = self._exit_code()
+            raise WorkerLost(f"the worker process died (exit code {code})") from None
+        if status == "bug":
+            raise TuneError(f"the measurer failed in the worker:\n{value}")
+        if status == "unavailable":
+            self._exit_code()
+            raise TuneError(f"cannot start the measuring worker: {value}")
+        return value
+
+    def _exit_code(self) -> int | None:
+        if self._process is None:
+            return None
+        self._process.join(timeout=10)
+        return self._process.exitcode
+
+    def _kill(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            self._process.kill()
+            self._process.join(timeout=10)
+
+    def restart(self) -> None:
+        """Replace the worker with a fresh process (and GPU context)."""
+        self.close()
+        self.restarts += 1
+        self._start()
+
+    def close(self) -> None:
+        """Stop the worker."""
+        if self._conn is not None:
+            try:
+                self._conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self._conn.close()
+            self._conn = None
+        if self._process is not None:
+            self._process.join(timeout=10)
+            self._kill()
+            self._process = None
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def available_cpus() -> int:
+    """CPUs this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1

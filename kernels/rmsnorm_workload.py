@@ -34,6 +34,11 @@ class RMSNormWorkload:
         self.reference = reference_rms_norm(self.xs[0], self.w, EPS)
         self.bytes = traffic_bytes(m, n, key["dtype"], key["weight_dtype"])
 
+    @staticmethod
+    def bytes_for(key: Mapping[str, Any]) -> int:
+        """Traffic of one call at ``key``."""
+        return traffic_bytes(int(key["M"]), int(key["N"]), key["dtype"], key["weight_dtype"])
+
     def launcher(self, config: Mapping[str, Any]) -> Callable[[int], None]:
         """``run(i)``: one call of ``config`` on rotated copy ``i``, on the current stream."""
         kernel = kernel_for(self.backend, config, self.key)

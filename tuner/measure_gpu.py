@@ -52,7 +52,7 @@ class GPUMeasurer:
         from flyconfigs.errors import CompileError
 
         try:
-            wrong = self._workload.check(config)
+            wrong = self._verify(config)
         except CompileError as exc:
             return {"status": "compile_error", "message": str(exc)[:4000], "resources": None}
         except GPUError as exc:
@@ -61,6 +61,10 @@ class GPUMeasurer:
         if wrong:
             return {"status": "wrong_result", "message": wrong, "resources": resources}
         return {"status": "ok", "message": None, "resources": resources}
+
+    def _verify(self, config: Mapping[str, Any]) -> str | None:
+        """Run ``config`` once against the reference; what is wrong, or ``None``."""
+        return self._workload.check(config)
 
     def _resources(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
         from flyconfigs.kernels.rmsnorm_op import kernel_for

@@ -1,0 +1,82 @@
+"""Committed-config regression check: for every artifact in a folder, re-measure its
+winner, its default and the other finalists it recorded (the fastest candidates by
+recorded median), interleaved in one run, and report the winner against the best of them
+and against its own recorded time.  It re-measures; it never asks winners to be the same.
+Writes ``--out`` (JSON).
+
+    python bench/regression.py artifacts/sm90 --out bench/results/regression-h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine  # noqa: E402
+
+from flyconfigs.gpu import get_backend  # noqa: E402
+from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
+from flyconfigs.schema import load_artifact  # noqa: E402
+from flyconfigs.tuner.timing import TimingPlan, measure  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--finalists", type=int, default=5)
+    args = parser.parse_args()
+    backend = get_backend()
+    rows = []
+    started = time.time()
+    for path in sorted(args.folder.glob("*.json")):
+        artifact = load_artifact(path)
+        timed = sorted((c for c in artifact.candidates if c.timing), key=lambda c: c.timing.median_us)
+        configs = [dict(artifact.winner.config)]
+        for c in [artifact.default, *timed]:
+            if c is not None and dict(c.config) not in configs and len(configs) < args.finalists + 1:
+                configs.append(dict(c.config))
+        protocol = artifact.provenance.timing_protocol
+        copies = max(1, protocol.rotate_bytes // RMSNormWorkload.bytes_for(artifact.key)) if protocol else 1
+        workload = RMSNormWorkload(artifact.key, copies, backend, seed=11)
+        for config in configs:
+            wrong = workload.check(config)
+            if wrong:
+                raise SystemExit(f"{path.name}: {config} is wrong now: {wrong}")
+        plan = TimingPlan(copies=copies, launches=protocol.launches_per_sample if protocol else 20, warmup=3, samples=15)
+        results = measure([workload.launcher(c) for c in configs], plan)
+        medians = [statistics.median(r.samples_us) for r in results]
+        row = {
+            "key": dict(artifact.key),
+            "file": path.name,
+            "winner_recorded_us": artifact.winner.timing.median_us,
+            "winner_remeasured_us": medians[0],
+            "best_remeasured_us": min(medians),
+            "winner_vs_best": medians[0] / min(medians),
+            "winner_vs_recorded": medians[0] / artifact.winner.timing.median_us,
+            "contenders": [{"config": c, "median_us": m} for c, m in zip(configs, medians)],
+        }
+        rows.append(row)
+        print(f"{path.name}: winner {medians[0]:.2f} us, best {min(medians):.2f} us ({row['winner_vs_best']:.3f}), "
+              f"recorded {artifact.winner.timing.median_us:.2f} us", flush=True)
+        del workload
+    within = [r["winner_vs_best"] <= 1.03 for r in rows]
+    summary = {
+        "artifacts": len(rows),
+        "winner_within_3pct_of_best": sum(within),
+        "max_winner_vs_best": max((r["winner_vs_best"] for r in rows), default=None),
+        "median_winner_vs_recorded": statistics.median(r["winner_vs_recorded"] for r in rows) if rows else None,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"benchmark": "regression", "machine": machine(), "device": backend.device().model_dump(mode="json"),
+                                    "wall_s": time.time() - started, "summary": summary, "rows": rows}, indent=1, sort_keys=True) + "\n")
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()

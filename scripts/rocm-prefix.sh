@@ -13,7 +13,8 @@ set -euo pipefail
 
 prefix=${1:-${FLYCONFIGS_ROCM_PREFIX:-$HOME/.cache/flyconfigs/rocm-prefix}}
 libdir=$prefix/usr/lib/x86_64-linux-gnu
-if [ -x "$prefix/run" ] && [ -e "$libdir/libhiprtc.so" ]; then
+layout=2  # bump when the prefix's layout or its run script changes
+if [ -x "$prefix/run" ] && [ -e "$libdir/libhiprtc.so" ] && [ "$(cat "$prefix/.layout" 2>/dev/null)" = "$layout" ]; then
   echo "rocm prefix ready: $prefix"
   exit 0
 fi
@@ -72,6 +73,7 @@ case "$cmd" in /*) ;; *) cmd=$PWD/$cmd ;; esac
 exec "$lib/ld-linux-x86-64.so.2" --library-path "$lib" "$cmd" "$@"
 RUN
 chmod +x "$staging/run"
+echo "$layout" >"$staging/.layout"
 rm -rf "$prefix"
 mv "$staging" "$prefix"
 echo "rocm prefix ready: $prefix"

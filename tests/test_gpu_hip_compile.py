@@ -1,0 +1,79 @@
+"""The hip backend on real hipRTC (hip-python 10, Debian's ROCm 5.7.1 libraries in the
+compile-only prefix), with no AMD GPU: gfx942 compiles, resource usage from the code
+object's metadata note, compile errors with their log, every RMSNorm config of the space."""
+
+from __future__ import annotations
+
+import pytest
+
+from hiprtc_helpers import needs_prefix, run_in_prefix
+
+pytestmark = [pytest.mark.hiprtc, needs_prefix]
+
+COMMON = """
+import json
+from flyconfigs.gpu import CompileRequest, get_backend
+backend = get_backend("hip", arch="gfx942")
+"""
+
+
+def test_compile_for_gfx942_and_read_resources() -> None:
+    out = run_in_prefix(COMMON + r'''
+src = 'extern "C" __global__ void scale(float* x, int n, float a) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }'
+lean = backend.compile(CompileRequest(src, "scale"))
+heavy_src = """
+extern "C" __global__ void __attribute__((amdgpu_flat_work_group_size(1, 256))) heavy(float* out, const int* idx, int n) {
+  float acc[512];
+  for (int i = 0; i < 512; ++i) acc[i] = out[(i * 7) % n];
+  float s = 0.f;
+  for (int i = 0; i < n; ++i) s += acc[idx[i] & 511];
+  out[threadIdx.x] = s;
+}"""
+heavy = backend.compile(CompileRequest(heavy_src, "heavy"))
+again = backend.compile(CompileRequest(src, "scale"))
+r1, r2 = backend.resources(lean, 256), backend.resources(heavy, 256)
+print(json.dumps({"magic": lean.code[:4].hex(), "name": lean.lowered_name, "lean": r1.model_dump(), "heavy": r2.model_dump(),
+                  "hit": again.from_cache, "arch": lean.arch}))
+''')
+    assert out["magic"] == "7f454c46" and out["name"] == "scale" and out["arch"] == "gfx942"
+    assert out["lean"]["spill_bytes"] == 0 and 0 < out["lean"]["registers"] <= 32
+    assert out["lean"]["occupancy"] == 1.0
+    assert out["heavy"]["spill_bytes"] > 0
+    assert out["hit"] is True
+
+
+def test_compile_error_carries_the_log() -> None:
+    out = run_in_prefix(COMMON + """
+from flyconfigs.errors import CompileError
+try:
+    backend.compile(CompileRequest('extern "C" __global__ void broken( { }', "broken"))
+    print(json.dumps(None))
+except CompileError as exc:
+    print(json.dumps({"log": exc.log, "message": str(exc)}))
+""")
+    assert out and "error" in out["log"] and "gfx942" in out["message"]
+
+
+def test_every_rmsnorm_config_compiles_for_gfx942_and_the_default_does_not_spill() -> None:
+    out = run_in_prefix(COMMON + """
+from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.registry.device import DeviceQuery
+dev = DeviceQuery("amd", "gfx942", "AMD Instinct MI300X", 304, ("sramecc+", "xnack-"))
+keys = [{"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}, {"M": 3, "N": 7, "dtype": "fp16", "weight_dtype": "fp32"},
+        {"M": 64, "N": 1000, "dtype": "fp32", "weight_dtype": "fp32"}, {"M": 1, "N": 16384, "dtype": "bf16", "weight_dtype": "fp32"}]
+report = []
+for key in keys:
+    space = SPEC.space(key, dev)
+    requests = [CompileRequest(SPEC.source(), SPEC.entry, tuple(SPEC.defines(c, key, 64))) for c in space]
+    results = backend.compile_many(requests, workers=2)
+    errors = [str(r)[:500] for r in results if isinstance(r, Exception)]
+    default = SPEC.default_config(key, dev)
+    index = space.index(default)
+    res = backend.resources(results[index], default["threads"] * default["rows_per_block"])
+    report.append({"key": key, "configs": len(space), "errors": errors, "default_spills": res.spill_bytes})
+print(json.dumps(report))
+""", timeout=1200)
+    for entry in out:
+        assert entry["errors"] == [], (entry["key"], entry["errors"][:1])
+        assert entry["default_spills"] == 0, entry
+        assert entry["configs"] >= 1

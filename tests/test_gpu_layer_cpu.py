@@ -1,0 +1,120 @@
+"""The GPU layer without a GPU: the hip-python contract, absent runtimes, argument
+packing, the compile cache, and AMD device descriptors."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from flyconfigs.errors import BackendUnavailableError, UnknownArchError
+from flyconfigs.gpu import LaunchArgumentError, get_backend
+from flyconfigs.gpu.backend import fill_arguments
+from flyconfigs.gpu.cache import CompileCache
+from flyconfigs.gpu.hip import HIP_SYMBOLS, device_from_properties
+
+
+def test_every_hip_python_name_the_backend_uses_exists() -> None:
+    hip = pytest.importorskip("hip")
+    from hip import hip as hip_mod
+    from hip import hiprtc
+
+    modules = {"hip": hip_mod, "hiprtc": hiprtc}
+    missing = [f"{m}.{n}" for m, names in HIP_SYMBOLS.items() for n in names if not hasattr(modules[m], n)]
+    assert missing == [], missing
+    assert hip is not None
+
+
+def test_without_a_hip_runtime_the_backend_says_so() -> None:
+    pytest.importorskip("hip")
+    code = (
+        "from flyconfigs.gpu import get_backend\n"
+        "from flyconfigs.errors import BackendUnavailableError\n"
+        "try:\n    get_backend('hip').device()\nexcept BackendUnavailableError as e:\n    print('UNAVAILABLE', e)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "ROCM_PATH")}
+    env["ROCM_PATH"] = "/nonexistent"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.stdout.startswith("UNAVAILABLE"), done.stderr
+    assert "HIP runtime libraries are not loadable" in done.stdout and "rocm-prefix.sh" in done.stdout
+
+
+def test_auto_selection_without_any_gpu_names_every_reason() -> None:
+    with pytest.raises(BackendUnavailableError, match="no GPU backend is usable: cuda: .*hip: "):
+        get_backend(ordinal=7)
+    with pytest.raises(BackendUnavailableError, match="unknown backend 'opencl'"):
+        get_backend("opencl")
+
+
+def test_unknown_arch_is_refused_before_compiling() -> None:
+    pytest.importorskip("hip")
+    backend = get_backend("hip", arch="sm90")
+    from flyconfigs.gpu import CompileRequest
+
+    with pytest.raises(UnknownArchError, match="gfx arches, not 'sm90'"):
+        backend.compile(CompileRequest("x", "k"))
+
+
+def test_argument_packing_checks_count_kinds_and_ranges() -> None:
+    signature = ("ptr", "i32", "i64", "f32")
+    slots = [ctypes.c_void_p(0), ctypes.c_int32(0), ctypes.c_int64(0), ctypes.c_float(0)]
+    tensor = SimpleNamespace(data_ptr=lambda: 0xDEAD0000)
+    fill_arguments(signature, slots, (tensor, -5, 2**40, 1))
+    assert (slots[0].value, slots[1].value, slots[2].value, slots[3].value) == (0xDEAD0000, -5, 2**40, 1.0)
+    with pytest.raises(LaunchArgumentError, match="takes 4 arguments"):
+        fill_arguments(signature, slots, (1, 2, 3))
+    with pytest.raises(LaunchArgumentError, match="argument 1 must be an int"):
+        fill_arguments(signature, slots, (1, True, 3, 1.0))
+    with pytest.raises(LaunchArgumentError, match="does not fit i32"):
+        fill_arguments(signature, slots, (1, 2**31, 3, 1.0))
+    with pytest.raises(LaunchArgumentError, match="argument 3 must be a float"):
+        fill_arguments(signature, slots, (1, 2, 3, "1.0"))
+    with pytest.raises(LaunchArgumentError, match="argument 0 = -1 does not fit ptr"):
+        fill_arguments(signature, slots, (-1, 2, 3, 1.0))
+
+
+def test_compile_cache_round_trip_lru_eviction_and_torn_entries(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path, max_bytes=3000)
+    for i in range(3):
+        cache.put(f"{i:02d}" + "a" * 62, bytes([i]) * 1000, {"lowered_name": f"k{i}"})
+        os.utime(next(tmp_path.glob(f"*/{i:02d}*.bin")), (1000 + i, 1000 + i))
+    assert cache.get("00" + "a" * 62)[1]["lowered_name"] == "k0"  # refreshes entry 0
+    cache.put("03" + "a" * 62, b"x" * 1000, {"lowered_name": "k3"})
+    assert cache.get("01" + "a" * 62) is None, "the least recently used entry goes first"
+    assert cache.get("00" + "a" * 62) is not None and cache.get("03" + "a" * 62) is not None
+    assert cache.size() <= 3000
+    meta = next(tmp_path.glob("03/*.json"))
+    meta.write_text('{"size": 5}')
+    assert cache.get("03" + "a" * 62) is None
+
+
+def test_compile_cache_concurrent_writers_leave_whole_entries(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path, max_bytes=1 << 30)
+    payload = os.urandom(200_000)
+    threads = [threading.Thread(target=cache.put, args=("ff" + "b" * 62, payload, {"lowered_name": "k"})) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    code, meta = cache.get("ff" + "b" * 62)
+    assert code == payload and meta["size"] == len(payload)
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_amd_descriptor_from_properties() -> None:
+    """A stand-in for hipDeviceProp_t: there is no AMD GPU here to read real ones from."""
+    props = SimpleNamespace(name="AMD Instinct MI300X", gcnArchName="gfx942:sramecc+:xnack-", multiProcessorCount=304,
+                            warpSize=64, l2CacheSize=4194304, memoryClockRate=1300000, memoryBusWidth=8192)
+    device = device_from_properties(props, 3, "60342131", "60342131")
+    assert (device.vendor, device.arch, device.features, device.compute_units, device.wave_size) == (
+        "amd", "gfx942", ["sramecc+", "xnack-"], 304, 64)
+    assert device.memory_bandwidth_gbps == 5300.0 and device.ordinal == 3
+    other = device_from_properties(SimpleNamespace(**{**props.__dict__, "name": "AMD Radeon PRO W7900",
+                                                       "gcnArchName": "gfx1100", "warpSize": 32}), 0, None, None)
+    assert other.features == [] and other.memory_bandwidth_gbps == pytest.approx(1300000e3 * 2 * 8192 / 8 / 1e9)

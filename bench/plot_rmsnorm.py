@@ -1,0 +1,56 @@
+"""Chart of a bench/rmsnorm.py result: bandwidth (GB/s, traffic 2·M·N·sizeof(x) +
+N·sizeof(w) over the median time) of every contender for every shape, and the table the
+README shows.
+
+    python bench/plot_rmsnorm.py bench/results/rmsnorm-h200.json --png bench/results/rmsnorm-h200.png --markdown
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+ORDER = ["copy", "flyconfigs", "flyconfigs-default", "F.rms_norm", "torch.compile", "liger"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("result", type=Path)
+    parser.add_argument("--png", type=Path)
+    parser.add_argument("--markdown", action="store_true", help="print the README table")
+    args = parser.parse_args()
+    data = json.loads(args.result.read_text())
+    rows = data["rows"]
+    names = [n for n in ORDER if n in rows[0]["results"]]
+    labels = [f"{r['M']}x{r['N']}" + ("" if r["dtype"] == "bf16" else f" {r['dtype']}") for r in rows]
+    if args.png:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(18, 6.5))
+        for name in names:
+            ax.plot(range(len(rows)), [r["results"][name]["bandwidth_gbps"] for r in rows], marker="o", ms=3,
+                    lw=2.2 if name == "flyconfigs" else 1.1, label=name + (" (tuned, from flyconfigs-sm90)" if name == "flyconfigs" else ""))
+        ax.set_xticks(range(len(rows)), labels, rotation=75, fontsize=7)
+        ax.set_ylabel("GB/s (RMSNorm traffic / median time)")
+        device = data["device"]["product"]
+        ax.set_title(f"RMSNorm on {device}: bandwidth by shape (bf16 unless marked; graph replay, rotated inputs, median of 15)")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(args.png, dpi=110)
+    if args.markdown:
+        print("| M × N (dtype) | " + " | ".join(names) + " | tuned / F.rms_norm | tuned / best peer |")
+        print("|---|" + "---:|" * (len(names) + 2))
+        for label, r in zip(labels, rows):
+            cells = [f"{r['results'][n]['median_us']:.2f} µs" if r["traffic_bytes"] < 64e6 else f"{r['results'][n]['bandwidth_gbps']:,.0f} GB/s" for n in names]
+            ratios = r["ratios"]
+            print(f"| {label} | " + " | ".join(cells) +
+                  f" | {ratios['flyconfigs_speedup_vs_F.rms_norm']:.2f}× | {ratios['flyconfigs_speedup_vs_best_peer']:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()

@@ -334,6 +334,25 @@ def _progress_bar(enabled: bool) -> tuple[Callable[[str, dict[str, Any]], None],
     return on, close
 
 
+def _device_list(text: str, backend: str | None) -> list[int]:
+    if text == "all":
+        if backend == "simulated":
+            return [0, 1]
+        from flyconfigs.gpu import device_count
+
+        count = device_count(backend)
+        if count < 1:
+            raise _Usage("--devices all: no GPU found")
+        return list(range(count))
+    try:
+        ordinals = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise _Usage(f"--devices takes 'all' or GPU ordinals like 0,1,2; got {text!r}") from None
+    if not ordinals or any(o < 0 for o in ordinals):
+        raise _Usage(f"--devices takes non-negative ordinals; got {text!r}")
+    return ordinals
+
+
 def _cmd_tune(args: argparse.Namespace) -> int:
     from flyconfigs.registry import kernel_declaration
     from flyconfigs.tuner.grid import parse_grids
@@ -347,25 +366,32 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     keys = parse_grids(args.key_grid or ["perf"], dtypes)
     if args.budget is not None and args.budget < 1:
         raise _Usage("--budget must be at least 1")
-    if args.backend == "simulated":
-        from flyconfigs.tuner.simulated import SimulatedToolchain
-
-        worker = Worker("flyconfigs.tuner.simulated:SimulatedMeasurer")
-        toolchain: Any = SimulatedToolchain()
-    else:
-        from flyconfigs.tuner.toolchain import GPUToolchain
-
-        worker = Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer", {"backend": args.backend, "ordinal": args.device})
-        from flyconfigs.schema.models import Device
-
-        toolchain = GPUToolchain(Device.model_validate(worker.device).vendor == "amd" and "hip" or "cuda", available_cpus())
-    on, close = _progress_bar(sys.stderr.isatty() and not os.environ.get("NO_COLOR_PROGRESS"))
+    ordinals = _device_list(args.devices, args.backend) if args.devices else [args.device]
+    workers: list[Worker] = []
     try:
-        report = tune(spec, keys, Path(args.out), worker, toolchain, TuneOptions(budget=args.budget, resume=args.resume), on)
+        if args.backend == "simulated":
+            from flyconfigs.tuner.simulated import SimulatedToolchain
+
+            workers = [Worker("flyconfigs.tuner.simulated:SimulatedMeasurer", {"ordinal": o}) for o in ordinals]
+            toolchain: Any = SimulatedToolchain()
+        else:
+            from flyconfigs.schema.models import Device
+            from flyconfigs.tuner.toolchain import GPUToolchain
+
+            for ordinal in ordinals:
+                workers.append(Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer", {"backend": args.backend, "ordinal": ordinal}))
+            vendor = Device.model_validate(workers[0].device).vendor
+            toolchain = GPUToolchain("hip" if vendor == "amd" else "cuda", available_cpus())
+        on, close = _progress_bar(sys.stderr.isatty())
+        try:
+            report = tune(spec, keys, Path(args.out), workers, toolchain,
+                          TuneOptions(budget=args.budget, resume=args.resume), on, cross_check=args.cross_check)
+        finally:
+            close()
+            getattr(toolchain, "close", lambda: None)()
     finally:
-        close()
-        worker.close()
-        getattr(toolchain, "close", lambda: None)()
+        for worker in workers:
+            worker.close()
     summary = {
         "device": report.device.model_dump(mode="json"),
         "keys": len(report.results),
@@ -373,6 +399,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         "skipped": sum(r.skipped for r in report.results),
         "seconds": report.seconds,
         "worker_restarts": report.worker_restarts,
+        "workers": len(workers),
+        "devices": ordinals,
+        "disagreements": report.disagreements,
         "compiled": getattr(toolchain, "compiled", None),
         "compile_cache_hits": getattr(toolchain, "cached", None),
         "artifacts": [str(r.path) for r in report.results if r.path],
@@ -380,6 +409,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json({"command": "tune", **summary})
     else:
+        for d in report.disagreements:
+            print(f"disagreement on {d['key']}: devices {d['devices']} chose {d['winners']} "
+                  f"({'within' if d['within_noise'] else 'beyond'} the noise band)", file=sys.stderr)
         print(f"tuned {summary['tuned']} keys ({summary['skipped']} skipped) into {args.out} in {report.seconds['total']:.1f} s "
               f"(compile {report.seconds['compile']:.1f} s, verify {report.seconds['verify']:.1f} s, time {report.seconds['time']:.1f} s)")
     return 0
@@ -446,6 +478,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="tuned", help="folder for the artifacts (default: tuned)")
     p.add_argument("--backend", choices=["cuda", "hip", "simulated"], help="default: the GPU found; 'simulated' is the test backend")
     p.add_argument("--device", type=int, default=0, help="GPU ordinal (default 0)")
+    p.add_argument("--devices", help="tune on several GPUs: 'all' or ordinals like 0,1 (a worker process each; "
+                   "an ordinal may repeat to run two workers on one GPU)")
+    p.add_argument("--cross-check", action="store_true",
+                   help="re-tune every key on a second identical GPU and report winners that differ")
     p.add_argument("--budget", type=int, help="at most this many candidates per key (the default is always one)")
     p.add_argument("--resume", action="store_true", help="skip keys already tuned with the same kernel source and toolchain")
     return parser

@@ -7,7 +7,8 @@
 //   FC_THREADS    threads per row (a sub-wave, a wave, or several waves)
 //   FC_ROWS       rows per block
 //   FC_VEC_BYTES  bytes per load/store of x and y: 16, 8, 4, or 0 for scalar accesses
-//   FC_STORAGE    where the row waits for the reduction: 0 registers, 1 shared memory, 2 re-read
+//   FC_STORAGE    where the row waits for the reduction: 0 registers (x and w both loaded up
+//                 front, held as raw words), 1 shared memory, 2 re-read
 //   FC_OCCUPANCY  0, or minimum blocks per SM (CUDA) / waves per EU (AMD)
 //   FC_WAVE       the wave (warp) width: 32 or 64
 //
@@ -147,6 +148,43 @@ __device__ __forceinline__ void store(void* p, const float* in) {
   }
 }
 
+
+// Raw loads: BYTES bytes into 32-bit words (16-bit elements two to a word, low half
+// first), in the widest accesses the caller's alignment allows.  Holding rows as raw
+// words halves the registers 16-bit rows need, so x and w can both be loaded up front.
+template <int BYTES>
+__device__ __forceinline__ void load_words(const void* p, unsigned int* out) {
+  if (BYTES % 16 == 0) {
+#pragma unroll
+    for (int c = 0; c < BYTES / 16; ++c) {
+      Words<16> v = reinterpret_cast<const Words<16>*>(p)[c];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) out[c * 4 + k] = v.w[k];
+    }
+  } else if (BYTES % 8 == 0) {
+#pragma unroll
+    for (int c = 0; c < BYTES / 8; ++c) {
+      Words<8> v = reinterpret_cast<const Words<8>*>(p)[c];
+      out[c * 2] = v.w[0];
+      out[c * 2 + 1] = v.w[1];
+    }
+  } else if (BYTES % 4 == 0) {
+#pragma unroll
+    for (int c = 0; c < BYTES / 4; ++c) out[c] = reinterpret_cast<const unsigned int*>(p)[c];
+  } else {
+    out[0] = (unsigned int)reinterpret_cast<const unsigned short*>(p)[0];
+  }
+}
+
+template <int DT>
+__device__ __forceinline__ float word_element(const unsigned int* words, int e) {
+  if (DT == 0) return FC_BITS_TO_FLOAT(words[e]);
+  unsigned int bits = (e & 1) ? (words[e >> 1] >> 16) : (words[e >> 1] & 0xffffu);
+  return to_float<DT>(bits);
+}
+
+constexpr int words_for(int bytes) { return bytes >= 4 ? bytes / 4 : 1; }
+
 }  // namespace fc
 
 #if defined(FLYCONFIGS_HIP)
@@ -175,7 +213,10 @@ extern "C" __global__ void FC_BOUNDS rmsnorm_kernel(const void* __restrict__ x, 
   char* yr = reinterpret_cast<char*>(y) + (active ? row : 0) * y_stride * XBYTES;
 
 #if FC_STORAGE == 0
-  float held[ITEMS * VEC];
+  constexpr int XW = words_for(VEC * XBYTES);
+  constexpr int WW = words_for(VEC * WBYTES);
+  unsigned int xraw[ITEMS][XW];
+  unsigned int wraw[ITEMS][WW];
 #elif FC_STORAGE == 1
   __shared__ float held_rows[ROWS * NV * VEC];
   float* held = held_rows + sub * NV * VEC;
@@ -185,8 +226,25 @@ extern "C" __global__ void FC_BOUNDS rmsnorm_kernel(const void* __restrict__ x, 
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int v = lane + i * TPR;
+    const bool in_row = active && v < NV && (VEC > 1 || v < N);
+#if FC_STORAGE == 0
+    if (in_row) {
+      load_words<VEC * XBYTES>(xr + (long long)v * VEC * XBYTES, xraw[i]);
+      load_words<VEC * WBYTES>(reinterpret_cast<const char*>(w) + (long long)v * VEC * WBYTES, wraw[i]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < XW; ++k) xraw[i][k] = 0u;
+#pragma unroll
+      for (int k = 0; k < WW; ++k) wraw[i][k] = 0u;
+    }
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float value = word_element<FC_X_DTYPE>(xraw[i], e);
+      sum += value * value;
+    }
+#else
     float vals[VEC];
-    if (active && v < NV && (VEC > 1 || v < N)) {
+    if (in_row) {
       load<FC_X_DTYPE, VEC>(xr + (long long)v * VEC * XBYTES, vals);
     } else {
 #pragma unroll
@@ -195,12 +253,11 @@ extern "C" __global__ void FC_BOUNDS rmsnorm_kernel(const void* __restrict__ x, 
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       sum += vals[e] * vals[e];
-#if FC_STORAGE == 0
-      held[i * VEC + e] = vals[e];
-#elif FC_STORAGE == 1
+#if FC_STORAGE == 1
       if (v < NV) held[v * VEC + e] = vals[e];
 #endif
     }
+#endif
   }
 
   // Reduce within the row's threads: shuffles inside a wave, shared memory across waves.
@@ -224,8 +281,9 @@ extern "C" __global__ void FC_BOUNDS rmsnorm_kernel(const void* __restrict__ x, 
     float vals[VEC];
 #if FC_STORAGE == 0
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) vals[e] = held[i * VEC + e];
-#elif FC_STORAGE == 1
+    for (int e = 0; e < VEC; ++e) vals[e] = word_element<FC_X_DTYPE>(xraw[i], e) * scale * word_element<FC_W_DTYPE>(wraw[i], e);
+#else
+#if FC_STORAGE == 1
 #pragma unroll
     for (int e = 0; e < VEC; ++e) vals[e] = held[v * VEC + e];
 #else
@@ -235,6 +293,7 @@ extern "C" __global__ void FC_BOUNDS rmsnorm_kernel(const void* __restrict__ x, 
     load<FC_W_DTYPE, VEC>(reinterpret_cast<const char*>(w) + (long long)v * VEC * WBYTES, wv);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) vals[e] = vals[e] * scale * wv[e];
+#endif
     store<FC_X_DTYPE, VEC>(yr + (long long)v * VEC * XBYTES, vals);
   }
 }

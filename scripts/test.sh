@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[dev,hip]'
+.venv/bin/python -m pip install -q -e '.[dev,hip]' 'torch==2.13.0'
 bash scripts/rocm-prefix.sh
 set +e
 .venv/bin/python -m pytest "$@"

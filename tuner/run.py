@@ -9,6 +9,8 @@ default; near-ties with the best are re-measured before the winner is chosen.
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +74,7 @@ class TuneReport:
     results: list[KeyResult] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=lambda: {"compile": 0.0, "verify": 0.0, "time": 0.0, "total": 0.0})
     worker_restarts: int = 0
+    disagreements: list[dict[str, Any]] = field(default_factory=list)
 
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -104,37 +107,131 @@ def tune(
     spec: Any,
     keys: Sequence[dict[str, Any]],
     out: Path,
-    worker: Worker,
+    worker: Worker | Sequence[Worker],
     toolchain: Toolchain,
     options: TuneOptions = TuneOptions(),
     progress: Progress | None = None,
+    cross_check: bool = False,
 ) -> TuneReport:
-    """Tune every key of ``keys`` for ``spec`` on ``worker``'s device; one artifact per
-    key in ``out``.  Raises :class:`TuneError` for an unusable ``out`` or key."""
+    """Tune every key of ``keys`` for ``spec``; one artifact per key in ``out``.
+
+    With several workers (one per GPU) keys are handed out dynamically — a worker takes
+    the next key when it finishes one — and every artifact goes through the same atomic
+    emit.  ``cross_check`` then re-tunes every key on a second worker whose device has
+    the same identity and reports the keys whose winners differ (``report.disagreements``).
+    Raises :class:`TuneError` for an unusable ``out`` or key."""
+    workers = [worker] if isinstance(worker, Worker) else list(worker)
+    if not workers:
+        raise TuneError("no worker to tune on")
     emit.check_writable(out)
     checked = [spec.check_key(k) for k in keys]
-    device = Device.model_validate(worker.device)
-    report = TuneReport(device)
-    notify = progress or (lambda event, data: None)
-    versions = {**toolchain.versions(), "driver": device.driver_version or "unknown"}
+    devices = [Device.model_validate(w.device) for w in workers]
+    report = TuneReport(devices[0])
+    notify = _locked(progress or (lambda event, data: None))
+    versions = {**toolchain.versions(), "driver": devices[0].driver_version or "unknown"}
     source_sha = spec.source_sha256()
     started = time.perf_counter()
-    notify("start", {"keys": len(checked), "device": device.identity.describe()})
-    for key in checked:
-        if options.resume and emit.already_tuned(out, spec.name, key, device.identity, source_sha, versions):
-            report.results.append(KeyResult(key, None, skipped=True))
-            notify("skip", {"key": key})
-            continue
-        result = _tune_key(spec, key, out, worker, toolchain, options, device, versions, source_sha, report, notify)
-        report.results.append(result)
-        notify("key", {"key": key, "result": result})
+    notify("start", {"keys": len(checked), "device": ", ".join(sorted({d.identity.describe() for d in devices})),
+                     "workers": len(workers)})
+    results: dict[int, KeyResult] = {}
+    winners: dict[int, list[tuple[int, Artifact]]] = {}
+    todo: queue.Queue[int] = queue.Queue()
+    for index in range(len(checked)):
+        todo.put(index)
+    lock = threading.Lock()
+
+    def run_worker(slot: int) -> None:
+        while True:
+            try:
+                index = todo.get_nowait()
+            except queue.Empty:
+                return
+            key = checked[index]
+            if options.resume and emit.already_tuned(out, spec.name, key, devices[slot].identity, source_sha, versions):
+                results[index] = KeyResult(key, None, skipped=True)
+                notify("skip", {"key": key})
+                continue
+            result, artifact = _tune_key(spec, key, workers[slot], toolchain, options, devices[slot], versions,
+                                         source_sha, report, lock, notify)
+            result.path = emit.write_artifact(out, artifact)
+            with lock:
+                results[index] = result
+                winners.setdefault(index, []).append((slot, artifact))
+            notify("key", {"key": key, "result": result})
+
+    _run_all(run_worker, len(workers))
+    if cross_check and len(workers) > 1:
+        pinned: list[list[int]] = [[] for _ in workers]
+        for index, found in winners.items():
+            first = found[0][0]
+            twin = next((s for s in range(len(workers)) if s != first and devices[s].identity == devices[first].identity), None)
+            if twin is not None:
+                pinned[twin].append(index)
+
+        def recheck(slot: int) -> None:
+            for index in pinned[slot]:
+                _, artifact = _tune_key(spec, checked[index], workers[slot], toolchain, options, devices[slot], versions,
+                                        source_sha, report, lock, notify)
+                with lock:
+                    winners[index].append((slot, artifact))
+                notify("cross-check", {"key": checked[index]})
+
+        _run_all(recheck, len(workers))
+        report.disagreements = [_disagreement(checked[i], found) for i, found in sorted(winners.items())
+                                if len(found) > 1 and found[0][1].winner.config != found[1][1].winner.config]
+    report.results = [results[i] for i in sorted(results)]
     report.seconds["total"] = time.perf_counter() - started
-    report.worker_restarts = worker.restarts
+    report.worker_restarts = sum(w.restarts for w in workers)
     return report
 
 
-def _tune_key(spec: Any, key: dict[str, Any], out: Path, worker: Worker, toolchain: Toolchain, options: TuneOptions,
-              device: Device, versions: dict[str, str], source_sha: str, report: TuneReport, notify: Progress) -> KeyResult:
+def _run_all(target: Callable[[int], None], count: int) -> None:
+    if count == 1:
+        target(0)
+        return
+    errors: list[BaseException] = []
+
+    def guarded(slot: int) -> None:
+        try:
+            target(slot)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(slot,), name=f"flyconfigs-tune-{slot}") for slot in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def _locked(progress: Progress) -> Progress:
+    lock = threading.Lock()
+
+    def call(event: str, data: dict[str, Any]) -> None:
+        with lock:
+            progress(event, data)
+
+    return call
+
+
+def _disagreement(key: dict[str, Any], found: list[tuple[int, Artifact]]) -> dict[str, Any]:
+    (slot_a, a), (slot_b, b) = found[0], found[1]
+    ta, tb = a.winner.timing, b.winner.timing
+    band = max(ta.noise, tb.noise, 0.01) if ta and tb else None
+    return {
+        "key": key,
+        "devices": [a.device.ordinal, b.device.ordinal],
+        "winners": [dict(a.winner.config), dict(b.winner.config)],
+        "medians_us": [ta.median_us if ta else None, tb.median_us if tb else None],
+        "within_noise": bool(ta and tb and band is not None and abs(ta.median_us - tb.median_us) <= band * min(ta.median_us, tb.median_us)),
+    }
+
+
+def _tune_key(spec: Any, key: dict[str, Any], worker: Worker, toolchain: Toolchain, options: TuneOptions,
+              device: Device, versions: dict[str, str], source_sha: str, report: TuneReport, lock: threading.Lock,
+              notify: Progress) -> tuple[KeyResult, Artifact]:
     clock = time.perf_counter
     from flyconfigs.registry.device import DeviceQuery
 
@@ -230,14 +327,15 @@ def _tune_key(spec: Any, key: dict[str, Any], out: Path, worker: Worker, toolcha
             "command": emit.command_line(),
         },
     )
-    path = emit.write_artifact(out, artifact)
-    for name, value in seconds.items():
-        report.seconds[name] += value
+    with lock:
+        for name, value in seconds.items():
+            report.seconds[name] += value
     counts: dict[str, int] = {}
     for s in status:
         counts[s["status"]] = counts.get(s["status"], 0) + 1
-    return KeyResult(key, path, False, len(configs), counts, timings[winner_index].median_us,
-                     timings[default_index].median_us, seconds)
+    result = KeyResult(key, None, False, len(configs), counts, timings[winner_index].median_us,
+                       timings[default_index].median_us, seconds)
+    return result, artifact
 
 
 def _time(worker: Worker, configs: list[dict[str, Any]], launches: int, samples: int, warmup: int,

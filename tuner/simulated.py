@@ -55,7 +55,9 @@ class SimulatedMeasurer:
     """
 
     def __init__(self, speeds: Mapping[str, float] | None = None, behaviour: Mapping[str, str] | None = None,
-                 noise: float = 0.002, seed: int = 0) -> None:
+                 noise: float = 0.002, seed: int = 0, ordinal: int = 0, delay_s: float = 0.0) -> None:
+        self.ordinal = ordinal
+        self.delay_s = delay_s
         self.speeds = dict(speeds or {})
         self.behaviour = dict(behaviour or {})
         self.noise = noise
@@ -63,12 +65,14 @@ class SimulatedMeasurer:
         self.key: dict[str, Any] = {}
 
     def device(self) -> dict[str, Any]:
-        return dict(SIMULATED_DEVICE)
+        return {**SIMULATED_DEVICE, "ordinal": self.ordinal}
 
     def prepare(self, key: Mapping[str, Any], copies: int) -> None:
         self.key = dict(key)
 
     def check(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        if self.delay_s:
+            time.sleep(self.delay_s * (1 + int(self.key.get("M", 1)) / 4096))
         what = _behaviour(config, self.behaviour)
         if what == "crash":
             os._exit(17)

@@ -8,6 +8,7 @@ measuring worker then loads them from it.  A second run compiles nothing.
 from __future__ import annotations
 
 import multiprocessing as mp
+import threading
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from importlib import metadata
@@ -37,10 +38,15 @@ class GPUToolchain:
         self.name = backend
         self.workers = max(1, workers)
         self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
         self.compiled = 0
         self.cached = 0
 
     def _executor(self) -> ProcessPoolExecutor:
+        with self._lock:
+            return self._executor_locked()
+
+    def _executor_locked(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
         return self._pool
@@ -71,8 +77,9 @@ class GPUToolchain:
             error, from_cache = future.result()
             errors.append(error)
             if error is None:
-                self.cached += from_cache
-                self.compiled += not from_cache
+                with self._lock:
+                    self.cached += from_cache
+                    self.compiled += not from_cache
         return errors
 
     def close(self) -> None:

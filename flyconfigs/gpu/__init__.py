@@ -22,6 +22,7 @@ __all__ = [
     "Kernel",
     "LaunchArgumentError",
     "detect_device",
+    "device_count",
     "get_backend",
 ]
 
@@ -67,6 +68,11 @@ def get_backend(name: str | None = None, ordinal: int = 0, arch: str | None = No
                 raise BackendUnavailableError("no GPU backend is usable: " + "; ".join(reasons))
         _BACKENDS[key] = backend
         return backend
+
+
+def device_count(name: str | None = None) -> int:
+    """How many devices the backend ``name`` (default: cuda, or ``FLYCONFIGS_BACKEND``) sees."""
+    return get_backend(name, arch="sm90" if (name or os.environ.get(BACKEND_ENV)) != "hip" else "gfx942").binding.count()
 
 
 def detect_device(ordinal: int = 0) -> Device:

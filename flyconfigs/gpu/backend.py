@@ -73,6 +73,7 @@ class Binding:
     describe: Callable[[int], Device]
     activate: Callable[[int], None]
     resources: Callable[["Backend", "CompiledKernel", int, "Kernel | None"], Resources]
+    count: Callable[[], int]
     default_options: tuple[str, ...] = ()
 
 
@@ -301,9 +302,8 @@ class Backend:
         shared_bytes: int = 0,
     ) -> None:
         """See :meth:`Kernel.launch`."""
-        for dims, what in ((grid, "grid"), (block, "block")):
-            if len(dims) != 3 or any(d.__class__ is not int or d < 1 for d in dims):
-                raise LaunchArgumentError(f"{what} must be three positive ints, got {dims!r}")
+        if len(grid) != 3 or len(block) != 3 or not all(d.__class__ is int and d > 0 for d in (*grid, *block)):
+            raise LaunchArgumentError(f"grid and block must be three positive ints each, got {grid!r} and {block!r}")
         with kernel._lock:
             fill_arguments(kernel.signature, kernel._slots, args)
             result = self.binding.launch(

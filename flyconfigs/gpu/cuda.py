@@ -69,6 +69,10 @@ def make_binding() -> Binding:
                 raise BackendUnavailableError(f"the CUDA driver is not loadable ({exc})") from None
             state["init"] = True
 
+    def count() -> int:
+        init()
+        return int(check(driver.cuDeviceGetCount(), "cuDeviceGetCount"))
+
     def device_handle(ordinal: int) -> Any:
         init()
         count = check(driver.cuDeviceGetCount(), "cuDeviceGetCount")
@@ -164,6 +168,7 @@ def make_binding() -> Binding:
         describe=describe,
         activate=activate,
         resources=resources,
+        count=count,
         default_options=("-std=c++17", *((f"-I{include}",) if include else ())),
     )
 

@@ -99,6 +99,9 @@ def make_binding() -> Binding:
         runtime = str(check(hip.hipRuntimeGetVersion(), "hipRuntimeGetVersion"))
         return device_from_properties(props, ordinal, driver, runtime)
 
+    def count() -> int:
+        return int(check(_guard(hip.hipGetDeviceCount, "hipGetDeviceCount"), "hipGetDeviceCount"))
+
     def compiler_version() -> str:
         result = _guard(hiprtc.hiprtcVersion, "hiprtcVersion")
         return f"hiprtc {result[1]}.{result[2]}"
@@ -136,6 +139,7 @@ def make_binding() -> Binding:
         describe=describe,
         activate=lambda ordinal: check(hip.hipSetDevice(ordinal), "hipSetDevice"),
         resources=resources,
+        count=count,
         default_options=("-std=c++17", f"-I{include}"),
     )
 

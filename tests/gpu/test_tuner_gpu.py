@@ -34,3 +34,21 @@ def test_end_to_end_with_a_faulting_candidate(tmp_path: Path) -> None:
         tune(SPEC, [KEY], tmp_path / "b", worker, toolchain, TuneOptions(budget=24))
     toolchain.close()
     assert toolchain.compiled == compiled, "the second run must compile nothing"
+
+
+def test_two_workers_on_one_gpu_with_cross_check(tmp_path: Path) -> None:
+    keys = [{**KEY, "M": m} for m in (1, 16, 128, 1024, 4096)]
+    toolchain = GPUToolchain("cuda", 8)
+    workers = [Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer", {"backend": "cuda", "ordinal": 0}) for _ in range(2)]
+    try:
+        report = tune(SPEC, keys, tmp_path, workers, toolchain, TuneOptions(budget=12), cross_check=True)
+    finally:
+        for w in workers:
+            w.close()
+        toolchain.close()
+    artifacts = [load_artifact(r.path) for r in report.results]
+    assert [a.key["M"] for a in artifacts] == [1, 16, 128, 1024, 4096]
+    assert all(a.device.ordinal == 0 for a in artifacts)
+    for d in report.disagreements:
+        assert d["key"] in keys and len(d["winners"]) == 2
+    print("disagreements between two workers on one GPU:", report.disagreements)

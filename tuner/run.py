@@ -22,6 +22,7 @@ from flyconfigs.errors import TuneError
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, Candidate, Choice, Device, Timing
 from flyconfigs.tuner import emit
 from flyconfigs.tuner.select import decide, near_ties
+from flyconfigs.tuner.timing import Measurement
 from flyconfigs.tuner.worker import Worker, WorkerLost
 
 __all__ = ["KeyResult", "Progress", "TuneOptions", "TuneReport", "tune"]
@@ -90,17 +91,9 @@ def _rotation(bytes_per_call: int, device: Device, options: TuneOptions, target_
 
 
 def _timing(samples: Sequence[float], bytes_per_call: int) -> Timing:
-    ordered = sorted(samples)
-
-    def q(p: float) -> float:
-        pos = p * (len(ordered) - 1)
-        lo = int(pos)
-        hi = min(lo + 1, len(ordered) - 1)
-        return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-    median = q(0.5)
-    return Timing(median_us=median, p20_us=q(0.2), p80_us=q(0.8), min_us=ordered[0], samples=len(ordered),
-                  bandwidth_gbps=bytes_per_call / (median * 1e-6) / 1e9)
+    m = Measurement(tuple(samples))
+    return Timing(median_us=m.median_us, p20_us=m.quantile(0.2), p80_us=m.quantile(0.8), min_us=min(m.samples_us),
+                  samples=len(m.samples_us), bandwidth_gbps=bytes_per_call / (m.median_us * 1e-6) / 1e9)
 
 
 def tune(

@@ -183,7 +183,10 @@ __device__ __forceinline__ float word_element(const unsigned int* words, int e) 
   return to_float<DT>(bits);
 }
 
-constexpr int words_for(int bytes) { return bytes >= 4 ? bytes / 4 : 1; }
+template <int BYTES>
+struct WordsFor {
+  static constexpr int value = BYTES >= 4 ? BYTES / 4 : 1;
+};
 
 }  // namespace fc
 
@@ -213,8 +216,8 @@ extern "C" __global__ void FC_BOUNDS rmsnorm_kernel(const void* __restrict__ x, 
   char* yr = reinterpret_cast<char*>(y) + (active ? row : 0) * y_stride * XBYTES;
 
 #if FC_STORAGE == 0
-  constexpr int XW = words_for(VEC * XBYTES);
-  constexpr int WW = words_for(VEC * WBYTES);
+  constexpr int XW = WordsFor<VEC * XBYTES>::value;
+  constexpr int WW = WordsFor<VEC * WBYTES>::value;
   unsigned int xraw[ITEMS][XW];
   unsigned int wraw[ITEMS][WW];
 #elif FC_STORAGE == 1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine: install the carried wheels (.whl/) and this checkout into
+# On an offline GPU machine: install the wheels in .whl/ and this checkout into
 # /tmp/site, with no index (the machine reaches none).  Source it: it exports PYTHONPATH.
 set -e
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

@@ -1,4 +1,4 @@
-"""RMSNorm on one GPU, every contender in one run with the timing protocol of PERF.md
+"""RMSNorm on one GPU, every contender in one run with the timing protocol of flyconfigs.tuner.timing
 (K calls over rotated input copies captured in a graph, interleaved replays, median and
 p20/p80): the device copy, the flyconfigs op as served (tuned configs through installed
 data packages), the op with its default heuristic, torch ``F.rms_norm``, torch.compile
@@ -38,7 +38,7 @@ PEERS = ("torch.compile", "liger")
 
 
 def grid(quick: bool) -> list[tuple[int, int, str, str]]:
-    """The benchmark grid of PERF.md (bf16 M × N, plus fp16 and fp32 on a subset)."""
+    """The benchmark grid: bf16 at M in 1…65536 × N in 1024…16384, plus fp16 and fp32 on M in {4096, 65536} × N in {4096, 8192}."""
     ms = [1, 16, 128, 1024, 4096, 16384, 65536]
     ns = [1024, 2048, 4096, 5120, 8192, 16384]
     shapes = [(m, n, "bf16", "bf16") for m in ms for n in ns]

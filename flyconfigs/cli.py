@@ -473,7 +473,7 @@ def _parser() -> argparse.ArgumentParser:
     p = add("tune", _cmd_tune, "compile, verify and time every variant of a kernel on this GPU; emit artifacts")
     p.add_argument("kernel")
     p.add_argument("--key-grid", action="append", metavar="GRID",
-                   help="'M=1,16 N=4096 dtype=bf16', @FILE, or 'perf' (the default: the PERF.md grid); repeatable")
+                   help="'M=1,16 N=4096 dtype=bf16', @FILE, or 'perf' (the default: the benchmark grid); repeatable")
     p.add_argument("--dtype", action="append", help="dtypes for grids that name none (comma-separated)")
     p.add_argument("--out", default="tuned", help="folder for the artifacts (default: tuned)")
     p.add_argument("--backend", choices=["cuda", "hip", "simulated"], help="default: the GPU found; 'simulated' is the test backend")

@@ -204,7 +204,7 @@ class Selection(_Model):
 
 
 class TimingProtocol(_Model):
-    """How samples were taken (see PERF.md's timing protocol)."""
+    """How samples were taken (see flyconfigs.tuner.timing)."""
 
     method: Literal["graph-replay", "events"]
     launches_per_sample: Positive

@@ -2,7 +2,7 @@
 
 A grid is ``AXIS=V1,V2 AXIS=V…`` (the cartesian product; integer values become ints);
 ``weight_dtype`` defaults to ``dtype``.  A file (``@PATH``) holds a JSON list of key
-objects, or one grid per line.  The PERF.md grid is the preset ``perf``.
+objects, or one grid per line.  The benchmark grid (bench/rmsnorm.py) is the preset ``perf``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The timing protocol for memory-bound kernels (PERF.md), shared by the tuner and the
+"""The timing protocol for memory-bound kernels, shared by the tuner and the
 benchmarks.
 
 Each contender is a function ``run(i)`` that launches one call on the ``i``-th rotated

@@ -1,4 +1,4 @@
-"""RMSNorm on the GPU: every dtype pair and shape of the issue against a float64
+"""RMSNorm on the GPU: every dtype pair and shape of the correctness grid against a float64
 reference, every config of the space on a few shapes, torch.compile and graph capture,
 and registry-driven config selection."""
 

@@ -94,7 +94,7 @@ def test_publish_upload_install_upgrade_uninstall_and_hashes(index: LocalIndex, 
     assert upgraded["version"] == "1.1.0"
     assert upgraded["config"] == make_artifact(device=MI300X, key=KEY, winner_index=3).winner.config
 
-    sm90 = publish(_artifacts(tmp_path / "sm90", H200, winner=2), "sm90", "1.0.0", dist, upload=index.url)
+    publish(_artifacts(tmp_path / "sm90", H200, winner=2), "sm90", "1.0.0", dist, upload=index.url)
     _pip(venv, index, "flyconfigs-sm90")
     both = _resolve(venv, MI300X_SPEC, H200_SPEC)
     assert both[MI300X_SPEC]["origin"] == "flyconfigs-gfx942"

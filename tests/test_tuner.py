@@ -4,7 +4,6 @@ isolation in a real worker process, and bad input."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

@@ -210,7 +210,7 @@ def _locked(progress: Progress) -> Progress:
 
 
 def _disagreement(key: dict[str, Any], found: list[tuple[int, Artifact]]) -> dict[str, Any]:
-    (slot_a, a), (slot_b, b) = found[0], found[1]
+    (_, a), (_, b) = found[0], found[1]
     ta, tb = a.winner.timing, b.winner.timing
     band = max(ta.noise, tb.noise, 0.01) if ta and tb else None
     return {

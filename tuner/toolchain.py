@@ -58,15 +58,16 @@ class GPUToolchain:
                 out[dist] = metadata.version(dist)
             except metadata.PackageNotFoundError:
                 continue
-        from flyconfigs.gpu import get_backend
+        from flyconfigs.gpu import binding_for
 
-        out["compiler"] = get_backend(self.name, arch="sm90" if self.name == "cuda" else "gfx942").binding.compiler_version()
+        out["compiler"] = binding_for(self.name).compiler_version()
         return out
 
     def options(self) -> list[str]:
-        from flyconfigs.gpu import get_backend
+        """The options every candidate shares (the arch and the ``-D`` of each come on top)."""
+        from flyconfigs.gpu import binding_for
 
-        binding = get_backend(self.name, arch="sm90" if self.name == "cuda" else "gfx942").binding
+        binding = binding_for(self.name)
         return [binding.define, *binding.default_options]
 
     def compile_all(self, key: Mapping[str, Any], configs: list[Mapping[str, Any]], device: Any) -> list[str | None]:

@@ -11,16 +11,18 @@ import os
 import threading
 
 from flyconfigs.errors import BackendUnavailableError
-from flyconfigs.gpu.backend import Backend, CompiledKernel, CompileRequest, Kernel, LaunchArgumentError
+from flyconfigs.gpu.backend import Backend, Binding, CompiledKernel, CompileRequest, Kernel, LaunchArgumentError
 from flyconfigs.schema.models import Device
 
 __all__ = [
     "BACKEND_ENV",
     "Backend",
+    "Binding",
     "CompileRequest",
     "CompiledKernel",
     "Kernel",
     "LaunchArgumentError",
+    "binding_for",
     "detect_device",
     "device_count",
     "get_backend",
@@ -32,15 +34,7 @@ _LOCK = threading.Lock()
 
 
 def _make(name: str, ordinal: int, arch: str | None) -> Backend:
-    if name == "cuda":
-        from flyconfigs.gpu.cuda import cuda_backend
-
-        return cuda_backend(ordinal, arch)
-    if name == "hip":
-        from flyconfigs.gpu.hip import hip_backend
-
-        return hip_backend(ordinal, arch)
-    raise BackendUnavailableError(f"unknown backend {name!r}; expected 'cuda' or 'hip'")
+    return Backend(binding_for(name), ordinal, arch)
 
 
 def get_backend(name: str | None = None, ordinal: int = 0, arch: str | None = None) -> Backend:
@@ -70,9 +64,20 @@ def get_backend(name: str | None = None, ordinal: int = 0, arch: str | None = No
         return backend
 
 
+def binding_for(name: str) -> Binding:
+    """The vendor binding ``name`` (``cuda`` or ``hip``) without selecting a device."""
+    if name == "cuda":
+        from flyconfigs.gpu.cuda import make_binding
+    elif name == "hip":
+        from flyconfigs.gpu.hip import make_binding
+    else:
+        raise BackendUnavailableError(f"unknown backend {name!r}; expected 'cuda' or 'hip'")
+    return make_binding()
+
+
 def device_count(name: str | None = None) -> int:
-    """How many devices the backend ``name`` (default: cuda, or ``FLYCONFIGS_BACKEND``) sees."""
-    return get_backend(name, arch="sm90" if (name or os.environ.get(BACKEND_ENV)) != "hip" else "gfx942").binding.count()
+    """How many devices the backend ``name`` (default ``FLYCONFIGS_BACKEND``, else cuda) sees."""
+    return binding_for(name or os.environ.get(BACKEND_ENV) or "cuda").count()
 
 
 def detect_device(ordinal: int = 0) -> Device:

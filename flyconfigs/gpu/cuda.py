@@ -13,7 +13,7 @@ from flyconfigs.errors import BackendUnavailableError, UnknownArchError
 from flyconfigs.gpu.backend import Backend, Binding, CompiledKernel, Kernel
 from flyconfigs.schema.models import Device, Resources
 
-__all__ = ["CUDA_SYMBOLS", "cuda_backend", "make_binding"]
+__all__ = ["CUDA_SYMBOLS", "make_binding"]
 
 CUDA_SYMBOLS = {
     "nvrtc": [
@@ -172,7 +172,3 @@ def make_binding() -> Binding:
         default_options=("-std=c++17", *((f"-I{include}",) if include else ())),
     )
 
-
-def cuda_backend(ordinal: int = 0, arch: str | None = None) -> Backend:
-    """A CUDA backend for device ``ordinal`` (or compile-only for ``arch``)."""
-    return Backend(make_binding(), ordinal, arch)

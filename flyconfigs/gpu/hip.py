@@ -154,7 +154,3 @@ class _GuardedModule:
         fn = getattr(self._module, name)
         return lambda *args: _guard(lambda: fn(*args), name)
 
-
-def hip_backend(ordinal: int = 0, arch: str | None = None) -> Backend:
-    """A HIP backend for device ``ordinal``, or compile-only for ``arch``."""
-    return Backend(make_binding(), ordinal, arch)

@@ -313,10 +313,17 @@ def _progress_bar(enabled: bool) -> tuple[Callable[[str, dict[str, Any]], None],
                                     desc=f"tuning on {data['device']}")
             else:
                 print(f"tuning {data['keys']} keys on {data['device']}", file=sys.stderr)
+        elif event == "candidate":
+            bar = state["bar"]
+            if bar is not None:
+                key = " ".join(f"{k}={v}" for k, v in data["key"].items())
+                best = f", best so far {state['best']:.2f} us" if state["best"] is not None else ""
+                bar.set_postfix_str(f"{key}: candidate {data['index'] + 1}/{data['of']}{best}"[-100:])
         elif event in ("key", "skip"):
             key = " ".join(f"{k}={v}" for k, v in data["key"].items())
             if event == "key":
                 r = data["result"]
+                state["best"] = r.winner_us
                 text = f"{key}: {r.candidates} candidates, winner {r.winner_us:.2f} us (default {r.default_us:.2f} us)"
             else:
                 text = f"{key}: already tuned, skipped"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -32,7 +32,7 @@ from typing import Any
 from flyconfigs.registry.declarations import KeyAxis, KeyValue, normalize_key
 from flyconfigs.registry.device import DeviceQuery
 
-__all__ = ["DTYPES", "ELEMENT_BYTES", "SPEC", "RMSNormSpec", "element_bytes", "reference_rms_norm", "traffic_bytes"]
+__all__ = ["DTYPES", "ELEMENT_BYTES", "SPEC", "RMSNormSpec", "reference_rms_norm", "traffic_bytes"]
 
 DTYPES = ("bf16", "fp16", "fp32")
 ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -44,11 +44,6 @@ OCCUPANCY = (0, 2)
 MAX_REG_FLOATS = 64
 MAX_SMEM_BYTES = 48 * 1024
 MAX_BLOCK = 1024
-
-
-def element_bytes(dtype: str) -> int:
-    """Bytes per element of ``dtype``."""
-    return ELEMENT_BYTES[dtype]
 
 
 def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
@@ -244,12 +239,6 @@ def reference_rms_norm(x: Any, weight: Any, eps: float) -> Any:
     xd = np.asarray(x, dtype=np.float64)
     rms = 1.0 / np.sqrt((xd**2).mean(axis=-1, keepdims=True) + eps)
     return xd * rms * np.asarray(weight, dtype=np.float64)
-
-
-def iter_grid(ms: list[int], ns: list[int], dtypes: list[tuple[str, str]]) -> Iterator[dict[str, KeyValue]]:
-    """Keys of a grid, in a stable order."""
-    for (dtype, wdtype), n, m in itertools.product(dtypes, ns, ms):
-        yield {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
 
 
 SPEC = RMSNormSpec()

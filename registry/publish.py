@@ -32,7 +32,7 @@ from flyconfigs.schema.manifest import target_module
 from flyconfigs.schema.models import Artifact
 from flyconfigs.schema.versions import CURRENT_MAJOR
 
-__all__ = ["BUILD_EPOCH", "PublishResult", "collect_artifacts", "publish", "publish_all"]
+__all__ = ["BUILD_EPOCH", "PublishResult", "collect_artifacts", "publish", "publish_all", "upload_files"]
 
 BUILD_EPOCH = 315532800
 """1980-01-01, the earliest time a zip entry can hold: every built file carries it."""
@@ -202,7 +202,9 @@ def _check_backend() -> None:
         raise PublishError(f"building needs setuptools>=70 beside flyconfigs (found {found or 'none'})")
 
 
-def _upload(files: Sequence[Path], url: str) -> None:
+def upload_files(files: Sequence[Path], url: str) -> None:
+    """Upload ``files`` to the index at ``url`` with twine (credentials from ``TWINE_*``);
+    :class:`PublishError` with twine's last line on failure."""
     command = [sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar",
                "--repository-url", url, *map(str, files)]
     try:
@@ -243,7 +245,7 @@ def publish(
         _write_tree(source, target, str(parsed), artifacts)
         built = _build(source, staging)
         if upload is not None:
-            _upload(built, upload)
+            upload_files(built, upload)
         final = []
         for path in built:
             dest = out_dir / path.name

@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Literal
 
 from packaging.utils import canonicalize_name
-from pydantic import ValidationError
 
 from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
 from flyconfigs.schema.jsonio import MAX_DOCUMENT_BYTES, parse_document, read_document
-from flyconfigs.schema.load import parse_artifact, validation_problems
-from flyconfigs.schema.manifest import MANIFEST_FILE, Manifest
+from flyconfigs.schema.load import parse_artifact, parse_manifest
+from flyconfigs.schema.manifest import MANIFEST_FILE
 from flyconfigs.schema.models import Artifact, DeviceIdentity
 from flyconfigs.schema.versions import CURRENT_MAJOR, parse_version
 
@@ -229,10 +228,7 @@ def load_package(ref: PackageRef, problems: ProblemLog) -> LoadedPackage | None:
                 )
             )
             return None
-        try:
-            manifest = Manifest.model_validate(data)
-        except ValidationError as exc:
-            raise ArtifactError(str(manifest_path), validation_problems(exc, data)) from None
+        manifest = parse_manifest(data, str(manifest_path))
     except ArtifactError as exc:
         problems.report(Problem("invalid-manifest", str(manifest_path), "; ".join(map(str, exc.problems)), dist_name))
         return None

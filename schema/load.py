@@ -19,10 +19,11 @@ from pydantic import BaseModel, ValidationError
 
 from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.schema.jsonio import check_depth, parse_document, read_document
+from flyconfigs.schema.manifest import Manifest
 from flyconfigs.schema.models import Artifact
 from flyconfigs.schema.versions import CURRENT_MINOR, parse_version, upgrade
 
-__all__ = ["LoadReport", "load_artifact", "loads_artifact", "parse_artifact", "validation_problems"]
+__all__ = ["LoadReport", "load_artifact", "loads_artifact", "parse_artifact", "parse_manifest", "validation_problems"]
 
 logger = logging.getLogger("flyconfigs.schema")
 
@@ -147,6 +148,15 @@ def parse_artifact(data: Any, file: str = "<bytes>") -> tuple[Artifact, LoadRepo
     if ignored:
         logger.info("%s: ignored fields of schema %s: %s", file, data["schema_version"], ", ".join(ignored))
     return artifact, LoadReport(file, tuple(ignored), migrated)
+
+
+def parse_manifest(data: Any, file: str = "<bytes>") -> Manifest:
+    """Validate a parsed document as a data package's manifest; :class:`ArtifactError`
+    naming ``file`` and each bad field."""
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        raise ArtifactError(file, validation_problems(exc, data)) from None
 
 
 def loads_artifact(raw: bytes, file: str = "<bytes>") -> Artifact:

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from local_index import LocalIndex, build_core_wheel, dependency_wheels, fresh_venv  # noqa: E402
 
-from flyconfigs.registry.publish import publish_all  # noqa: E402
+from flyconfigs.registry.publish import publish_all, upload_files  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = {
@@ -55,10 +55,9 @@ def main() -> None:
     dependency_wheels(index_dir)
     with LocalIndex(index_dir) as index:
         step(f"upload to the local index {index.url} with twine")
-        env = {**os.environ, "TWINE_USERNAME": "demo", "TWINE_PASSWORD": "demo", "NO_COLOR": "1"}
-        files = [core, *(f for r in results for f in r.files)]
-        subprocess.run([sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar",
-                        "--repository-url", index.url, *map(str, files)], check=True, env=env)
+        os.environ.setdefault("TWINE_USERNAME", "demo")
+        os.environ.setdefault("TWINE_PASSWORD", "demo")
+        upload_files([core, *(f for r in results for f in r.files)], index.url)
 
         step("pip install the data packages into a fresh virtual environment")
         python = fresh_venv(work / "venv")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from factories import H200, MI300X, make_artifact
-from flyconfigs.registry.publish import publish
+from flyconfigs.registry.publish import publish, upload_files
 from flyconfigs.schema import write_atomic
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
@@ -52,12 +52,6 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalIndex]:
         yield served
 
 
-def _twine(url: str, *files: Path) -> None:
-    env = {**os.environ, "TWINE_USERNAME": "test", "TWINE_PASSWORD": "test"}
-    subprocess.run([sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar",
-                    "--repository-url", url, *map(str, files)], check=True, env=env, capture_output=True)
-
-
 def _pip(python: Path, index: LocalIndex, *args: str) -> None:
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-cache-dir", "--index-url", index.simple, *args],
                    check=True, capture_output=True)
@@ -77,7 +71,7 @@ def test_publish_upload_install_upgrade_uninstall_and_hashes(index: LocalIndex, 
     dist = tmp_path / "dist"
     core = build_core_wheel(ROOT, dist)
     v1 = publish(_artifacts(tmp_path / "gfx942-v1", MI300X, winner=1), "gfx942", "1.0.0", dist)
-    _twine(index.url, core, *v1.files)
+    upload_files([core, *v1.files], index.url)
 
     venv = fresh_venv(tmp_path / "venv")
     _pip(venv, index, "flyconfigs-gfx942")

@@ -28,13 +28,9 @@ def _emit_json(payload: dict[str, Any]) -> None:
 
 
 def _parse_key(pairs: Sequence[str]) -> dict[str, object]:
-    key: dict[str, object] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise _Usage(f"key item {pair!r} is not NAME=VALUE")
-        key[name] = int(value) if value.lstrip("-").isdigit() else value
-    return key
+    from flyconfigs.registry.declarations import parse_key_items
+
+    return dict(parse_key_items(list(pairs)))
 
 
 class _Usage(Exception):
@@ -49,36 +45,82 @@ def _iter_json_files(paths: Sequence[str]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(p for p in sorted(path.rglob("*.json")) if not p.name.startswith("."))
-        elif path.exists():
+            found = []
+            for root, dirs, names in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found.extend(Path(root, n) for n in names if n.endswith(".json") and not n.startswith("."))
+            files.extend(sorted(found))
+        elif os.path.lexists(path):
             files.append(path)
         else:
             raise _Usage(f"{raw}: no such file or directory")
     return files
 
 
+def _check_package(manifest_path: Path) -> tuple[list[dict[str, str]], list[str]]:
+    """The problems the loader would meet in the data package whose manifest this is:
+    the manifest itself, every row's file, hash, identity and target, and every winner
+    the row's kernel refuses.  Returns (problems, notes)."""
+    from flyconfigs.registry.problems import ProblemLog
+    from flyconfigs.registry.sources import Source, read_package_folder
+
+    problems = ProblemLog()
+    source = Source("override", str(manifest_path.parent), 0)
+    package = read_package_folder(manifest_path.parent, None, source, problems)
+    notes: list[str] = []
+    for entry in package.entries if package is not None else []:
+        artifact = entry.load(problems)
+        if artifact is not None:
+            notes.extend(_config_notes(artifact, str(entry.path), problems))
+    found = [{"field": p.where, "message": f"{p.kind}: {p.message}"} for p in problems.problems()]
+    return found, notes
+
+
+def _config_notes(artifact: Any, where: str, problems: Any) -> list[str]:
+    """Check the winner with its kernel's declaration when this environment declares
+    the kernel (a problem when refused); otherwise say it was not checked."""
+    from flyconfigs.errors import UnknownKernelError
+    from flyconfigs.registry.declarations import check_config, kernel_declaration
+    from flyconfigs.registry.device import DeviceQuery
+    from flyconfigs.registry.problems import Problem
+
+    notes = []
+    if artifact.from_test_double:
+        notes.append("made by a test double (backend simulated): never published or served to a real device")
+    try:
+        decl = kernel_declaration(artifact.kernel.name)
+    except UnknownKernelError as exc:
+        return [*notes, f"winner not checked: {exc}"]
+    why = check_config(decl, artifact.winner.config, dict(artifact.key), DeviceQuery.of(artifact.device.identity))
+    if why is not None:
+        problems.report(Problem("invalid-config", where, f"{decl.name} refuses the winner: {why}"))
+    return notes
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from flyconfigs.registry.problems import ProblemLog
     from flyconfigs.schema import parse_artifact, read_document
-    from flyconfigs.schema.load import parse_manifest
     from flyconfigs.schema.manifest import MANIFEST_FILE
 
     results = []
     for path in _iter_json_files(args.paths):
         entry: dict[str, Any] = {"file": str(path), "valid": True, "problems": [], "notes": []}
         try:
-            data = read_document(path)
             if path.name == MANIFEST_FILE:
-                parse_manifest(data, str(path))
+                entry["problems"], entry["notes"] = _check_package(path)
             else:
-                _, report = parse_artifact(data, str(path))
+                artifact, report = parse_artifact(read_document(path), str(path))
                 entry["notes"] = [f"ignored field of a newer minor: {f}" for f in report.ignored_fields]
                 entry["notes"] += [f"migrated from {m}" for m in report.migrated_from]
+                log = ProblemLog()
+                entry["notes"] += _config_notes(artifact, str(path), log)
+                entry["problems"] = [{"field": "winner.config", "message": p.message} for p in log.problems()]
         except FlyconfigsError as exc:
             problems = getattr(exc, "problems", ())
-            entry["valid"] = False
             entry["problems"] = [{"field": p.field, "message": p.message} for p in problems] or [
                 {"field": "", "message": str(exc)}
             ]
+        entry["valid"] = not entry["problems"]
         results.append(entry)
     bad = sum(not r["valid"] for r in results)
     if args.json:
@@ -89,8 +131,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                 print(f"{r['file']}: {p['field'] or '<document>'}: {p['message']}")
             for note in r["notes"]:
                 print(f"{r['file']}: note: {note}")
-        print(f"{len(results) - bad} valid, {bad} invalid", file=sys.stderr)
-    return 1 if bad else 0
+        if results:
+            print(f"{len(results) - bad} valid, {bad} invalid", file=sys.stderr)
+        else:
+            print(f"no artifact or manifest files found in {', '.join(args.paths)}", file=sys.stderr)
+    return 1 if bad or not results else 0
 
 
 # -- schema -----------------------------------------------------------------------------
@@ -182,14 +227,24 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from flyconfigs.registry import default_resolver
-    from flyconfigs.registry.sources import override_directories
+    from flyconfigs.registry.declarations import PROBLEMS as KERNEL_PROBLEMS
+    from flyconfigs.registry.sources import PACKAGES_ENV, override_directories
 
     resolver = default_resolver()
     device, how = resolver.current_device()
     problems = resolver.check_all()
     collisions = resolver.collisions()
     packages = resolver.packages()
-    real_problems = [p for p in problems if p.kind != "collision"]
+    real_problems = [p for p in [*problems, *KERNEL_PROBLEMS.problems()] if p.kind != "collision"]
+    unexpected = [c for c in collisions if not c.expected]
+    warnings = []
+    if device is None:
+        warnings.append(f"no device known ({how}): every call gets the default heuristic")
+    elif not resolver.sources_for(device.arch):
+        warnings.append(f"nothing installed serves {device.arch}: every call gets the default heuristic")
+    for c in unexpected:
+        warnings.append(f"unexpected collision: {c.winner} shadows {', '.join(c.shadowed)}; "
+                        f"rank the packages with {PACKAGES_ENV} to choose")
     if args.json:
         _emit_json(
             {
@@ -199,9 +254,10 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
                 "override_directories": [str(p) for p in override_directories()],
                 "packages": [p.__dict__ for p in packages],
                 "problems": [p.__dict__ for p in real_problems],
+                "warnings": warnings,
                 "collisions": [
                     {"kernel": c.kernel, "key": dict(c.key), "device": c.device.describe(), "winner": c.winner,
-                     "shadowed": list(c.shadowed)}
+                     "shadowed": list(c.shadowed), "expected": c.expected}
                     for c in collisions
                 ],
             }
@@ -213,11 +269,15 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         for p in packages:
             print(f"package: {p.distribution} {p.version} target {p.target}, {p.artifacts} artifacts")
         for c in collisions:
-            print(f"collision: {c.kernel} {dict(c.key)} on {c.device.describe()}: {c.winner} shadows {', '.join(c.shadowed)}")
+            print(f"collision: {c.kernel} {dict(c.key)} on {c.device.describe()}: {c.winner} shadows "
+                  f"{', '.join(c.shadowed)}{'' if c.expected else ' (unexpected)'}")
         for problem in real_problems:
             print(f"problem: {problem}")
-        print("ok" if not real_problems else f"{len(real_problems)} problem(s)")
-    return 1 if real_problems else 0
+        for warning in warnings:
+            print(f"warning: {warning}")
+        count = len(real_problems) + len(warnings)
+        print("ok" if not count else f"{len(real_problems)} problem(s), {len(warnings)} warning(s)")
+    return 1 if real_problems or warnings else 0
 
 
 # -- flydsl -----------------------------------------------------------------------------
@@ -336,7 +396,9 @@ def _progress_bar(enabled: bool) -> tuple[Callable[[str, dict[str, Any]], None],
 def _device_list(text: str, backend: str | None) -> list[int]:
     if text == "all":
         if backend == "simulated":
-            return [0, 1]
+            from flyconfigs.tuner.simulated import SIMULATED_ORDINALS
+
+            return list(SIMULATED_ORDINALS)
         from flyconfigs.gpu import device_count
 
         count = device_count(backend)
@@ -486,29 +548,59 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    from flyconfigs.errors import InvalidDeviceError, InvalidKeyError, UnknownKernelError
+
+    return (_Usage, InvalidKeyError, UnknownKernelError, InvalidDeviceError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status (0 success, 1 a problem found, 2 a
+    usage error, 130 interrupted)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+    words = list(sys.argv[1:] if argv is None else argv)
+    traceback_wanted = "--traceback" in words
+    words = [w for w in words if w != "--traceback"]
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except SystemExit as exc:
         return int(exc.code or 0)
+    args.traceback = traceback_wanted
     try:
         return int(args.handler(args))
-    except _Usage as exc:
-        print(f"flyconfigs: error: {exc}", file=sys.stderr)
-        return 2
-    except FlyconfigsError as exc:
-        if args.traceback:
+    except KeyboardInterrupt:
+        if traceback_wanted:
             raise
-        print(f"flyconfigs: error: {exc}", file=sys.stderr)
-        hint = getattr(exc, "hint", None)
-        if hint:
-            print(f"hint: {hint}", file=sys.stderr)
-        return 1
+        print("flyconfigs: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except (FlyconfigsError, OSError) as exc:
+        if traceback_wanted:
+            raise
+        usage = isinstance(exc, _usage_errors())
+        print(f"flyconfigs: error: {_one_line(exc)}", file=sys.stderr)
+        hint = getattr(exc, "hint", None)
+        if hint:
+            print(f"hint: {hint}", file=sys.stderr)
+        return 2 if usage else 1
+    except _Usage as exc:
+        print(f"flyconfigs: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None:
+        text = f"{exc.strerror or type(exc).__name__}: {os.fsdecode(exc.filename)}"
+    else:
+        text = str(exc) or type(exc).__name__
+    lines = text.splitlines()
+    return lines[0] + (f" (+{len(lines) - 1} more lines; --traceback for all)" if len(lines) > 1 else "")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,12 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "AmbiguousKernelError",
     "ArtifactError",
     "BackendUnavailableError",
     "CompileError",
+    "ConfigurationError",
     "FieldProblem",
     "FlyconfigsError",
     "GPUError",
+    "InvalidDeviceError",
     "InvalidKeyError",
     "LaunchError",
     "ManifestError",
@@ -96,12 +99,27 @@ class ManifestError(ArtifactError):
         super().__init__(file, problems)
 
 
+class InvalidDeviceError(ArtifactError):
+    """A device spec (the ``device`` argument, ``--device`` or ``FLYCONFIGS_DEVICE``) is
+    malformed; ``file`` names where it came from."""
+
+
 class InvalidKeyError(FlyconfigsError, ValueError):
     """A key does not fit the kernel's declared key axes."""
 
 
 class UnknownKernelError(FlyconfigsError, LookupError):
     """No kernel of that name is declared (entry-point group ``flyconfigs.kernels``)."""
+
+
+class AmbiguousKernelError(UnknownKernelError):
+    """Several distributions declare a kernel of one name and none was chosen; the
+    message names them and the setting that chooses."""
+
+
+class ConfigurationError(FlyconfigsError, ValueError):
+    """An environment variable or setting holds a value flyconfigs cannot use; the
+    message names the variable."""
 
 
 class PublishError(FlyconfigsError, ValueError):

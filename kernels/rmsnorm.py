@@ -31,8 +31,9 @@ from typing import Any
 
 from flyconfigs.registry.declarations import KeyAxis, KeyValue, normalize_key
 from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.schema.models import wave_size_of_arch
 
-__all__ = ["DTYPES", "ELEMENT_BYTES", "SPEC", "RMSNormSpec", "reference_rms_norm", "traffic_bytes"]
+__all__ = ["DTYPES", "ELEMENT_BYTES", "SPEC", "TUNABLES", "RMSNormSpec", "reference_rms_norm", "traffic_bytes"]
 
 DTYPES = ("bf16", "fp16", "fp32")
 ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -44,6 +45,15 @@ OCCUPANCY = (0, 2)
 MAX_REG_FLOATS = 64
 MAX_SMEM_BYTES = 48 * 1024
 MAX_BLOCK = 1024
+MAX_INDEX = 2**31 - 1
+"""The kernel takes the row count as a 32-bit int and the row length as a compile-time int."""
+TUNABLES: dict[str, tuple[int | str, ...]] = {
+    "threads": THREADS,
+    "rows_per_block": ROWS,
+    "vector_bytes": VECTOR_BYTES,
+    "row_storage": STORAGE,
+    "occupancy": OCCUPANCY,
+}
 
 
 def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
@@ -67,8 +77,8 @@ class RMSNormSpec:
     @property
     def key_axes(self) -> tuple[KeyAxis, ...]:
         return (
-            KeyAxis("M", int, ordinal=True, minimum=1),
-            KeyAxis("N", int, minimum=1),
+            KeyAxis("M", int, ordinal=True, minimum=1, maximum=MAX_INDEX),
+            KeyAxis("N", int, minimum=1, maximum=MAX_INDEX),
             KeyAxis("dtype", str, choices=DTYPES),
             KeyAxis("weight_dtype", str, choices=DTYPES),
         )
@@ -96,6 +106,21 @@ class RMSNormSpec:
     def traffic(self, key: Mapping[str, KeyValue]) -> int:
         """Bytes one call must move (see :func:`traffic_bytes`)."""
         return traffic_bytes(int(key["M"]), int(key["N"]), str(key["dtype"]), str(key["weight_dtype"]))
+
+    def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
+                     device: DeviceQuery | None) -> str | None:
+        """``None`` when ``config`` names exactly the tunables with values of the space
+        and can run for ``key`` on ``device`` (wave size from its arch), else why not."""
+        missing = [name for name in TUNABLES if name not in config]
+        extra = sorted(str(name) for name in config if name not in TUNABLES)
+        if missing or extra:
+            parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(extra)}"] if extra else [])
+            return f"not an rmsnorm config: {'; '.join(parts)}"
+        for name, allowed in TUNABLES.items():
+            value = config[name]
+            if type(value) is not type(allowed[0]) or value not in allowed:
+                return f"{name}={value!r} is not one of {', '.join(map(str, allowed))}"
+        return self.valid(config, key, _wave_of(device))  # type: ignore[arg-type]
 
     # -- the space --------------------------------------------------------------------
 
@@ -223,9 +248,7 @@ class RMSNormSpec:
 
 
 def _wave_of(device: DeviceQuery | None) -> int:
-    if device is not None and device.vendor == "amd" and device.arch.startswith("gfx9"):
-        return 64
-    return 32
+    return wave_size_of_arch(device.arch) if device is not None else 32
 
 
 def reference_rms_norm(x: Any, weight: Any, eps: float) -> Any:

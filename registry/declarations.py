@@ -8,31 +8,44 @@ registry never imports a kernel library except through that group.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
 
-from flyconfigs.errors import InvalidKeyError, UnknownKernelError
+from flyconfigs.errors import AmbiguousKernelError, InvalidKeyError, UnknownKernelError
+from flyconfigs.registry.entrypoints import FoundEntryPoint, find_entry_points
+from flyconfigs.registry.problems import Problem, ProblemLog
 
 if TYPE_CHECKING:
     from flyconfigs.registry.device import DeviceQuery
 
 __all__ = [
     "KERNEL_GROUP",
+    "KERNEL_OWNERS_ENV",
     "KernelDecl",
     "KeyAxis",
     "KeyValue",
+    "check_config",
+    "check_key",
     "kernel_declaration",
     "normalize_key",
+    "parse_key_items",
+    "parse_value",
     "register_kernel",
     "unregister_kernel",
 ]
 
 KERNEL_GROUP = "flyconfigs.kernels"
+KERNEL_OWNERS_ENV = "FLYCONFIGS_KERNELS"
+"""``NAME=DISTRIBUTION[,…]``: which distribution's declaration a kernel name means when
+several distributions declare it."""
+OWN_DISTRIBUTION = "flyconfigs"
 KeyValue = Union[int, str]
 _TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:-]{0,63}$")
+_INT = re.compile(r"^-?[0-9]{1,18}$")
+_NUMERIC = re.compile(r"^[-+0-9]")
 
 
 @dataclass(frozen=True)
@@ -40,7 +53,8 @@ class KeyAxis:
     """One axis of a kernel's key.
 
     ``ordinal`` axes (sizes such as ``M``) may be served by the nearest tuned value;
-    exact axes (``dtype``) never are.  ``choices`` restricts a string axis.
+    exact axes (``dtype``) never are.  ``choices`` restricts a string axis; ``minimum``
+    and ``maximum`` bound an int axis.
     """
 
     name: str
@@ -48,15 +62,27 @@ class KeyAxis:
     ordinal: bool = False
     choices: tuple[str, ...] | None = None
     minimum: int | None = None
+    maximum: int | None = None
 
 
 @runtime_checkable
 class KernelDecl(Protocol):
-    """The registry's view of a kernel family."""
+    """The registry's view of a kernel family: what the loader needs to serve it."""
 
     name: str
     version: int
     key_axes: tuple[KeyAxis, ...]
+
+    def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
+        """``key`` validated against the axes and the family's own rules, in axis order;
+        :class:`InvalidKeyError` naming the axis otherwise."""
+        ...
+
+    def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
+                     device: DeviceQuery | None) -> str | None:
+        """``None`` when ``config`` can run for ``key`` on ``device`` (``None`` when
+        unknown), else why not.  Nothing is served without passing it."""
+        ...
 
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:
         """The heuristic config for ``key`` on ``device`` (``None`` when unknown)."""
@@ -65,6 +91,8 @@ class KernelDecl(Protocol):
 
 _REGISTERED: dict[str, KernelDecl] = {}
 _LOADED: dict[str, KernelDecl] = {}
+PROBLEMS = ProblemLog()
+"""Problems met while finding kernel declarations (``flyconfigs doctor`` lists them)."""
 
 
 def register_kernel(decl: KernelDecl) -> KernelDecl:
@@ -78,32 +106,96 @@ def unregister_kernel(name: str) -> None:
     _REGISTERED.pop(name, None)
 
 
-def kernel_declaration(kernel: str | KernelDecl) -> KernelDecl:
+def forget_loaded() -> None:
+    """Forget declarations loaded from entry points (after an install or uninstall)."""
+    _LOADED.clear()
+
+
+def _owners() -> dict[str, str]:
+    owners = {}
+    for item in os.environ.get(KERNEL_OWNERS_ENV, "").split(","):
+        name, sep, dist = item.partition("=")
+        if sep and name.strip() and dist.strip():
+            owners[name.strip()] = dist.strip()
+    return owners
+
+
+def _choose(kernel: str, found: list[FoundEntryPoint], problems: ProblemLog) -> FoundEntryPoint:
+    """The one declaration ``kernel`` means: the distribution ``FLYCONFIGS_KERNELS``
+    names, else the only one, else flyconfigs' own; the shadowed ones are reported and
+    never loaded.  Several third-party declarations and no choice is an error."""
+    from packaging.utils import canonicalize_name
+
+    owner = _owners().get(kernel)
+    if owner is not None:
+        chosen = [f for f in found if canonicalize_name(f.distribution) == canonicalize_name(owner)]
+        if not chosen:
+            raise UnknownKernelError(
+                f"{KERNEL_OWNERS_ENV} says kernel {kernel!r} comes from {owner!r}, which declares no such kernel"
+            )
+        winner = chosen[0]
+    elif len(found) == 1:
+        return found[0]
+    else:
+        own = [f for f in found if canonicalize_name(f.distribution) == OWN_DISTRIBUTION]
+        if not own:
+            names = ", ".join(sorted(f"{f.distribution} {f.version}" for f in found))
+            raise AmbiguousKernelError(
+                f"kernel {kernel!r} is declared by several distributions ({names}); choose one with "
+                f"{KERNEL_OWNERS_ENV}={kernel}=DISTRIBUTION"
+            )
+        winner = own[0]
+    for other in found:
+        if other is not winner:
+            problems.report(Problem(
+                "kernel-collision", f"{other.distribution} {other.version}",
+                f"also declares kernel {kernel!r} ({other.entry_point.value}); not loaded: {winner.distribution} "
+                f"owns it (set {KERNEL_OWNERS_ENV}={kernel}=DISTRIBUTION to choose)", other.distribution,
+            ))
+    return winner
+
+
+def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> KernelDecl:
     """The declaration of ``kernel`` (a name, or a declaration returned as is).
 
-    Raises :class:`UnknownKernelError` naming the kernels that are declared.
+    Raises :class:`UnknownKernelError` naming the kernels that are declared, or saying
+    why a declared one cannot be loaded; :class:`AmbiguousKernelError` when several
+    distributions declare the name and none was chosen.
     """
-    if not isinstance(kernel, str):
+    if isinstance(kernel, KernelDecl):
         return kernel
-    found = _REGISTERED.get(kernel) or _LOADED.get(kernel)
-    if found is not None:
-        return found
-    for ep in metadata.entry_points(group=KERNEL_GROUP):
-        if ep.name == kernel:
-            decl = ep.load()
-            if not isinstance(decl, KernelDecl):
-                raise UnknownKernelError(f"entry point {ep.value!r} for kernel {kernel!r} is not a KernelDecl")
-            _LOADED[kernel] = decl
-            return decl
-    known = sorted({*_REGISTERED, *(ep.name for ep in metadata.entry_points(group=KERNEL_GROUP))})
-    raise UnknownKernelError(f"unknown kernel {kernel!r}; declared kernels: {', '.join(known) or 'none'}")
+    if not isinstance(kernel, str):
+        raise UnknownKernelError(f"kernel must be a name or a KernelDecl, got {type(kernel).__name__}")
+    found_decl = _REGISTERED.get(kernel) or _LOADED.get(kernel)
+    if found_decl is not None:
+        return found_decl
+    log = problems if problems is not None else PROBLEMS
+    found = find_entry_points(KERNEL_GROUP, log)
+    matching = [f for f in found if f.entry_point.name == kernel]
+    if not matching:
+        known = sorted({*_REGISTERED, *(f.entry_point.name for f in found)})
+        raise UnknownKernelError(f"unknown kernel {kernel!r}; declared kernels: {', '.join(known) or 'none'}")
+    chosen = _choose(kernel, matching, log)
+    where = f"entry point {chosen.entry_point.value!r} of {chosen.distribution} {chosen.version}"
+    try:
+        decl = chosen.entry_point.load()
+    except Exception as exc:  # noqa: BLE001 - whatever a plugin raises on import becomes one clear error
+        raise UnknownKernelError(f"kernel {kernel!r}: {where} cannot be loaded ({type(exc).__name__}: {exc})") from None
+    if not isinstance(decl, KernelDecl):
+        raise UnknownKernelError(f"kernel {kernel!r}: {where} is not a KernelDecl (got {type(decl).__name__})")
+    if decl.name != kernel:
+        raise UnknownKernelError(f"kernel {kernel!r}: {where} declares a kernel named {decl.name!r}")
+    _LOADED[kernel] = decl
+    return decl
 
 
-def normalize_key(decl: KernelDecl, key: Mapping[str, object]) -> dict[str, KeyValue]:
+def normalize_key(decl: KernelDecl, key: object) -> dict[str, KeyValue]:
     """``key`` checked against ``decl``'s axes, in the declared axis order.
 
     Raises :class:`InvalidKeyError` naming the axis and the bad value.
     """
+    if not isinstance(key, Mapping):
+        raise InvalidKeyError(f"key for {decl.name!r} must be a mapping of axis names to values, got {type(key).__name__}")
     names = [a.name for a in decl.key_axes]
     missing = [n for n in names if n not in key]
     extra = [k for k in key if k not in names]
@@ -112,7 +204,7 @@ def normalize_key(decl: KernelDecl, key: Mapping[str, object]) -> dict[str, KeyV
         if missing:
             parts.append(f"missing {', '.join(missing)}")
         if extra:
-            parts.append(f"unknown {', '.join(map(str, extra))}")
+            parts.append(f"unknown {', '.join(map(repr, extra))}")
         raise InvalidKeyError(f"key for {decl.name!r}: {'; '.join(parts)} (axes: {', '.join(names)})")
     out: dict[str, KeyValue] = {}
     for axis in decl.key_axes:
@@ -122,6 +214,8 @@ def normalize_key(decl: KernelDecl, key: Mapping[str, object]) -> dict[str, KeyV
                 raise InvalidKeyError(f"key axis {axis.name!r} of {decl.name!r} must be an int, got {value!r}")
             if axis.minimum is not None and value < axis.minimum:
                 raise InvalidKeyError(f"key axis {axis.name!r} of {decl.name!r} must be >= {axis.minimum}, got {value}")
+            if axis.maximum is not None and value > axis.maximum:
+                raise InvalidKeyError(f"key axis {axis.name!r} of {decl.name!r} must be <= {axis.maximum}, got {value}")
         else:
             if not isinstance(value, str) or not _TOKEN.match(value):
                 raise InvalidKeyError(f"key axis {axis.name!r} of {decl.name!r} must be a name, got {value!r}")
@@ -131,3 +225,47 @@ def normalize_key(decl: KernelDecl, key: Mapping[str, object]) -> dict[str, KeyV
                 )
         out[axis.name] = value
     return out
+
+
+def check_key(decl: KernelDecl, key: object) -> dict[str, KeyValue]:
+    """``key`` checked by the kernel's own :meth:`KernelDecl.check_key` (its axes and its
+    family rules); :class:`InvalidKeyError` for anything it refuses."""
+    if not isinstance(key, Mapping):
+        raise InvalidKeyError(f"key for {decl.name!r} must be a mapping of axis names to values, got {type(key).__name__}")
+    return decl.check_key(key)
+
+
+def check_config(decl: KernelDecl, config: object, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> str | None:
+    """Why ``config`` cannot be served for ``key`` on ``device``, or ``None`` when the
+    kernel accepts it.  A check that raises counts as a refusal (with what it raised)."""
+    if not isinstance(config, Mapping):
+        return f"a config must be a mapping, got {type(config).__name__}"
+    try:
+        return decl.check_config(config, key, device)
+    except Exception as exc:  # noqa: BLE001 - a kernel's check failing on odd data is a refusal
+        return f"the kernel's check raised {type(exc).__name__}: {exc}"
+
+
+def parse_value(text: str) -> KeyValue:
+    """A key or grid value from the command line: ASCII digits (with an optional
+    leading ``-``, at most 18 of them) are an int, any other name a string; a value that
+    looks numeric but is not an int is refused (``--5``, ``1e3``, ``²``)."""
+    if _INT.match(text):
+        return int(text)
+    if not text.isascii() or _NUMERIC.match(text) or any(c.isdigit() and not c.isascii() for c in text):
+        raise InvalidKeyError(f"value {text!r} is neither an integer of at most 18 ASCII digits nor a name")
+    return text
+
+
+def parse_key_items(items: list[str] | tuple[str, ...]) -> dict[str, KeyValue]:
+    """``["M=4096", "dtype=bf16"]`` → a key; :class:`InvalidKeyError` for an item that is
+    not ``NAME=VALUE``, a bad value, or an axis given twice."""
+    key: dict[str, KeyValue] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise InvalidKeyError(f"key item {item!r} is not NAME=VALUE")
+        if name in key:
+            raise InvalidKeyError(f"key axis {name!r} is given twice")
+        key[name] = parse_value(value)
+    return key

@@ -12,22 +12,33 @@ none of them knows, resolution serves the default and says why — it never gues
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from flyconfigs.errors import ArtifactError, FieldProblem, GPUError
-from flyconfigs.schema.models import DeviceIdentity
+from flyconfigs.errors import ArtifactError, FieldProblem, InvalidDeviceError
+from flyconfigs.schema.models import DeviceIdentity, wave_size_of_arch
 
-__all__ = ["DEVICE_ENV", "DeviceQuery", "as_query", "detect_gpu", "parse_device_spec", "vendor_of_arch"]
+__all__ = [
+    "DEVICE_ARGUMENT",
+    "DEVICE_ENV",
+    "DeviceQuery",
+    "as_query",
+    "detect_gpu",
+    "parse_device_spec",
+    "vendor_of_arch",
+    "wave_size_of_arch",
+]
 
 DEVICE_ENV = "FLYCONFIGS_DEVICE"
+DEVICE_ARGUMENT = "the device argument"
 _ARCH = re.compile(r"^(gfx[0-9a-f]{3,4}|sm[0-9]{2,3}[a-z]?)$")
+_COUNT = re.compile(r"^[0-9]{1,9}$")
+logger = logging.getLogger("flyconfigs.registry")
 
 
 def vendor_of_arch(arch: str) -> str:
@@ -68,55 +79,60 @@ class DeviceQuery:
         return f"{self.arch} {product} {cus} CUs{feats}"
 
 
-def as_query(device: DeviceIdentity | DeviceQuery | str) -> DeviceQuery:
-    """A query from an identity, a query, or a ``FLYCONFIGS_DEVICE``-style string."""
+def as_query(device: DeviceIdentity | DeviceQuery | str, where: str = DEVICE_ARGUMENT) -> DeviceQuery:
+    """A query from an identity, a query, or a ``FLYCONFIGS_DEVICE``-style string;
+    :class:`InvalidDeviceError` naming ``where`` for anything else."""
     if isinstance(device, DeviceQuery):
         return device
     if isinstance(device, DeviceIdentity):
         return DeviceQuery.of(device)
     if isinstance(device, str):
-        return parse_device_spec(device)
-    raise TypeError(f"device must be a Device, DeviceQuery or spec string, got {type(device).__name__}")
+        return parse_device_spec(device, where)
+    raise InvalidDeviceError(
+        where, [FieldProblem("", f"expected a Device, DeviceQuery or spec string, got {type(device).__name__}")]
+    )
 
 
 def _from_json(data: Any, where: str) -> DeviceQuery:
     if not isinstance(data, dict):
-        raise ArtifactError(where, [FieldProblem("", "a device must be a JSON object")])
+        raise InvalidDeviceError(where, [FieldProblem("", "a device must be a JSON object")])
     fields = {k: data[k] for k in ("vendor", "arch", "product", "compute_units", "features") if k in data}
     try:
         return DeviceQuery.of(DeviceIdentity.model_validate(fields))
     except ValidationError as exc:
         from flyconfigs.schema.load import validation_problems
 
-        raise ArtifactError(where, validation_problems(exc, fields)) from None
+        raise InvalidDeviceError(where, validation_problems(exc, fields)) from None
 
 
 def parse_device_spec(spec: str, where: str = DEVICE_ENV) -> DeviceQuery:
-    """Parse a ``FLYCONFIGS_DEVICE`` value; :class:`ArtifactError` names ``where``."""
+    """Parse a ``FLYCONFIGS_DEVICE``-style value; :class:`InvalidDeviceError` names
+    ``where`` (or the ``@file``) and the bad part.  JSON goes through the artifact
+    reader's limits (size, depth, a regular file only)."""
+    from flyconfigs.schema.jsonio import parse_document, read_document
+
     text = spec.strip()
-    if text.startswith("@"):
-        path = Path(text[1:])
-        try:
-            return _from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
-        except (OSError, ValueError) as exc:
-            if isinstance(exc, ArtifactError):
-                raise
-            raise ArtifactError(str(path), [FieldProblem("", f"cannot read device file: {exc}")]) from None
-    if text.startswith("{"):
-        try:
-            return _from_json(json.loads(text), where)
-        except json.JSONDecodeError as exc:
-            raise ArtifactError(where, [FieldProblem("", f"invalid JSON: {exc.msg}")]) from None
+    try:
+        if text.startswith("@"):
+            return _from_json(read_document(text[1:]), text[1:])
+        if text.startswith("{"):
+            return _from_json(parse_document(text.encode("utf-8", "surrogateescape"), where), where)
+    except InvalidDeviceError:
+        raise
+    except ArtifactError as exc:
+        raise InvalidDeviceError(exc.file, exc.problems) from None
     parts = text.split(":", 3)
     arch = parts[0]
     try:
         vendor = vendor_of_arch(arch)
     except ValueError as exc:
-        raise ArtifactError(where, [FieldProblem("arch", str(exc))]) from None
+        raise InvalidDeviceError(where, [FieldProblem("arch", str(exc))]) from None
     cus = None
     if len(parts) > 1 and parts[1]:
-        if not parts[1].isdigit() or int(parts[1]) < 1:
-            raise ArtifactError(where, [FieldProblem("compute_units", f"expected a positive int, got {parts[1]!r}")])
+        if not _COUNT.match(parts[1]) or int(parts[1]) < 1:
+            raise InvalidDeviceError(
+                where, [FieldProblem("compute_units", f"expected a positive int of ASCII digits, got {parts[1]!r}")]
+            )
         cus = int(parts[1])
     product = parts[2] if len(parts) > 2 and parts[2] else None
     features = tuple(sorted(f for f in parts[3].split(",") if f)) if len(parts) > 3 else (() if product else None)
@@ -132,10 +148,11 @@ def detect_gpu() -> tuple[DeviceQuery | None, str]:
         return None, "GPU detection disabled by FLYCONFIGS_NO_GPU_DETECT"
     try:
         from flyconfigs.gpu import detect_device
-    except ImportError as exc:  # pragma: no cover - the GPU layer ships with flyconfigs
-        return None, f"GPU layer unavailable: {exc}"
-    try:
+
         device = detect_device()
-    except GPUError as exc:
-        return None, f"no GPU detected ({type(exc).__name__}: {exc})"
-    return DeviceQuery.of(device.identity), f"detected {device.identity.describe()}"
+        return DeviceQuery.of(device.identity), f"detected {device.identity.describe()}"
+    except Exception as exc:  # noqa: BLE001 - a serving call must not fail on detection
+        # Whatever the bindings raise (a missing runtime, an odd property, a driver
+        # error), the device is unknown and every call gets the default, with the cause.
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return None, f"no GPU detected ({type(exc).__name__}: {first})"

@@ -27,6 +27,12 @@ ProblemKind = Literal[
     "wrong-target",
     "collision",
     "bad-device",
+    "bad-distribution",
+    "kernel-collision",
+    "invalid-config",
+    "unreadable-source",
+    "test-double",
+    "observer-error",
 ]
 
 

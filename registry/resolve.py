@@ -12,15 +12,21 @@ Precedence (the one place it is written down; the README repeats it):
    d. the same arch only (*borrowed*: the record names the device it came from), exact
       key, then the nearest key;
 
-   and within each step the sources in order: ``FLYCONFIGS_PATH`` directories as listed,
-   then installed data packages by normalized distribution name.  When two sources
-   hold an artifact for the same kernel, device and key, the first in that order wins
-   and the collision is reported (``flyconfigs doctor``);
+   and within each step the sources in order: ``FLYCONFIGS_PATH`` directories as listed;
+   then the data packages ``FLYCONFIGS_PACKAGES`` lists, in its order; then each
+   target's official ``flyconfigs-<target>``; then any other package by normalized
+   distribution name.  When two sources hold an artifact for the same kernel, device
+   and key, the first in that order wins and the collision is reported
+   (``flyconfigs doctor``, which fails on one nobody chose: between packages that
+   ``FLYCONFIGS_PACKAGES`` does not both rank);
 3. the kernel's default heuristic.
 
 Nearest key: the smallest sum over ordinal axes of ``|log2 a - log2 b|``; a tie goes to
-the larger tuned value.  A missing, corrupt, mismatched or invalid artifact is skipped
-with one warning per cause and the search goes on; the reasons are kept in the record.
+the larger tuned value.  An artifact is served only when the kernel's own
+``check_config`` accepts its winner for the asked key and device, and never to a real
+device when a test double made it.  A missing, corrupt, mismatched, invalid or refused
+artifact is skipped with one warning per cause and the search goes on; the reasons are
+kept in the record.
 """
 
 from __future__ import annotations
@@ -33,25 +39,30 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import invalidate_caches
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from flyconfigs.errors import ArtifactError
-from flyconfigs.registry.declarations import KernelDecl, KeyValue, kernel_declaration, normalize_key
+from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, check_key, kernel_declaration
 from flyconfigs.registry.device import DEVICE_ENV, DeviceQuery, as_query, detect_gpu, parse_device_spec
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.sources import (
     Entry,
     LoadedPackage,
     PackageInfo,
+    PACKAGES_ENV,
     PackageRef,
+    Source,
     find_packages,
     load_package,
     override_directories,
     scan_directory,
 )
-from flyconfigs.schema.models import DeviceIdentity
+from flyconfigs.schema.models import TEST_DEVICE_PRODUCT, DeviceIdentity
 
-__all__ = ["Collision", "Resolution", "Resolver", "Step"]
+__all__ = ["MEMO_LIMIT", "Collision", "Resolution", "Resolver", "Step"]
+
+MEMO_LIMIT = 16384
+"""Memoized resolutions kept per resolver; the oldest is dropped first beyond it."""
 
 Layer = Literal["exact", "same-compute-units", "same-arch", "default"]
 _LAYER_NAMES: tuple[Layer, Layer, Layer] = ("exact", "same-compute-units", "same-arch")
@@ -104,13 +115,17 @@ class Resolution:
 
 @dataclass(frozen=True)
 class Collision:
-    """Several sources hold an artifact for one kernel, device and key; ``winner`` serves."""
+    """Several sources hold an artifact for one kernel, device and key; ``winner`` serves.
+
+    ``expected`` when someone chose the order: the winner is an override directory, or
+    every package involved is ranked by ``FLYCONFIGS_PACKAGES``."""
 
     kernel: str
     key: Mapping[str, KeyValue]
     device: DeviceIdentity
     winner: str
     shadowed: tuple[str, ...]
+    expected: bool = False
 
 
 @dataclass(frozen=True)
@@ -168,9 +183,16 @@ class Resolver:
             self.generation += 1
 
     def add_observer(self, observer: Observer) -> Callable[[], None]:
-        """Call ``observer`` with every resolution (memo hits too); returns a remover."""
-        self._observers.append(observer)
-        return lambda: self._observers.remove(observer)
+        """Call ``observer`` with every resolution (memo hits too); returns a remover.
+        An observer that raises is logged once and never breaks a resolve."""
+        with self._lock:
+            self._observers = [*self._observers, observer]
+
+        def remove() -> None:
+            with self._lock:
+                self._observers = [o for o in self._observers if o is not observer]
+
+        return remove
 
     # -- the hot path -------------------------------------------------------------------
 
@@ -182,29 +204,44 @@ class Resolver:
     ) -> Resolution:
         """The config for ``kernel`` at ``key`` on ``device`` (default: the current
         device) and its provenance.  Never raises for bad data; raises
-        :class:`~flyconfigs.errors.UnknownKernelError` or
-        :class:`~flyconfigs.errors.InvalidKeyError` for a bad call."""
-        name = kernel if isinstance(kernel, str) else kernel.name
-        token = device if device is None or isinstance(device, (str, DeviceQuery)) else as_query(device)
-        memo_key = (name, token, *key.items())
+        :class:`~flyconfigs.errors.UnknownKernelError`,
+        :class:`~flyconfigs.errors.InvalidKeyError` or
+        :class:`~flyconfigs.errors.InvalidDeviceError` for a bad call."""
+        memo_key: tuple[object, ...] | None
         try:
+            name = kernel if isinstance(kernel, str) else kernel.name
+            # Typed and order-free: ``M=True`` or ``M=1.0`` never hits the entry of ``M=1``.
+            memo_key = (name, device, *[(k, v.__class__, v) for k, v in sorted(key.items())])
             hit = self._memo.get(memo_key)
-        except TypeError:  # an unhashable key value: let validation name it
+        except (TypeError, AttributeError):  # not a mapping, or unhashable: validation names it
             hit = memo_key = None
         if hit is None:
-            hit = self._resolve_slow(kernel, key, token)
+            generation = self.generation
+            hit = self._resolve_slow(kernel, key, device)
             if memo_key is not None:
-                self._memo[memo_key] = hit
+                with self._lock:
+                    if self.generation == generation:  # a refresh() since makes the answer stale
+                        if len(self._memo) >= MEMO_LIMIT:
+                            self._memo.pop(next(iter(self._memo)))
+                        self._memo[memo_key] = hit
         if self._observers:
-            for observer in self._observers:
-                observer(hit)
+            self._notify(hit)
         return hit
+
+    def _notify(self, resolution: Resolution) -> None:
+        for observer in self._observers:
+            try:
+                observer(resolution)
+            except Exception as exc:  # noqa: BLE001 - an observer must not break serving
+                self.problems.report(
+                    Problem("observer-error", repr(observer), f"raised {type(exc).__name__}: {exc}; resolve went on")
+                )
 
     # -- the slow path ------------------------------------------------------------------
 
-    def _resolve_slow(self, kernel: str | KernelDecl, key: Mapping[str, object], device: object) -> Resolution:
-        decl = kernel_declaration(kernel)
-        norm = normalize_key(decl, key)
+    def _resolve_slow(self, kernel: object, key: object, device: object) -> Resolution:
+        decl = kernel_declaration(kernel, self.problems)
+        norm = check_key(decl, key)
         query, why = self._device_query(device)
         with self._lock:
             return self._search(decl, norm, query, why, [])
@@ -225,7 +262,7 @@ class Resolver:
         spec = os.environ.get(DEVICE_ENV)
         if spec:
             try:
-                return parse_device_spec(spec), f"from {DEVICE_ENV}"
+                return parse_device_spec(spec, DEVICE_ENV), f"from {DEVICE_ENV}"
             except ArtifactError as exc:
                 self.problems.report(Problem("bad-device", DEVICE_ENV, "; ".join(map(str, exc.problems))))
                 return None, f"{DEVICE_ENV} is invalid ({exc.problems[0]})"
@@ -262,7 +299,12 @@ class Resolver:
                     reasons.append(f"{entry.path}: unusable ({self._last_problem(entry)})")
                     trace.append(Step(what, reasons[-1]))
                     continue
-                trace.append(Step(what, f"found {entry.path}"))
+                refusal = self._refuse(decl, artifact, entry, key, query)
+                if refusal is not None:
+                    reasons.append(f"{entry.path}: {refusal}")
+                    trace.append(Step(what, reasons[-1]))
+                    continue
+                trace.append(Step(what, f"found {entry.path} ({entry.source.describe()})"))
                 return Resolution(
                     kernel=decl.name,
                     key=MappingProxyType(dict(key)),
@@ -281,6 +323,25 @@ class Resolver:
                 )
         reasons.append(f"no artifact for {decl.name} on {query.describe()}")
         return self._default(decl, key, query, reasons)
+
+    def _refuse(
+        self, decl: KernelDecl, artifact: Any, entry: Entry, key: dict[str, KeyValue], query: DeviceQuery
+    ) -> str | None:
+        """Why a loaded artifact may not serve this call (logged once), or ``None``."""
+        if artifact.from_test_double and query.product != TEST_DEVICE_PRODUCT:
+            problem = Problem("test-double", str(entry.path), "made by the test backend; never served to a real device",
+                              entry.source.name if entry.source.kind == "package" else None)
+            self.problems.report(problem)
+            return "refused (made by a test double)"
+        why = check_config(decl, artifact.winner.config, key, query)
+        if why is not None:
+            self.problems.report(Problem(
+                "invalid-config", str(entry.path),
+                f"{decl.name} refuses its winner for {dict(key)} on {query.describe()}: {why}",
+                entry.source.name if entry.source.kind == "package" else None,
+            ))
+            return f"refused by {decl.name}: {why}"
+        return None
 
     def _last_problem(self, entry: Entry) -> str:
         for problem in reversed(self.problems.problems()):
@@ -309,12 +370,24 @@ class Resolver:
         self, kernel: str | KernelDecl, key: Mapping[str, object], device: DeviceIdentity | DeviceQuery | str | None = None
     ) -> tuple[Resolution, list[Step]]:
         """Resolve without the memo and return every step taken, in order."""
-        decl = kernel_declaration(kernel)
-        norm = normalize_key(decl, key)
+        decl = kernel_declaration(kernel, self.problems)
+        norm = check_key(decl, key)
         query, why = self._device_query(device)
         trace = [Step("device", f"{query.describe() if query else 'unknown'} ({why})")]
         with self._lock:
+            if query is not None:
+                order = self.sources_for(query.arch)
+                trace.append(Step("sources, in precedence order", "; ".join(s.describe() for s in order) or "none"))
             return self._search(decl, norm, query, why, trace), trace
+
+    def sources_for(self, arch: str) -> list[Source]:
+        """The sources that can serve ``arch``, in precedence order."""
+        with self._lock:
+            sources = {id(e.source): e.source for e in self._entries_for(arch)}
+            for package in self._packages_for(arch):
+                if package.source is not None:
+                    sources.setdefault(id(package.source), package.source)
+            return sorted(sources.values(), key=lambda s: s.rank)
 
     # -- the index ----------------------------------------------------------------------
     # Override directories are scanned whole (they hold local tuning output); a data
@@ -334,7 +407,7 @@ class Resolver:
         if self._refs is None:
             self._refs = find_packages(first_rank=len(override_directories(
                 os.pathsep.join(self._paths) if self._paths is not None else None
-            )))
+            )), problems=self.problems)
         return self._refs
 
     def _packages_for(self, target: str) -> list[LoadedPackage]:
@@ -391,10 +464,26 @@ class Resolver:
         return _collisions(list(self.all_entries()), self.problems)
 
     def check_all(self) -> list[Problem]:
-        """Load every artifact and find every collision (as doctor does); return every
-        problem seen so far."""
+        """Load every artifact, check each winner with its kernel's declaration (when
+        this environment declares the kernel) and find every collision, as doctor does;
+        return every problem seen so far."""
+        from flyconfigs.errors import UnknownKernelError
+
         for entry in self.all_entries():
-            entry.load(self.problems)
+            artifact = entry.load(self.problems)
+            if artifact is None:
+                continue
+            dist = entry.source.name if entry.source.kind == "package" else None
+            if artifact.from_test_double:
+                self.problems.report(Problem("test-double", str(entry.path),
+                                             "made by the test backend; never served to a real device", dist))
+            try:
+                decl = kernel_declaration(entry.kernel, self.problems)
+            except UnknownKernelError:
+                continue
+            why = check_config(decl, artifact.winner.config, dict(artifact.key), DeviceQuery.of(entry.device))
+            if why is not None:
+                self.problems.report(Problem("invalid-config", str(entry.path), f"{decl.name} refuses its winner: {why}", dist))
         self.collisions()
         return self.problems.problems()
 
@@ -436,15 +525,16 @@ def _collisions(entries: list[Entry], problems: ProblemLog) -> list[Collision]:
             continue
         group.sort(key=lambda e: e.source.rank)
         names = [_label(e) for e in group]
-        collision = Collision(group[0].kernel, dict(group[0].key), group[0].device, names[0], tuple(names[1:]))
+        deliberate = group[0].source.kind == "override" or all(e.source.standing == "chosen" for e in group)
+        collision = Collision(group[0].kernel, dict(group[0].key), group[0].device, names[0], tuple(names[1:]), deliberate)
         found.append(collision)
-        deliberate = group[0].source.kind == "override"
         problems.report(
             Problem(
                 "collision",
                 str(group[1].path),
                 f"{group[0].kernel} {dict(group[0].key)} on {group[0].device.describe()}: "
-                f"{names[0]} wins over {', '.join(names[1:])}",
+                f"{names[0]} wins over {', '.join(names[1:])}"
+                + ("" if deliberate else f" (nobody chose this order: rank packages with {PACKAGES_ENV})"),
             ),
             logging.INFO if deliberate else logging.WARNING,
         )

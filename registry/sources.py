@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -20,15 +21,16 @@ from typing import Literal
 from packaging.utils import canonicalize_name
 
 from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
+from flyconfigs.registry.entrypoints import find_entry_points
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
-from flyconfigs.schema.jsonio import MAX_DOCUMENT_BYTES, parse_document, read_document
+from flyconfigs.schema.jsonio import parse_document, read_document, read_file_bytes
 from flyconfigs.schema.load import parse_artifact, parse_manifest
 from flyconfigs.schema.manifest import MANIFEST_FILE
 from flyconfigs.schema.models import Artifact, DeviceIdentity
-from flyconfigs.schema.versions import CURRENT_MAJOR, parse_version
 
 __all__ = [
     "ARTIFACT_GROUP",
+    "PACKAGES_ENV",
     "PATH_ENV",
     "Entry",
     "LoadedPackage",
@@ -38,22 +40,40 @@ __all__ = [
     "find_packages",
     "load_package",
     "override_directories",
+    "package_folder",
+    "read_package_folder",
     "scan_directory",
 ]
 
 ARTIFACT_GROUP = "flyconfigs.artifacts"
 PATH_ENV = "FLYCONFIGS_PATH"
+PACKAGES_ENV = "FLYCONFIGS_PACKAGES"
+"""Comma-separated distribution names, first wins: the packages a user ranks on purpose."""
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+Standing = Literal["override", "chosen", "official", "other"]
+"""Why a source ranks where it does: an override directory, a package listed in
+``FLYCONFIGS_PACKAGES``, the official ``flyconfigs-<target>``, or any other package."""
 
 
 @dataclass(frozen=True)
 class Source:
-    """One source of artifacts, with its rank (lower wins a collision)."""
+    """One source of artifacts, with its rank (lower wins a collision) and why it has
+    that rank (``standing``)."""
 
     kind: Literal["override", "package"]
     name: str
     rank: int
     version: str | None = None
     target: str | None = None
+    standing: Standing = "override"
+
+    def describe(self) -> str:
+        """``package flyconfigs-sm90 2026.12.3 (official)`` and the like."""
+        if self.kind == "override":
+            return f"override directory {self.name}"
+        why = {"chosen": f"listed in {PACKAGES_ENV}", "official": "official", "other": "by name"}[self.standing]
+        return f"package {self.name} {self.version} ({why})"
 
 
 @dataclass(frozen=True)
@@ -115,13 +135,11 @@ class Entry:
             if os.path.commonpath([real, root]) != root:
                 raise _Bad("unsafe-path", f"resolves outside its package ({real})")
         try:
-            if self.path.stat().st_size > MAX_DOCUMENT_BYTES:
-                raise _Bad("invalid-artifact", f"over the size limit of {MAX_DOCUMENT_BYTES} bytes")
-            raw = self.path.read_bytes()
+            raw = read_file_bytes(self.path)
         except FileNotFoundError:
             raise _Bad("missing-file", "listed in the manifest but not installed") from None
-        except OSError as exc:
-            raise _Bad("missing-file", f"cannot read: {exc.strerror or exc}") from None
+        except ArtifactError as exc:
+            raise _Bad("invalid-artifact", str(exc.problems[0].message)) from None
         if self.sha256 is not None:
             digest = hashlib.sha256(raw).hexdigest()
             if digest != self.sha256:
@@ -151,15 +169,23 @@ def override_directories(value: str | None = None) -> list[Path]:
 
 
 def scan_directory(folder: Path, rank: int, problems: ProblemLog) -> list[Entry]:
-    """Every valid artifact under ``folder`` (``*.json``, recursively, dot-files skipped);
-    invalid ones are reported and skipped."""
+    """Every valid artifact under ``folder`` (``*.json``, recursively, dot-files and
+    dot-folders skipped); invalid ones, special files, and folders that are missing or
+    cannot be read are reported and skipped."""
     source = Source("override", str(folder), rank)
     entries: list[Entry] = []
     if not folder.is_dir():
+        problems.report(Problem("unreadable-source", str(folder), f"{PATH_ENV} names a folder that does not exist"))
         return entries
-    for path in sorted(folder.rglob("*.json")):
-        if any(part.startswith(".") for part in path.relative_to(folder).parts):
-            continue
+
+    def unreadable(exc: OSError) -> None:
+        problems.report(Problem("unreadable-source", str(exc.filename or folder), f"cannot read: {exc.strerror or exc}"))
+
+    paths: list[Path] = []
+    for root, dirs, files in os.walk(folder, onerror=unreadable):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        paths.extend(Path(root, f) for f in files if f.endswith(".json") and not f.startswith("."))
+    for path in sorted(paths):
         try:
             artifact, _ = parse_artifact(read_document(path), str(path))
         except UnsupportedSchemaVersionError as exc:
@@ -183,6 +209,7 @@ class PackageRef:
     rank: int
     entry_point: metadata.EntryPoint
     dist: metadata.Distribution
+    standing: Standing = "other"
 
 
 @dataclass
@@ -191,58 +218,89 @@ class LoadedPackage:
 
     info: PackageInfo
     entries: list[Entry]
+    source: Source | None = None
 
 
-def find_packages(first_rank: int = 0) -> list[PackageRef]:
-    """Installed data packages (entry-point group ``flyconfigs.artifacts``), ordered by
-    normalized distribution name — the precedence among packages.  Reads metadata only."""
+def chosen_packages() -> list[str]:
+    """The distributions ``FLYCONFIGS_PACKAGES`` ranks first, normalized, in order."""
+    return [canonicalize_name(p) for p in os.environ.get(PACKAGES_ENV, "").split(",") if p.strip()]
+
+
+def find_packages(first_rank: int = 0, problems: ProblemLog | None = None) -> list[PackageRef]:
+    """Installed data packages (entry-point group ``flyconfigs.artifacts``) in
+    precedence order: those ``FLYCONFIGS_PACKAGES`` lists, in its order; then each
+    target's official ``flyconfigs-<target>``; then the rest by normalized name.  Reads
+    metadata only; a distribution whose metadata is broken is reported and skipped."""
+    chosen = chosen_packages()
     found = []
-    for ep in metadata.entry_points(group=ARTIFACT_GROUP):
-        dist = ep.dist
-        if dist is None:
-            continue
-        name = dist.metadata["Name"] or "?"
-        found.append((canonicalize_name(name), name, ep, dist))
-    found.sort(key=lambda item: item[0])
-    return [PackageRef(name, ep.name, first_rank + i, ep, dist) for i, (_, name, ep, dist) in enumerate(found)]
+    for item in find_entry_points(ARTIFACT_GROUP, problems if problems is not None else ProblemLog()):
+        norm = canonicalize_name(item.distribution)
+        if norm in chosen:
+            standing: Standing = "chosen"
+            order: tuple[int, int, str] = (0, chosen.index(norm), norm)
+        elif norm == canonicalize_name(f"flyconfigs-{item.entry_point.name}"):
+            standing, order = "official", (1, 0, norm)
+        else:
+            standing, order = "other", (2, 0, norm)
+        found.append((order, standing, item))
+    found.sort(key=lambda row: row[0])
+    return [
+        PackageRef(item.distribution, item.entry_point.name, first_rank + i, item.entry_point, item.dist, standing)
+        for i, (_, standing, item) in enumerate(found)
+    ]
+
+
+def package_folder(ref: PackageRef) -> Path:
+    """The folder of ``ref``'s import package, proven to lie inside the distribution's
+    own install location; :class:`ArtifactError` if the entry point names anything but
+    a module (an absolute path, ``..``) or leads outside."""
+    value = ref.entry_point.value.split(":")[0].strip()
+    where = f"entry point {ref.entry_point.name} = {ref.entry_point.value!r} of {ref.distribution}"
+    if not _MODULE.match(value):
+        raise ArtifactError(where, [FieldProblem("value", "must name an import package (dotted identifiers)")])
+    base = os.path.realpath(str(ref.dist.locate_file("")))
+    folder = os.path.realpath(str(ref.dist.locate_file(value.replace(".", "/"))))
+    if os.path.commonpath([folder, base]) != base:
+        raise ArtifactError(where, [FieldProblem("value", f"leads outside the distribution's location ({folder})")])
+    return Path(folder)
 
 
 def load_package(ref: PackageRef, problems: ProblemLog) -> LoadedPackage | None:
     """Read ``ref``'s manifest into entries; a broken package is reported and ``None``."""
-    dist_name, ep, dist = ref.distribution, ref.entry_point, ref.dist
-    module = ep.value.split(":")[0].strip()
-    package_dir = Path(str(dist.locate_file(module.replace(".", "/"))))
+    try:
+        package_dir = package_folder(ref)
+    except ArtifactError as exc:
+        problems.report(Problem("unsafe-path", exc.file, str(exc.problems[0].message), ref.distribution))
+        return None
+    source = Source("package", ref.distribution, ref.rank, ref.dist.version, ref.target, ref.standing)
+    return read_package_folder(package_dir, ref.target, source, problems)
+
+
+def read_package_folder(package_dir: Path, target: str | None, source: Source, problems: ProblemLog) -> LoadedPackage | None:
+    """The manifest of the data package in ``package_dir`` as entries (artifact files
+    not yet read), under exactly the loader's rules: the version rule, the manifest's
+    target equal to ``target`` (when given) and every row's device of that target.  A
+    broken manifest is reported and ``None``; a bad row is reported and skipped."""
+    dist_name = source.name if source.kind == "package" else None
     manifest_path = package_dir / MANIFEST_FILE
     try:
-        data = read_document(manifest_path)
-        if not isinstance(data, dict):
-            raise ArtifactError(str(manifest_path), [FieldProblem("", "expected a JSON object")])
-        major, _ = parse_version(data.get("schema_version"), str(manifest_path))
-        if major != CURRENT_MAJOR:
-            problems.report(
-                Problem(
-                    "unsupported-major",
-                    str(manifest_path),
-                    f"manifest schema {data.get('schema_version')!r}; this flyconfigs reads major {CURRENT_MAJOR}",
-                    dist_name,
-                )
-            )
-            return None
-        manifest = parse_manifest(data, str(manifest_path))
+        manifest = parse_manifest(read_document(manifest_path), str(manifest_path))
+    except UnsupportedSchemaVersionError as exc:
+        problems.report(Problem("unsupported-major", str(manifest_path), exc.problems[0].message, dist_name))
+        return None
     except ArtifactError as exc:
         problems.report(Problem("invalid-manifest", str(manifest_path), "; ".join(map(str, exc.problems)), dist_name))
         return None
-    if manifest.target != ep.name:
+    if target is not None and manifest.target != target:
         problems.report(
             Problem(
                 "wrong-target",
                 str(manifest_path),
-                f"manifest target {manifest.target!r} differs from the entry point's {ep.name!r}",
+                f"manifest target {manifest.target!r} differs from the entry point's {target!r}",
                 dist_name,
             )
         )
         return None
-    source = Source("package", dist_name, ref.rank, dist.version, manifest.target)
     root = str(package_dir)
     entries = []
     for index, row in enumerate(manifest.artifacts):
@@ -257,5 +315,5 @@ def load_package(ref: PackageRef, problems: ProblemLog) -> LoadedPackage | None:
             )
             continue
         entries.append(Entry(row.kernel, row.key, row.device, row.file, source, row.sha256, root))
-    info = PackageInfo(dist_name, dist.version, manifest.target, manifest.schema_version, len(entries), root)
-    return LoadedPackage(info, entries)
+    info = PackageInfo(source.name, source.version or "", manifest.target, manifest.schema_version, len(entries), root)
+    return LoadedPackage(info, entries, source)

@@ -17,7 +17,7 @@ from typing import Any
 
 from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.schema.jsonio import write_atomic
-from flyconfigs.schema.models import SCHEMA_VERSION, Artifact
+from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, wave_size_of_arch
 from flyconfigs.schema.versions import Migration, register_migration
 
 __all__ = [
@@ -85,11 +85,6 @@ def _require(data: dict[str, Any], field: str, kind: type, file: str, path: str)
     return value
 
 
-def _wave_size(arch: str) -> int:
-    # gfx9 (CDNA, GCN) runs wave 64; gfx10 and later (RDNA) default to wave 32.
-    return 64 if arch.startswith("gfx9") else 32
-
-
 def _from_flydsl(data: dict[str, Any], file: str) -> dict[str, Any]:
     unknown = sorted(set(data) - {"version", "identity", "config"})
     if unknown:
@@ -113,7 +108,7 @@ def _from_flydsl(data: dict[str, Any], file: str) -> dict[str, Any]:
             "product": product,
             "compute_units": cus,
             "features": [],
-            "wave_size": _wave_size(arch),
+            "wave_size": wave_size_of_arch(arch),
         },
         "key": key,
         "candidates": [{"config": config, "status": "ok"}],

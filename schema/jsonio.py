@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ __all__ = [
     "check_depth",
     "parse_document",
     "read_document",
+    "read_file_bytes",
+    "remove_stale_temporaries",
     "write_atomic",
 ]
 
@@ -106,11 +109,29 @@ def parse_document(raw: bytes, file: str = "<bytes>") -> Any:
         )
     try:
         value = pydantic_core.from_json(raw, allow_inf_nan=False)
-        if pydantic_core.to_json(value) == raw.rstrip(b"\n"):
-            return value
+        fast = pydantic_core.to_json(value) == raw.rstrip(b"\n")
     except ValueError:
-        pass
+        fast = False
+    if fast:
+        if _deeper_than(value, MAX_DEPTH):
+            raise ArtifactError(file, check_depth(value))
+        return value
     return _parse_slow(raw, file)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers deeper than ``limit`` (iterative: no recursion
+    limit to hit, and cheap enough for the fast path)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def _parse_slow(raw: bytes, file: str) -> Any:
@@ -132,22 +153,92 @@ def _parse_slow(raw: bytes, file: str) -> Any:
     return value
 
 
-def read_document(path: str | os.PathLike[str]) -> Any:
-    """Read and parse the JSON file at ``path`` (see :func:`parse_document`).
+def read_file_bytes(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``limit`` of them.
 
-    The size limit is checked before reading, so an oversized file is never loaded.
-    """
-    p = Path(path)
+    Never blocks and never reads without bound: the file is opened non-blocking and
+    refused unless it is a regular file (a FIFO, ``/dev/zero`` or a folder is an
+    :class:`ArtifactError`), and reading stops past ``limit``.  A missing file raises
+    :class:`FileNotFoundError`; every other failure is an :class:`ArtifactError`
+    naming the file."""
+    where = os.fsdecode(os.fspath(path))
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        size = p.stat().st_size
-        if size > MAX_DOCUMENT_BYTES:
-            raise ArtifactError(
-                str(p), [FieldProblem("", f"file is {size} bytes, over the limit of {MAX_DOCUMENT_BYTES}")]
-            )
-        raw = p.read_bytes()
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
-        raise ArtifactError(str(p), [FieldProblem("", f"cannot read: {exc.strerror or exc}")]) from None
-    return parse_document(raw, str(p))
+        raise ArtifactError(where, [FieldProblem("", f"cannot read: {exc.strerror or exc}")]) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ArtifactError(where, [FieldProblem("", "not a regular file")])
+        if info.st_size > limit:
+            raise ArtifactError(where, [FieldProblem("", f"file is {info.st_size} bytes, over the limit of {limit}")])
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise ArtifactError(where, [FieldProblem("", f"file is over the limit of {limit} bytes")])
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ArtifactError(where, [FieldProblem("", f"cannot read: {exc.strerror or exc}")]) from None
+    finally:
+        os.close(fd)
+
+
+def read_document(path: str | os.PathLike[str]) -> Any:
+    """Read and parse the JSON file at ``path`` (see :func:`parse_document` and
+    :func:`read_file_bytes`): only a regular file, never more than the size limit."""
+    where = os.fsdecode(os.fspath(path))
+    try:
+        raw = read_file_bytes(path)
+    except FileNotFoundError:
+        raise ArtifactError(where, [FieldProblem("", "cannot read: No such file or directory")]) from None
+    return parse_document(raw, where)
+
+
+_TMP_SUFFIX = ".tmp"
+
+
+def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporary files that :func:`write_atomic` left in ``folder`` when its
+    process was killed (their writer's process id no longer exists); returns them.
+    Temporaries of live writers are left alone."""
+    removed: list[Path] = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        if not (name.startswith(".") and name.endswith(_TMP_SUFFIX)):
+            continue
+        parts = name[1:].split(".")
+        pid = next((int(p) for p in reversed(parts[:-2]) if p.isascii() and p.isdigit()), None)
+        if pid is None or _alive(pid):
+            continue
+        path = Path(folder, name)
+        try:
+            path.unlink()
+            removed.append(path)
+        except OSError:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
@@ -156,7 +247,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     Concurrent writers of the same path each replace it whole; the last one wins."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=_TMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

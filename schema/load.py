@@ -17,13 +17,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from flyconfigs.errors import ArtifactError, FieldProblem
+from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
 from flyconfigs.schema.jsonio import check_depth, parse_document, read_document
 from flyconfigs.schema.manifest import Manifest
-from flyconfigs.schema.models import Artifact
-from flyconfigs.schema.versions import CURRENT_MINOR, parse_version, upgrade
+from flyconfigs.schema.models import SCHEMA_VERSION, Artifact
+from flyconfigs.schema.versions import CURRENT_MAJOR, CURRENT_MINOR, parse_version, upgrade
 
-__all__ = ["LoadReport", "load_artifact", "loads_artifact", "parse_artifact", "parse_manifest", "validation_problems"]
+__all__ = ["LoadReport", "load_artifact", "loads_artifact", "parse_artifact", "parse_manifest",
+           "parse_manifest_report", "validation_problems"]
 
 logger = logging.getLogger("flyconfigs.schema")
 
@@ -130,6 +131,17 @@ def validation_problems(exc: ValidationError, data: Any) -> list[FieldProblem]:
     return [FieldProblem(path, " or ".join(msgs)) for path, msgs in merged.items()]
 
 
+def _check_version(data: dict[str, Any], file: str, model: type[BaseModel], ignored: list[str]) -> dict[str, Any]:
+    """The one rule for every versioned document: a newer major is refused, the fields a
+    newer minor added are stripped (their paths go to ``ignored``)."""
+    major, minor = parse_version(data.get("schema_version"), file)
+    if major > CURRENT_MAJOR:
+        raise UnsupportedSchemaVersionError(file, str(data.get("schema_version")), SCHEMA_VERSION)
+    if major == CURRENT_MAJOR and minor > CURRENT_MINOR:
+        return _strip_unknown(model, data, "", ignored)  # type: ignore[no-any-return]
+    return data
+
+
 def parse_artifact(data: Any, file: str = "<bytes>") -> tuple[Artifact, LoadReport]:
     """Validate a parsed document as an artifact, migrating older formats and ignoring
     (and reporting) the unknown fields of a newer minor."""
@@ -137,9 +149,7 @@ def parse_artifact(data: Any, file: str = "<bytes>") -> tuple[Artifact, LoadRepo
         raise ArtifactError(file, [FieldProblem("", f"expected a JSON object, got {type(data).__name__}")])
     data, migrated = upgrade(data, file)
     ignored: list[str] = []
-    _, minor = parse_version(data.get("schema_version"), file)
-    if minor > CURRENT_MINOR:
-        data = _strip_unknown(Artifact, data, "", ignored)
+    data = _check_version(data, file, Artifact, ignored)
     try:
         artifact = Artifact.model_validate(data)
     except ValidationError as exc:
@@ -151,12 +161,26 @@ def parse_artifact(data: Any, file: str = "<bytes>") -> tuple[Artifact, LoadRepo
 
 
 def parse_manifest(data: Any, file: str = "<bytes>") -> Manifest:
-    """Validate a parsed document as a data package's manifest; :class:`ArtifactError`
-    naming ``file`` and each bad field."""
+    """Validate a parsed document as a data package's manifest under the same version
+    rule as an artifact (a newer major refused with
+    :class:`~flyconfigs.errors.UnsupportedSchemaVersionError`, a newer minor's fields
+    ignored); :class:`ArtifactError` naming ``file`` and each bad field."""
+    return parse_manifest_report(data, file)[0]
+
+
+def parse_manifest_report(data: Any, file: str = "<bytes>") -> tuple[Manifest, LoadReport]:
+    """:func:`parse_manifest`, with the report of what was ignored."""
+    if not isinstance(data, dict):
+        raise ArtifactError(file, [FieldProblem("", f"expected a JSON object, got {type(data).__name__}")])
+    ignored: list[str] = []
+    data = _check_version(data, file, Manifest, ignored)
     try:
-        return Manifest.model_validate(data)
+        manifest = Manifest.model_validate(data)
     except ValidationError as exc:
-        raise ArtifactError(file, validation_problems(exc, data)) from None
+        raise ArtifactError(file, check_depth(data) or validation_problems(exc, data)) from None
+    if ignored:
+        logger.info("%s: ignored fields of schema %s: %s", file, data["schema_version"], ", ".join(ignored))
+    return manifest, LoadReport(file, tuple(ignored))
 
 
 def loads_artifact(raw: bytes, file: str = "<bytes>") -> Artifact:

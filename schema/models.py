@@ -18,6 +18,8 @@ from flyconfigs.schema.canonical import canonical_bytes, sha256_hex
 
 __all__ = [
     "SCHEMA_VERSION",
+    "TEST_BACKENDS",
+    "TEST_DEVICE_PRODUCT",
     "Artifact",
     "Candidate",
     "CandidateStatus",
@@ -33,10 +35,17 @@ __all__ = [
     "Timing",
     "TimingProtocol",
     "Vendor",
+    "wave_size_of_arch",
 ]
 
 SCHEMA_VERSION = "1.0"
 """The schema version this package writes; it reads any ``1.x``."""
+
+TEST_BACKENDS = frozenset({"simulated"})
+"""Backends that are test doubles: their artifacts are never published, and never served
+to any device but the test backend's own."""
+TEST_DEVICE_PRODUCT = "flyconfigs simulated device"
+"""The product name of the test backend's device (its arch is ``simulated``)."""
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]
 """Lower-case, file-name safe: kernels, arches, targets, backends."""
@@ -259,6 +268,11 @@ class Artifact(_Model):
             "key": dict(self.key),
         }
 
+    @property
+    def from_test_double(self) -> bool:
+        """Whether a test double (the simulated backend) made this artifact."""
+        return self.provenance.backend in TEST_BACKENDS or self.device.product == TEST_DEVICE_PRODUCT
+
     def file_name(self) -> str:
         """``<kernel>-<arch>-<16 hex of the identity's hash>.json``: stable, file-name safe."""
         return artifact_file_name(self.kernel.name, self.device.identity, self.key)
@@ -270,6 +284,18 @@ class Artifact(_Model):
     def content_hash(self) -> str:
         """sha256 of the canonical JSON (without the final newline)."""
         return sha256_hex(canonical_bytes(self.model_dump(mode="json")))
+
+
+def wave_size_of_arch(arch: str) -> int:
+    """The wave (warp) size code for ``arch`` is built for: 64 on AMD GCN and CDNA
+    (gfx6 to gfx9), 32 on RDNA (gfx10 and later, whose default mode is wave 32) and on
+    NVIDIA.  The one place this rule is written."""
+    match = re.match(r"^gfx([0-9a-f]+)$", arch)
+    if match:
+        digits = match.group(1)
+        major = int(digits[:-2]) if len(digits) > 2 else int(digits[0])
+        return 64 if major <= 9 else 32
+    return 32
 
 
 def artifact_file_name(kernel: str, device: DeviceIdentity, key: dict[str, int | str]) -> str:

@@ -32,11 +32,12 @@ MI300X = {
 
 
 def configs(n: int) -> list[dict[str, Any]]:
-    """``n`` distinct RMSNorm-shaped configs."""
-    space = itertools.product([32, 64, 128, 256, 512, 1024], [1, 2, 4, 8], [16, 8, 4, 0], ["reg", "smem", "reread"])
+    """``n`` distinct RMSNorm configs; the first ones are valid for the usual test keys
+    (N = 8192, bf16) on wave-32 and wave-64 devices alike."""
+    space = itertools.product([256, 512, 1024, 128, 64, 32], [1, 2, 4, 8], [16, 8, 4, 0], ["reg", "smem", "reread"])
     out = []
     for threads, rows, vec, store in itertools.islice(space, n):
-        out.append({"threads": threads, "rows_per_block": rows, "vector_bytes": vec, "row_storage": store})
+        out.append({"threads": threads, "rows_per_block": rows, "vector_bytes": vec, "row_storage": store, "occupancy": 0})
     return out
 
 

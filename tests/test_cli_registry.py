@@ -37,7 +37,7 @@ def test_explain_human_and_json(site: SiteDir, capsys: pytest.CaptureFixture[str
     assert main(["explain", "rmsnorm", *ARGS, "--device", "gfx942:304"]) == 0
     out = capsys.readouterr().out
     assert "same-compute-units device, nearest key: found" in out
-    assert out.strip().splitlines()[-1].startswith("=> row_storage=reg rows_per_block=1 threads=32")
+    assert out.strip().splitlines()[-1].startswith("=> occupancy=0 row_storage=reg rows_per_block=1 threads=256")
     assert main(["explain", "rmsnorm", *ARGS, "--device", "gfx942:304", "--json"]) == 0
     payload = _json(capsys)
     assert payload["resolution"]["source"] == "package"
@@ -47,14 +47,15 @@ def test_explain_human_and_json(site: SiteDir, capsys: pytest.CaptureFixture[str
 def test_explain_usage_and_key_errors(site: SiteDir, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explain", "rmsnorm", "M4096"]) == 2
     assert "NAME=VALUE" in capsys.readouterr().err
-    assert main(["explain", "rmsnorm", "M=1", "N=2", "dtype=int4", "weight_dtype=bf16"]) == 1
+    assert main(["explain", "rmsnorm", "M=1", "N=2", "dtype=int4", "weight_dtype=bf16"]) == 2
     assert "dtype" in capsys.readouterr().err
-    assert main(["explain", "nope", *ARGS]) == 1
+    assert main(["explain", "nope", *ARGS]) == 2
 
 
 def test_doctor_ok_and_collisions(site: SiteDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     artifact = make_artifact(device=MI300X, key=KEY)
     site.install("gfx942", [artifact])
+    monkeypatch.setenv("FLYCONFIGS_DEVICE", "gfx942:304:AMD Instinct MI300X:sramecc+,xnack-")
     assert main(["doctor"]) == 0
     assert capsys.readouterr().out.strip().endswith("ok")
     local = tmp_path / "local"

@@ -17,7 +17,7 @@ from flyconfigs.tuner.simulated import SIMULATED_DEVICE, SimulatedToolchain, con
 from flyconfigs.tuner.worker import Worker
 
 BASE = {"N": 1024, "dtype": "bf16", "weight_dtype": "bf16"}
-QUERY = DeviceQuery("nvidia", "sm90", SIMULATED_DEVICE["product"], 4, ())
+QUERY = DeviceQuery("nvidia", "simulated", SIMULATED_DEVICE["product"], 4, ())
 
 
 def _workers(*options: dict) -> list[Worker]:

@@ -15,7 +15,7 @@ from typing import Any
 from flyconfigs.errors import ArtifactError, TuneError
 from flyconfigs.schema.load import load_artifact
 from flyconfigs.schema.models import Artifact, DeviceIdentity, artifact_file_name
-from flyconfigs.schema.jsonio import write_atomic
+from flyconfigs.schema.jsonio import remove_stale_temporaries, write_atomic
 
 __all__ = ["already_tuned", "check_writable", "git_revision", "now_utc", "write_artifact"]
 
@@ -43,9 +43,11 @@ def command_line() -> list[str]:
 
 
 def check_writable(folder: Path) -> None:
-    """Create ``folder`` if needed and prove it writable; :class:`TuneError` if not."""
+    """Create ``folder`` if needed and prove it writable, removing the temporary files
+    a killed run left behind; :class:`TuneError` if it cannot be written."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(folder)
         probe = folder / f".flyconfigs-write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()

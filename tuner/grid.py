@@ -8,11 +8,12 @@ objects, or one grid per line.  The benchmark grid (bench/rmsnorm.py) is the pre
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 from typing import Any
 
-from flyconfigs.errors import TuneError
+from flyconfigs.errors import ArtifactError, InvalidKeyError, TuneError
+from flyconfigs.registry.declarations import parse_value
+from flyconfigs.schema.jsonio import parse_document
 
 __all__ = ["PERF_GRID", "parse_grid", "parse_grids"]
 
@@ -22,22 +23,18 @@ PERF_GRID = [
 ]
 
 
-def _value(text: str) -> int | str:
-    return int(text) if text.lstrip("-").isdigit() else text
-
-
 def parse_grid(text: str, dtypes: list[str] | None = None) -> list[dict[str, Any]]:
-    """Keys of one grid expression; :class:`TuneError` naming the bad item."""
+    """Keys of one grid expression; :class:`InvalidKeyError` naming the bad item."""
     axes: dict[str, list[int | str]] = {}
     for item in text.split():
         name, sep, values = item.partition("=")
         if not sep or not name or not values or any(not v for v in values.split(",")):
-            raise TuneError(f"grid item {item!r} is not AXIS=V1,V2,…")
+            raise InvalidKeyError(f"grid item {item!r} is not AXIS=V1,V2,…")
         if name in axes:
-            raise TuneError(f"grid axis {name!r} given twice in {text!r}")
-        axes[name] = [_value(v) for v in values.split(",")]
+            raise InvalidKeyError(f"grid axis {name!r} given twice in {text!r}")
+        axes[name] = [parse_value(v) for v in values.split(",")]
     if not axes:
-        raise TuneError("empty key grid")
+        raise InvalidKeyError("empty key grid")
     if "dtype" not in axes and dtypes:
         axes["dtype"] = list(dtypes)
     names = list(axes)
@@ -65,9 +62,9 @@ def parse_grids(grids: list[str], dtypes: list[str] | None = None) -> list[dict[
                 raise TuneError(f"cannot read key file {path}: {exc.strerror or exc}") from None
             if text.lstrip().startswith("["):
                 try:
-                    loaded = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise TuneError(f"{path}: invalid JSON: {exc.msg}") from None
+                    loaded = parse_document(text.encode("utf-8"), str(path))
+                except ArtifactError as exc:
+                    raise TuneError(str(exc)) from None
                 if not isinstance(loaded, list) or not all(isinstance(k, dict) for k in loaded):
                     raise TuneError(f"{path}: expected a JSON list of key objects")
                 keys.extend(loaded)

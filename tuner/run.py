@@ -132,9 +132,10 @@ def tune(
     for index in range(len(checked)):
         todo.put(index)
     lock = threading.Lock()
+    stop = threading.Event()
 
     def run_worker(slot: int) -> None:
-        while True:
+        while not stop.is_set():
             try:
                 index = todo.get_nowait()
             except queue.Empty:
@@ -152,24 +153,21 @@ def tune(
                 winners.setdefault(index, []).append((slot, artifact))
             notify("key", {"key": key, "result": result})
 
-    _run_all(run_worker, len(workers))
+    _run_all(run_worker, len(workers), stop)
     if cross_check and len(workers) > 1:
-        pinned: list[list[int]] = [[] for _ in workers]
-        for index, found in winners.items():
-            first = found[0][0]
-            twin = next((s for s in range(len(workers)) if s != first and devices[s].identity == devices[first].identity), None)
-            if twin is not None:
-                pinned[twin].append(index)
+        pinned = _spread_cross_checks({i: found[0][0] for i, found in winners.items()}, [d.identity for d in devices])
 
         def recheck(slot: int) -> None:
             for index in pinned[slot]:
+                if stop.is_set():
+                    return
                 _, artifact = _tune_key(spec, checked[index], workers[slot], toolchain, options, devices[slot], versions,
                                         source_sha, report, lock, notify)
                 with lock:
                     winners[index].append((slot, artifact))
                 notify("cross-check", {"key": checked[index]})
 
-        _run_all(recheck, len(workers))
+        _run_all(recheck, len(workers), stop)
         report.disagreements = [_disagreement(checked[i], found) for i, found in sorted(winners.items())
                                 if len(found) > 1 and found[0][1].winner.config != found[1][1].winner.config]
     report.results = [results[i] for i in sorted(results)]
@@ -178,7 +176,23 @@ def tune(
     return report
 
 
-def _run_all(target: Callable[[int], None], count: int) -> None:
+def _spread_cross_checks(first: dict[int, int], identities: Sequence[Any]) -> list[list[int]]:
+    """For each key (tuned first on worker ``first[key]``), the worker that re-tunes it:
+    another worker of the same device identity, the least loaded one so far, so the
+    checks spread evenly over every twin.  Keys with no twin are not re-checked."""
+    pinned: list[list[int]] = [[] for _ in identities]
+    for index in sorted(first):
+        slot = first[index]
+        twins = [s for s in range(len(identities)) if s != slot and identities[s] == identities[slot]]
+        if twins:
+            chosen = min(twins, key=lambda s: (len(pinned[s]), s))
+            pinned[chosen].append(index)
+    return pinned
+
+
+def _run_all(target: Callable[[int], None], count: int, stop: threading.Event | None = None) -> None:
+    """Run ``target(slot)`` for every slot, one thread each.  The first failure sets
+    ``stop`` so the other workers take no new key; every failure is reported."""
     if count == 1:
         target(0)
         return
@@ -189,14 +203,19 @@ def _run_all(target: Callable[[int], None], count: int) -> None:
             target(slot)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread below
             errors.append(exc)
+            if stop is not None:
+                stop.set()
 
     threads = [threading.Thread(target=guarded, args=(slot,), name=f"flyconfigs-tune-{slot}") for slot in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    if len(errors) == 1 or any(not isinstance(e, Exception) for e in errors):
+        raise next((e for e in errors if not isinstance(e, Exception)), errors[0])
     if errors:
-        raise errors[0]
+        lines = "; ".join(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}" for e in errors)
+        raise TuneError(f"{len(errors)} workers failed: {lines}") from errors[0]
 
 
 def _locked(progress: Progress) -> Progress:

@@ -4,7 +4,8 @@ Nothing here touches a GPU.  Times are a deterministic function of the config (s
 selection can be predicted) plus seeded noise; named configs can fail to compile,
 produce a wrong result, hang, or kill the worker process the way a GPU fault kills a
 context.  It exists because no GPU is available where the tests run; artifacts it makes
-say ``backend: simulated`` and name a simulated product.
+say ``backend: simulated``, name the arch ``simulated`` and a simulated product, are
+refused by ``flyconfigs publish`` and are never served to any other device.
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["SIMULATED_DEVICE", "SimulatedMeasurer", "SimulatedToolchain", "simulated_time"]
+from flyconfigs.schema.models import TEST_DEVICE_PRODUCT
 
+__all__ = ["SIMULATED_DEVICE", "SIMULATED_ORDINALS", "SimulatedMeasurer", "SimulatedToolchain", "simulated_time"]
+
+SIMULATED_ORDINALS = (0, 1)
+"""The devices ``--devices all`` finds on the test backend."""
 SIMULATED_DEVICE = {
     "vendor": "nvidia",
-    "arch": "sm90",
-    "product": "flyconfigs simulated device",
+    "arch": "simulated",
+    "product": TEST_DEVICE_PRODUCT,
     "compute_units": 4,
     "features": [],
     "wave_size": 32,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import multiprocessing as mp
 import os
+import signal
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -32,6 +33,9 @@ class WorkerLost(Exception):
 
 
 def _serve(conn: Connection, factory: str, options: dict[str, Any]) -> None:
+    # Ctrl-C is the parent's to handle: it stops the run and closes its workers.  A
+    # worker that took it too would answer with a bogus "measurer failed".
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     module, _, name = factory.partition(":")
     try:
         measurer = getattr(importlib.import_module(module), name)(**options)
@@ -49,7 +53,7 @@ def _serve(conn: Connection, factory: str, options: dict[str, Any]) -> None:
         op, args = request
         try:
             conn.send(("ok", getattr(measurer, op)(*args)))
-        except BaseException:  # noqa: BLE001 - reported to the parent, which raises it as a bug
+        except Exception:  # noqa: BLE001 - reported to the parent, which raises it as a bug
             conn.send(("bug", traceback.format_exc()))
 
 

@@ -1,0 +1,77 @@
+"""Entry points of installed distributions, read so that no distribution can break it.
+
+:func:`importlib.metadata.entry_points` raises out of the whole scan when any one
+installed distribution has a malformed ``entry_points.txt`` (a line without ``=``), and
+an unreadable ``.dist-info`` simply vanishes.  :func:`find_entry_points` reads the same
+metadata one distribution at a time, with the same de-duplication (the first
+distribution of a name on ``sys.path`` wins), reports each broken one as a
+:class:`~flyconfigs.registry.problems.Problem` naming its folder, and goes on.  It never
+imports a distribution's code.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import metadata
+
+from packaging.utils import canonicalize_name
+
+from flyconfigs.registry.problems import Problem, ProblemLog
+
+__all__ = ["FoundEntryPoint", "distribution_folder", "find_entry_points"]
+
+
+@dataclass(frozen=True)
+class FoundEntryPoint:
+    """An entry point and the distribution that declares it."""
+
+    entry_point: metadata.EntryPoint
+    dist: metadata.Distribution
+    distribution: str
+    """The distribution's name as its metadata spells it."""
+    version: str
+
+
+def distribution_folder(dist: metadata.Distribution) -> str:
+    """Where ``dist``'s metadata lives, for messages."""
+    return os.fspath(getattr(dist, "_path", "") or dist.locate_file(""))
+
+
+def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]:
+    """Every entry point of ``group``, in ``sys.path`` order, one distribution per name.
+
+    A distribution whose entry points or metadata cannot be read is reported
+    (``bad-distribution``) and skipped; the others are still found."""
+    found: list[FoundEntryPoint] = []
+    seen: set[str] = set()
+    for dist in metadata.distributions():
+        folder = None
+        key = getattr(dist, "_normalized_name", None)
+        if key is None:
+            name = dist.metadata["Name"]
+            key = canonicalize_name(name) if name else distribution_folder(dist)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            text = dist.read_text("entry_points.txt")
+            if text is None:
+                folder = distribution_folder(dist)
+                if os.path.lexists(os.path.join(folder, "entry_points.txt")):
+                    raise OSError("entry_points.txt cannot be read")
+                continue
+            selected = list(dist.entry_points.select(group=group))
+            if not selected:
+                continue
+            name = dist.metadata["Name"]
+            if not name:
+                raise OSError("its METADATA cannot be read or names no distribution")
+            version = dist.version
+        except Exception as exc:  # noqa: BLE001 - one broken distribution must not hide the rest
+            folder = folder or distribution_folder(dist)
+            problems.report(Problem("bad-distribution", folder, f"skipped: {type(exc).__name__}: {exc}"))
+            continue
+        for ep in selected:
+            found.append(FoundEntryPoint(ep, dist, name, version))
+    return found

@@ -14,7 +14,6 @@ Needs the ``publish`` extra (build, twine, setuptools); the loader never imports
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 from flyconfigs.errors import ArtifactError, PublishError
 from flyconfigs.registry.index import index_versions
 from flyconfigs.registry.layout import distribution_name, package_files
+from flyconfigs.schema.jsonio import write_atomic
 from flyconfigs.schema.load import load_artifact
 from flyconfigs.schema.manifest import target_module
 from flyconfigs.schema.models import Artifact
@@ -37,6 +37,7 @@ __all__ = ["BUILD_EPOCH", "PublishResult", "collect_artifacts", "publish", "publ
 BUILD_EPOCH = 315532800
 """1980-01-01, the earliest time a zip entry can hold: every built file carries it."""
 VERSION_FILE = "VERSION"
+UPLOAD_TIMEOUT_S = 300
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,9 @@ def collect_artifacts(folder: Path, target: str) -> list[Artifact]:
             artifact = load_artifact(path)
         except ArtifactError as exc:
             raise PublishError(f"invalid artifact: {'; '.join(map(str, exc.problems))}", str(path)) from None
+        if artifact.from_test_double:
+            raise PublishError("made by a test double (backend simulated); only measured, predicted or imported "
+                               "artifacts are published", str(path))
         if artifact.device.arch != target:
             raise PublishError(f"belongs to {artifact.device.arch!r}, not to target {target!r}", str(path))
         name = artifact.file_name()
@@ -205,12 +209,19 @@ def _check_backend() -> None:
 def upload_files(files: Sequence[Path], url: str) -> None:
     """Upload ``files`` to the index at ``url`` with twine (credentials from ``TWINE_*``);
     :class:`PublishError` with twine's last line on failure."""
+    import importlib.util
+
+    if importlib.util.find_spec("twine") is None:
+        raise PublishError("uploading needs twine: pip install 'flyconfigs[publish]'")
     command = [sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar",
                "--repository-url", url, *map(str, files)]
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
-    except FileNotFoundError:
-        raise PublishError("uploading needs twine: pip install 'flyconfigs[publish]'") from None
+        result = subprocess.run(command, capture_output=True, text=True, timeout=UPLOAD_TIMEOUT_S,
+                                env={**os.environ, "NO_COLOR": "1"})
+    except subprocess.TimeoutExpired:
+        raise PublishError(f"twine upload to {url} did not finish within {UPLOAD_TIMEOUT_S} s") from None
+    except OSError as exc:
+        raise PublishError(f"cannot run twine: {exc.strerror or exc}") from None
     if result.returncode != 0:
         detail = (result.stderr or result.stdout).strip().splitlines()
         raise PublishError(f"twine upload to {url} failed: {detail[-1] if detail else result.returncode}")
@@ -229,41 +240,69 @@ def publish(
     that ``version`` is newer than every release the index (``index_url``, default
     ``<upload>/simple/``) has.  Raises :class:`PublishError`; nothing is left in ``out``
     on failure."""
+    with tempfile.TemporaryDirectory(prefix="flyconfigs-publish-") as tmp:
+        release = _build_release(Path(folder), target, version, Path(tmp), upload, index_url)
+        if upload is not None:
+            upload_files(release.files, upload)
+        return _place([release], Path(out), upload)[0]
+
+
+def _build_release(folder: Path, target: str, version: str, tmp: Path, upload: str | None,
+                   index_url: str | None) -> PublishResult:
+    """Check and build one release into ``tmp`` (nothing outside it is touched)."""
     parsed = _check_version(version)
-    artifacts = collect_artifacts(Path(folder), target)
+    artifacts = collect_artifacts(folder, target)
     name = distribution_name(target)
     if upload is not None:
         existing = index_versions(index_url or upload.rstrip("/") + "/simple/", name)
         newer = [v for v in existing if v >= parsed]
         if newer:
             raise PublishError(f"the index already has {name} {max(newer)}; {version} is not newer")
-    out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="flyconfigs-publish-") as tmp:
-        source = Path(tmp) / "src"
-        staging = Path(tmp) / "dist"
-        _write_tree(source, target, str(parsed), artifacts)
-        built = _build(source, staging)
-        if upload is not None:
-            upload_files(built, upload)
+    source = tmp / target / "src"
+    built = _build(_prepared(source, target, str(parsed), artifacts), tmp / target / "dist")
+    return PublishResult(name, str(parsed), tuple(built), len(artifacts), upload)
+
+
+def _prepared(source: Path, target: str, version: str, artifacts: Sequence[Artifact]) -> Path:
+    _write_tree(source, target, version, artifacts)
+    return source
+
+
+def _place(releases: Sequence[PublishResult], out: Path, upload: str | None) -> list[PublishResult]:
+    """Move every built file into ``out``, each through a private temporary name and
+    ``os.replace``, so concurrent runs into one folder never collide."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PublishError(f"cannot create the output folder: {exc.strerror or exc}", str(out)) from None
+    placed = []
+    for release in releases:
         final = []
-        for path in built:
-            dest = out_dir / path.name
-            shutil.copyfile(path, out_dir / f".{path.name}.part")
-            os.replace(out_dir / f".{path.name}.part", dest)
-            final.append(dest)
-    return PublishResult(name, str(parsed), tuple(final), len(artifacts), upload)
+        for path in release.files:
+            final.append(write_atomic(out / path.name, path.read_bytes()))
+        placed.append(PublishResult(release.distribution, release.version, tuple(final), release.artifacts, upload))
+    return placed
 
 
 def publish_all(root: str | Path, out: str | Path = "dist", upload: str | None = None) -> list[PublishResult]:
-    """Publish every ``<root>/<target>/`` folder, at the version in its ``VERSION`` file."""
-    results = []
-    folders = sorted(p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith("."))
+    """Publish every ``<root>/<target>/`` folder, at the version in its ``VERSION`` file.
+    Every target is checked and built before any file reaches ``out`` (or the index), so
+    one failing target leaves nothing behind."""
+    base = Path(root)
+    if not base.is_dir():
+        raise PublishError("not a folder of target folders", str(root))
+    folders = sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not folders:
         raise PublishError("no target folders", str(root))
+    plan = []
     for folder in folders:
         version_file = folder / VERSION_FILE
         if not version_file.is_file():
             raise PublishError(f"missing {VERSION_FILE} file with the release's version", str(folder))
-        results.append(publish(folder, folder.name, version_file.read_text().strip(), out, upload))
-    return results
+        plan.append((folder, version_file.read_text(encoding="utf-8").strip()))
+    with tempfile.TemporaryDirectory(prefix="flyconfigs-publish-") as tmp:
+        releases = [_build_release(folder, folder.name, version, Path(tmp), upload, None) for folder, version in plan]
+        if upload is not None:
+            for release in releases:
+                upload_files(release.files, upload)
+        return _place(releases, Path(out), upload)

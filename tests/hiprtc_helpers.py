@@ -6,6 +6,7 @@ and read one JSON line back."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,7 +18,8 @@ import pytest
 
 PREFIX = Path(os.environ.get("FLYCONFIGS_ROCM_PREFIX", Path.home() / ".cache" / "flyconfigs" / "rocm-prefix"))
 needs_prefix = pytest.mark.skipif(
-    not (PREFIX / "run").exists(), reason=f"no ROCm compile-only prefix at {PREFIX} (run scripts/rocm-prefix.sh)"
+    not (PREFIX / "run").exists() or importlib.util.find_spec("hip") is None,
+    reason=f"needs hip-python (the hip extra) and the ROCm compile-only prefix at {PREFIX} (scripts/rocm-prefix.sh)",
 )
 
 

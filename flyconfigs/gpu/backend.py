@@ -68,6 +68,7 @@ class Binding:
     event_record: Callable[[Any, Any], Any]
     event_synchronize: Callable[[Any], Any]
     event_elapsed: Callable[[Any, Any], Any]
+    event_destroy: Callable[[Any], Any]
     synchronize: Callable[[], Any]
     compiler_version: Callable[[], str]
     describe: Callable[[int], Device]
@@ -320,14 +321,21 @@ class Backend:
     # -- timing ---------------------------------------------------------------------------
 
     def time_ms(self, run: Callable[[], None], stream: int | None = None) -> float:
-        """Milliseconds between two events recorded around ``run()`` on ``stream``."""
-        start = self.check(self.binding.event_create(), "creating an event")
-        end = self.check(self.binding.event_create(), "creating an event")
-        self.check(self.binding.event_record(start, stream or 0), "recording an event")
-        run()
-        self.check(self.binding.event_record(end, stream or 0), "recording an event")
-        self.check(self.binding.event_synchronize(end), "waiting for an event", LaunchError)
-        return float(self.check(self.binding.event_elapsed(start, end), "reading an event pair"))
+        """Milliseconds between two events recorded around ``run()`` on ``stream``.  The
+        events are destroyed before it returns, also when ``run`` raises."""
+        events = []
+        try:
+            for _ in range(2):
+                events.append(self.check(self.binding.event_create(), "creating an event"))
+            start, end = events
+            self.check(self.binding.event_record(start, stream or 0), "recording an event")
+            run()
+            self.check(self.binding.event_record(end, stream or 0), "recording an event")
+            self.check(self.binding.event_synchronize(end), "waiting for an event", LaunchError)
+            return float(self.check(self.binding.event_elapsed(start, end), "reading an event pair"))
+        finally:
+            for event in events:
+                self.binding.event_destroy(event)
 
     # -- resources ------------------------------------------------------------------------
 

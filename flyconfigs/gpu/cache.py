@@ -7,24 +7,44 @@ one.  A hit refreshes the entry's time; when the cache grows past its cap, the l
 recently used entries are removed (under a lock file, by one process at a time).
 
 Location: ``FLYCONFIGS_CACHE_DIR``, else platformdirs' user cache dir.  Cap:
-``FLYCONFIGS_CACHE_MAX_BYTES`` (default 1 GiB).
+``FLYCONFIGS_CACHE_MAX_BYTES`` (bytes, or a number with KiB/MiB/GiB; default 1 GiB).
+A hit is checked against the sha256 stored with the entry, so a corrupted code object
+is never loaded.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from flyconfigs.schema.jsonio import write_atomic
+from flyconfigs.errors import ArtifactError, ConfigurationError
+from flyconfigs.schema.jsonio import parse_document, read_file_bytes, write_atomic
 
-__all__ = ["CACHE_DIR_ENV", "CACHE_MAX_ENV", "CompileCache", "default_cache_dir"]
+__all__ = ["CACHE_DIR_ENV", "CACHE_MAX_ENV", "CompileCache", "default_cache_dir", "parse_size"]
 
 CACHE_DIR_ENV = "FLYCONFIGS_CACHE_DIR"
 CACHE_MAX_ENV = "FLYCONFIGS_CACHE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 1 << 30
+_SIZE = re.compile(r"^([0-9]{1,15})\s*(|B|KiB|MiB|GiB|TiB|kB|MB|GB|TB)$")
+_UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+          "kB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+_META_MAX = 1 << 20
+
+
+def parse_size(text: str, variable: str = CACHE_MAX_ENV) -> int:
+    """``"1073741824"``, ``"1GiB"`` or ``"500 MB"`` in bytes; :class:`ConfigurationError`
+    naming ``variable`` otherwise."""
+    match = _SIZE.match(text.strip())
+    if not match:
+        raise ConfigurationError(
+            f"{variable}={text!r} is not a size: use bytes or a number with KiB, MiB, GiB, kB, MB or GB"
+        )
+    return int(match.group(1)) * _UNITS[match.group(2)]
 
 
 def default_cache_dir() -> Path:
@@ -43,7 +63,7 @@ class CompileCache:
     def __init__(self, root: Path | None = None, max_bytes: int | None = None) -> None:
         self.root = root if root is not None else default_cache_dir()
         env_max = os.environ.get(CACHE_MAX_ENV)
-        self.max_bytes = max_bytes if max_bytes is not None else int(env_max) if env_max else DEFAULT_MAX_BYTES
+        self.max_bytes = max_bytes if max_bytes is not None else parse_size(env_max) if env_max else DEFAULT_MAX_BYTES
         self.hits = 0
         self.misses = 0
 
@@ -52,16 +72,26 @@ class CompileCache:
         return folder / f"{key}.bin", folder / f"{key}.json"
 
     def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
-        """The code and metadata stored under ``key``, or ``None``."""
+        """The code and metadata stored under ``key``, or ``None``.  Anything wrong with
+        an entry (unreadable, malformed or oddly nested metadata, missing fields, code
+        whose size or sha256 differs from what was stored) is a miss, and the entry is
+        removed so the next compile replaces it."""
         code_path, meta_path = self._paths(key)
         try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            code = code_path.read_bytes()
-        except (OSError, ValueError):
+            meta = parse_document(read_file_bytes(meta_path, _META_MAX), str(meta_path))
+            code = read_file_bytes(code_path, 1 << 31)
+        except (OSError, ArtifactError):
             self.misses += 1
             return None
-        if meta.get("size") != len(code):
+        if (
+            not isinstance(meta, dict)
+            or not isinstance(meta.get("lowered_name"), str)
+            or not isinstance(meta.get("log", ""), str)
+            or meta.get("size") != len(code)
+            or meta.get("sha256") != hashlib.sha256(code).hexdigest()
+        ):
             self.misses += 1
+            self._remove(key)
             return None
         try:
             os.utime(code_path)
@@ -70,11 +100,19 @@ class CompileCache:
         self.hits += 1
         return code, meta
 
+    def _remove(self, key: str) -> None:
+        for path in self._paths(key):
+            try:
+                path.unlink()
+            except OSError:
+                pass
+
     def put(self, key: str, code: bytes, meta: dict[str, Any]) -> None:
         """Store ``code`` and ``meta`` under ``key``, then evict if over the cap."""
         code_path, meta_path = self._paths(key)
         write_atomic(code_path, code)
-        write_atomic(meta_path, json.dumps({**meta, "size": len(code)}, sort_keys=True).encode())
+        record = {**meta, "size": len(code), "sha256": hashlib.sha256(code).hexdigest()}
+        write_atomic(meta_path, json.dumps(record, sort_keys=True).encode())
         self.evict()
 
     def size(self) -> int:

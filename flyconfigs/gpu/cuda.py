@@ -163,6 +163,7 @@ def make_binding() -> Binding:
         event_record=driver.cuEventRecord,
         event_synchronize=driver.cuEventSynchronize,
         event_elapsed=elapsed,
+        event_destroy=driver.cuEventDestroy,
         synchronize=driver.cuCtxSynchronize,
         compiler_version=compiler_version,
         describe=describe,

@@ -134,6 +134,7 @@ def make_binding() -> Binding:
         event_record=hip.hipEventRecord,
         event_synchronize=hip.hipEventSynchronize,
         event_elapsed=hip.hipEventElapsedTime,
+        event_destroy=hip.hipEventDestroy,
         synchronize=hip.hipDeviceSynchronize,
         compiler_version=compiler_version,
         describe=describe,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from pydantic import ValidationError
 
 from factories import H200, MI300X, artifact_dict
 from flyconfigs.errors import ArtifactError
-from flyconfigs.schema import Artifact, Device, canonical_bytes, content_hash, loads_artifact
+from flyconfigs.schema import Artifact, Device, canonical_bytes, content_hash, load_artifact, loads_artifact
 
 
 def _load(data: dict[str, Any]) -> Artifact:
@@ -125,9 +126,16 @@ def test_content_hash_is_stable_and_independent_of_key_order() -> None:
     shuffled["device"] = dict(reversed(list(shuffled["device"].items())))
     a, b = _load(data), _load(shuffled)
     assert a.content_hash() == b.content_hash()
-    # Pinned: a change of this value means the canonical form changed for every reader.
     assert a.content_hash() == content_hash(json.loads(a.to_json_bytes()))
-    assert len(a.content_hash()) == 64
+
+
+def test_canonical_form_and_content_hash_are_pinned() -> None:
+    # Literal values: a change of either means the canonical form changed for every reader.
+    doc = {"b": [1, 2.5, "x"], "a": {"z": None, "\u00e9": True}}
+    assert canonical_bytes(doc) == b'{"a":{"z":null,"\xc3\xa9":true},"b":[1,2.5,"x"]}'
+    assert content_hash(doc) == "462e36fe2242ede9ad9792dbc1fdc8ee2e28b6d3ff10ae1a8f7fc38c893602bc"
+    corpus = Path(__file__).parent / "corpus" / "good" / "h200-rmsnorm.json"
+    assert load_artifact(corpus).content_hash() == "1909fd89c3daddc12e47b4a0802cf2a7a32ef17e03c8d10e38cd08d25d95f193"
 
 
 def test_file_name_is_safe_and_depends_on_identity_only() -> None:

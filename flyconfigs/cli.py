@@ -226,8 +226,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from flyconfigs.registry import default_resolver
-    from flyconfigs.registry.declarations import PROBLEMS as KERNEL_PROBLEMS
+    from flyconfigs.registry import declarations, default_resolver
     from flyconfigs.registry.sources import PACKAGES_ENV, override_directories
 
     resolver = default_resolver()
@@ -235,7 +234,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     problems = resolver.check_all()
     collisions = resolver.collisions()
     packages = resolver.packages()
-    real_problems = [p for p in [*problems, *KERNEL_PROBLEMS.problems()] if p.kind != "collision"]
+    real_problems = [p for p in [*problems, *declarations.PROBLEMS.problems()] if p.kind != "collision"]
     unexpected = [c for c in collisions if not c.expected]
     warnings = []
     if device is None:

@@ -107,8 +107,11 @@ def unregister_kernel(name: str) -> None:
 
 
 def forget_loaded() -> None:
-    """Forget declarations loaded from entry points (after an install or uninstall)."""
+    """Forget declarations loaded from entry points and the problems met finding them
+    (after an install or uninstall; :meth:`Resolver.refresh` calls this)."""
+    global PROBLEMS
     _LOADED.clear()
+    PROBLEMS = ProblemLog()
 
 
 def _owners() -> dict[str, str]:
@@ -179,7 +182,7 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
     where = f"entry point {chosen.entry_point.value!r} of {chosen.distribution} {chosen.version}"
     try:
         decl = chosen.entry_point.load()
-    except Exception as exc:  # noqa: BLE001 - whatever a plugin raises on import becomes one clear error
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever a plugin raises on import is one clear error
         raise UnknownKernelError(f"kernel {kernel!r}: {where} cannot be loaded ({type(exc).__name__}: {exc})") from None
     if not isinstance(decl, KernelDecl):
         raise UnknownKernelError(f"kernel {kernel!r}: {where} is not a KernelDecl (got {type(decl).__name__})")

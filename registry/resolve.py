@@ -42,7 +42,14 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from flyconfigs.errors import ArtifactError
-from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, check_key, kernel_declaration
+from flyconfigs.registry.declarations import (
+    KernelDecl,
+    KeyValue,
+    check_config,
+    check_key,
+    forget_loaded,
+    kernel_declaration,
+)
 from flyconfigs.registry.device import DEVICE_ENV, DeviceQuery, as_query, detect_gpu, parse_device_spec
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.sources import (
@@ -173,6 +180,7 @@ class Resolver:
         by the next resolve, and problems that remain are logged once more."""
         with self._lock:
             invalidate_caches()
+            forget_loaded()
             self._memo.clear()
             self._indexes.clear()
             self._overrides = None

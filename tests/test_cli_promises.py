@@ -1,0 +1,199 @@
+"""The command line's promises: one-line errors, exit 2 for every usage error, 1 for a
+problem found, nothing lost; ``validate`` refuses what the loader refuses; ``doctor``
+fails when calls would all get the default."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import SiteDir
+from factories import H200, artifact_dict, make_artifact
+from flyconfigs.cli import main
+from flyconfigs.errors import ConfigurationError
+from flyconfigs.schema import Artifact, canonical_bytes
+
+ARGS = ["M=4096", "N=8192", "dtype=bf16", "weight_dtype=bf16"]
+H200_SPEC = "sm90:132:NVIDIA H200"
+
+
+def _err_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("items", "needle"),
+    [
+        (["M=--5", "N=8192", "dtype=bf16", "weight_dtype=bf16"], "--5"),
+        (["M=²", "N=8192", "dtype=bf16", "weight_dtype=bf16"], "ASCII"),
+        (["M=" + "9" * 5000, "N=8192", "dtype=bf16", "weight_dtype=bf16"], "18 ASCII digits"),
+        (["M=1", "M=2", "N=8192", "dtype=bf16", "weight_dtype=bf16"], "given twice"),
+        (["M=1", "N=8192", "dtype=int4", "weight_dtype=bf16"], "dtype"),
+        (["M4096"], "NAME=VALUE"),
+    ],
+)
+def test_every_bad_key_is_a_one_line_usage_error(site: SiteDir, capsys: pytest.CaptureFixture[str],
+                                                  items: list[str], needle: str) -> None:
+    assert main(["explain", "rmsnorm", *items, "--device", H200_SPEC]) == 2
+    assert needle in _err_line(capsys)
+
+
+def test_bad_device_specs_and_unknown_kernels_are_usage_errors(site: SiteDir, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "rmsnorm", *ARGS, "--device", "sm90:²"]) == 2
+    assert "compute_units" in _err_line(capsys)
+    assert main(["explain", "nope", *ARGS]) == 2
+    _err_line(capsys)
+
+
+def test_huge_keys_in_tune_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tune", "rmsnorm", "--backend", "simulated", "--key-grid", f"M={2**40} N=64 dtype=bf16",
+                 "--out", str(tmp_path)]) == 2
+    assert "<= 2147483647" in _err_line(capsys)
+    assert main(["tune", "rmsnorm", "--backend", "simulated", "--key-grid", "M=" + "1" * 5000 + " N=64",
+                 "--out", str(tmp_path)]) == 2
+    _err_line(capsys)
+
+
+def test_an_os_error_is_one_line_and_traceback_works_anywhere(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    source = tmp_path / "in"
+    source.mkdir()
+    from flyconfigs.schema.flydsl import write_flydsl
+
+    write_flydsl(make_artifact(device={**H200, "vendor": "amd", "arch": "gfx942", "wave_size": 64}), source)
+    assert main(["flydsl", "import", str(source), "--out", str(blocker / "x")]) == 1
+    assert str(blocker) in _err_line(capsys)
+    with pytest.raises(OSError):
+        main(["flydsl", "import", str(source), "--out", str(blocker / "x"), "--traceback"])
+
+
+def test_a_bad_cache_size_names_the_variable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from flyconfigs.gpu.cache import CompileCache, parse_size
+
+    assert parse_size("1GiB") == 1 << 30 and parse_size("500 MB") == 500 * 10**6 and parse_size("4096") == 4096
+    monkeypatch.setenv("FLYCONFIGS_CACHE_MAX_BYTES", "lots")
+    with pytest.raises(ConfigurationError, match="FLYCONFIGS_CACHE_MAX_BYTES='lots'"):
+        CompileCache(tmp_path)
+
+
+def test_validate_survives_file_names_that_are_not_utf8(tmp_path: Path) -> None:
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    with open(os.path.join(os.fsencode(folder), b"\xff\xfe.json"), "wb") as handle:
+        handle.write(b"{")
+    done = subprocess.run([sys.executable, "-m", "flyconfigs", "validate", str(folder)], capture_output=True,
+                          cwd="/", env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    assert done.returncode == 1, done.stderr
+    assert b"Traceback" not in done.stderr and b"invalid JSON" in done.stdout
+
+
+def test_validate_of_nothing_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(tmp_path)]) == 1
+    assert "no artifact or manifest files found" in capsys.readouterr().err
+
+
+def _package(site: SiteDir) -> Path:
+    return site.install("sm90", [make_artifact(), make_artifact(key={"M": 1, "N": 8192, "dtype": "bf16",
+                                                                     "weight_dtype": "bf16"})])
+
+
+def _manifest(folder: Path) -> dict:
+    return json.loads((folder / "manifest.json").read_text())
+
+
+def _rewrite(folder: Path, data: dict) -> None:
+    (folder / "manifest.json").write_bytes(canonical_bytes(data))
+
+
+def _sha_mismatch(folder: Path) -> None:
+    data = _manifest(folder)
+    data["artifacts"][0]["sha256"] = "0" * 64
+    _rewrite(folder, data)
+
+
+def _missing(folder: Path) -> None:
+    (folder / _manifest(folder)["artifacts"][0]["file"]).unlink()
+
+
+def _identity(folder: Path) -> None:
+    data = _manifest(folder)
+    data["artifacts"][0]["key"]["M"] = 77
+    _rewrite(folder, data)
+
+
+def _target(folder: Path) -> None:
+    data = _manifest(folder)
+    data["artifacts"][0]["device"]["arch"] = "sm80"
+    _rewrite(folder, data)
+
+
+def _major(folder: Path) -> None:
+    data = _manifest(folder)
+    data["schema_version"] = "2.0"
+    _rewrite(folder, data)
+
+
+@pytest.mark.parametrize(("damage", "kind"), [(_sha_mismatch, "hash-mismatch"), (_missing, "missing-file"),
+                                              (_identity, "identity-mismatch"), (_target, "wrong-target"),
+                                              (_major, "unsupported-major")])
+def test_validate_refuses_what_the_loader_refuses(site: SiteDir, capsys: pytest.CaptureFixture[str], damage, kind) -> None:
+    folder = _package(site)
+    assert main(["validate", str(folder)]) == 0
+    capsys.readouterr()
+    damage(folder)
+    assert main(["validate", str(folder)]) == 1
+    assert kind in capsys.readouterr().out
+
+
+def test_a_newer_minor_manifest_field_is_ignored_like_an_artifacts(site: SiteDir, capsys: pytest.CaptureFixture[str]) -> None:
+    from flyconfigs import resolve
+    from flyconfigs.registry import refresh
+
+    folder = _package(site)
+    data = _manifest(folder)
+    data["schema_version"] = "1.7"
+    data["signed_by"] = "someone"
+    _rewrite(folder, data)
+    refresh()
+    assert resolve("rmsnorm", {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}, H200_SPEC).source == "package"
+    assert main(["validate", str(folder)]) == 0
+
+
+def test_configs_no_kernel_can_run_fail_validate_and_doctor(site: SiteDir, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    bad = {"threads": 0, "rows_per_block": 1, "vector_bytes": 16, "row_storage": "reg", "occupancy": 0}
+    data = artifact_dict()
+    data["candidates"][0]["config"] = bad
+    data["winner"]["config"] = bad
+    artifact = Artifact.model_validate(data)
+    path = tmp_path / artifact.file_name()
+    path.write_bytes(artifact.to_json_bytes())
+    assert main(["validate", str(path)]) == 1
+    assert "threads=0" in capsys.readouterr().out
+    site.install("sm90", [artifact])
+    monkeypatch.setenv("FLYCONFIGS_DEVICE", H200_SPEC)
+    assert main(["doctor"]) == 1
+    assert "invalid-config" in capsys.readouterr().out
+
+
+def test_doctor_fails_when_every_call_gets_the_default(site: SiteDir, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor"]) == 1
+    assert "no device known" in capsys.readouterr().out
+    monkeypatch.setenv("FLYCONFIGS_DEVICE", H200_SPEC)
+    from flyconfigs.registry import refresh
+
+    refresh()
+    assert main(["doctor"]) == 1
+    assert "nothing installed serves sm90" in capsys.readouterr().out
+    site.install("sm90", [make_artifact()])
+    assert main(["doctor"]) == 0

@@ -1,0 +1,231 @@
+"""What publishing, the compile cache and the tuner promise about bad luck: nothing
+produced by the test backend is published, nothing is left behind, a corrupted cache
+entry is a miss, a killed run leaves no litter, and a failing worker stops the run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from factories import MI300X, artifact_dict, make_artifact
+from flyconfigs.errors import PublishError, TuneError
+from flyconfigs.gpu.cache import CompileCache
+from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.registry import publish as publish_module
+from flyconfigs.registry.publish import publish, publish_all, upload_files
+from flyconfigs.schema import Artifact, write_atomic
+from flyconfigs.tuner.run import TuneOptions, _spread_cross_checks, tune
+from flyconfigs.tuner.simulated import SIMULATED_DEVICE, SimulatedToolchain, config_name
+from flyconfigs.tuner.worker import Worker
+
+KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
+
+
+def _folder(root: Path, artifacts: list[Artifact]) -> Path:
+    for a in artifacts:
+        write_atomic(root / a.file_name(), a.to_json_bytes())
+    return root
+
+
+# -- publishing ---------------------------------------------------------------------------
+
+
+def test_the_test_backends_artifacts_are_never_published(tmp_path: Path) -> None:
+    # Labelled with a real arch or with its own, a simulated artifact is refused.
+    for device in (MI300X, {k: v for k, v in SIMULATED_DEVICE.items() if k != "ordinal"}):
+        data = artifact_dict(device=device)
+        data["provenance"]["backend"] = "simulated"
+        folder = _folder(tmp_path / device["arch"], [Artifact.model_validate(data)])
+        with pytest.raises(PublishError, match="test double"):
+            publish(folder, device["arch"], "1.0.0", tmp_path / "dist")
+    assert not (tmp_path / "dist").exists() or list((tmp_path / "dist").iterdir()) == []
+
+
+def test_a_simulated_tune_cannot_be_published(tmp_path: Path) -> None:
+    from flyconfigs.cli import main
+
+    out = tmp_path / "tuned"
+    assert main(["tune", "rmsnorm", "--backend", "simulated", "--key-grid", "M=1 N=1024 dtype=bf16", "--out", str(out),
+                 "--budget", "3"]) == 0
+    assert main(["publish", str(out), "--target", "simulated", "--version", "1.0", "--out", str(tmp_path / "d")]) == 1
+    assert main(["publish", str(out), "--target", "sm90", "--version", "1.0", "--out", str(tmp_path / "d")]) == 1
+
+
+@pytest.mark.slow
+def test_concurrent_publishes_into_one_folder_both_succeed(tmp_path: Path) -> None:
+    folder = _folder(tmp_path / "arts", [make_artifact(device=MI300X)])
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            publish(folder, "gfx942", "3.0.0", tmp_path / "dist")
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(p.name for p in (tmp_path / "dist").iterdir()) == [
+        "flyconfigs_gfx942-3.0.0-py3-none-any.whl", "flyconfigs_gfx942-3.0.0.tar.gz"]
+
+
+@pytest.mark.slow
+def test_publish_all_leaves_nothing_when_a_later_target_fails(tmp_path: Path) -> None:
+    root = tmp_path / "artifacts"
+    _folder(root / "gfx942", [make_artifact(device=MI300X)])
+    (root / "gfx942" / "VERSION").write_text("1.0.0\n")
+    _folder(root / "sm90", [make_artifact()])
+    (root / "sm90" / "VERSION").write_text("not a version\n")
+    with pytest.raises(PublishError, match="not a valid PEP 440"):
+        publish_all(root, tmp_path / "dist")
+    assert not (tmp_path / "dist").exists() or list((tmp_path / "dist").iterdir()) == []
+
+
+def test_upload_without_twine_or_past_its_timeout_is_a_publish_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "twine" else real(name, *a))
+    with pytest.raises(PublishError, match=r"needs twine: pip install 'flyconfigs\[publish\]'"):
+        upload_files([tmp_path / "x.whl"], "http://127.0.0.1:9/")
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+
+    def slow(*args: Any, **kwargs: Any) -> None:
+        raise subprocess.TimeoutExpired(args[0], kwargs.get("timeout", 0))
+
+    monkeypatch.setattr(publish_module.subprocess, "run", slow)
+    with pytest.raises(PublishError, match="did not finish within"):
+        upload_files([tmp_path / "x.whl"], "http://127.0.0.1:9/")
+
+
+# -- the compile cache ----------------------------------------------------------------------
+
+
+def _entry(cache: CompileCache, key: str, code: bytes) -> tuple[Path, Path]:
+    cache.put(key, code, {"lowered_name": "k"})
+    return next(cache.root.glob(f"*/{key}.bin")), next(cache.root.glob(f"*/{key}.json"))
+
+
+def test_a_corrupted_code_object_of_the_same_size_is_a_miss(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path)
+    code_path, _ = _entry(cache, "aa" * 32, b"\x7fELF" + b"\x00" * 100)
+    assert cache.get("aa" * 32) is not None
+    code_path.write_bytes(b"\x7fELF" + b"\x01" * 100)
+    assert cache.get("aa" * 32) is None
+    assert not code_path.exists(), "a corrupted entry is removed so the next compile replaces it"
+
+
+@pytest.mark.parametrize("meta", ["[1, 2]", '{"size": 4}', "[" * 5000 + "]" * 5000, '{"lowered_name": 7, "size": 104}',
+                                  "not json", ""])
+def test_malformed_cache_metadata_is_a_miss(tmp_path: Path, meta: str) -> None:
+    cache = CompileCache(tmp_path)
+    _, meta_path = _entry(cache, "bb" * 32, b"x" * 104)
+    meta_path.write_text(meta)
+    assert cache.get("bb" * 32) is None
+
+
+# -- the tuner ------------------------------------------------------------------------------
+
+
+def test_cross_checks_spread_evenly_over_identical_devices() -> None:
+    identities = ["h200"] * 4
+    first = {index: index % 4 for index in range(40)}  # every worker tuned a quarter first
+    pinned = _spread_cross_checks(first, identities)
+    assert sorted(len(p) for p in pinned) == [10, 10, 10, 10]
+    for slot, keys in enumerate(pinned):
+        assert all(first[k] != slot for k in keys)
+    skewed = _spread_cross_checks({i: 0 for i in range(30)}, identities)
+    assert [len(p) for p in skewed] == [0, 10, 10, 10]
+    assert _spread_cross_checks({0: 0}, ["h200", "mi300x"]) == [[], []]
+
+
+def test_a_failing_worker_stops_the_run_and_every_failure_is_reported(tmp_path: Path) -> None:
+    keys = [{"M": m, "N": 1024, "dtype": "bf16", "weight_dtype": "bf16"} for m in range(8, 48)]
+    default = SPEC.default_config(keys[0], None, wave=32)
+    workers = [Worker("flyconfigs.tuner.simulated:SimulatedMeasurer", {"ordinal": i, "delay_s": 0.05}) for i in range(2)]
+    # The default failing makes every key a TuneError: both workers fail on their first key.
+    toolchain = SimulatedToolchain({config_name(default): "error: simulated"})
+    try:
+        with pytest.raises(TuneError, match="2 workers failed") as caught:
+            tune(SPEC, keys, tmp_path, workers, toolchain, TuneOptions(budget=3))
+    finally:
+        for w in workers:
+            w.close()
+    assert caught.value.args[0].count("the default config failed") == 2
+    assert toolchain.compiled <= 2 * 3, "the other worker took no new key after the first failure"
+
+
+def test_a_worker_ignores_ctrl_c_so_the_parent_handles_it() -> None:
+    worker = Worker("flyconfigs.tuner.simulated:SimulatedMeasurer", {})
+    try:
+        os.kill(worker._process.pid, signal.SIGINT)
+        assert worker.call("device")["arch"] == "simulated"
+    finally:
+        worker.close()
+
+
+def test_a_killed_runs_temporaries_are_removed_by_the_next_run(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f".rmsnorm-simulated-0123.json.{dead.pid}.abcd1234.tmp"
+    stale.write_text("{")
+    live = tmp_path / f".rmsnorm-simulated-0123.json.{os.getpid()}.abcd1234.tmp"
+    live.write_text("{")
+    from flyconfigs.cli import main
+
+    assert main(["tune", "rmsnorm", "--backend", "simulated", "--key-grid", "M=1 N=1024 dtype=bf16", "--out",
+                 str(tmp_path), "--budget", "2"]) == 0
+    assert not stale.exists() and live.exists()
+
+
+def test_time_ms_destroys_its_events_even_when_the_run_raises() -> None:
+    # A recording stand-in for the vendor binding: no GPU exists here to count real events.
+    from flyconfigs.gpu.backend import Backend
+
+    class Events:
+        created = destroyed = 0
+
+        def create(self) -> tuple[int, object]:
+            Events.created += 1
+            return (0, object())
+
+        def destroy(self, event: object) -> tuple[int]:
+            Events.destroyed += 1
+            return (0,)
+
+    events = Events()
+    binding = type("FakeBinding", (), {})()
+    binding.name = "cuda"
+    binding.event_create = events.create
+    binding.event_destroy = events.destroy
+    binding.event_record = lambda event, stream: (0,)
+    binding.event_synchronize = lambda event: (0,)
+    binding.event_elapsed = lambda a, b: (0, 1.5)
+    backend = Backend.__new__(Backend)
+    backend.binding = binding
+    assert backend.time_ms(lambda: None) == 1.5
+    with pytest.raises(RuntimeError):
+        backend.time_ms(lambda: (_ for _ in ()).throw(RuntimeError("launch failed")))
+    assert (Events.created, Events.destroyed) == (4, 4)
+
+
+def test_simulated_artifacts_say_what_they_are(tmp_path: Path) -> None:
+    from flyconfigs.cli import main
+
+    assert main(["tune", "rmsnorm", "--backend", "simulated", "--key-grid", "M=1 N=1024 dtype=bf16", "--out",
+                 str(tmp_path), "--budget", "2"]) == 0
+    (path,) = tmp_path.glob("*.json")
+    data = json.loads(path.read_text())
+    assert (data["device"]["arch"], data["provenance"]["backend"]) == ("simulated", "simulated")
+    assert hashlib.sha256(path.read_bytes()).hexdigest()  # a whole file, written atomically

@@ -141,5 +141,41 @@ def test_an_accepted_config_that_fails_at_launch_is_not_masked(tmp_path, monkeyp
     monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path))
     refresh()
     x = torch.randn(8, 4096, device="cuda")
+    w = torch.rand(4096, device="cuda")
+    # The kernel's check refuses a 2048-thread block: the default is served, and is right.
+    _assert_close(rms_norm(x, w), x, w, 1e-6, "fp32")
+    from flyconfigs.registry import default_resolver
+
+    assert any(p.kind == "invalid-config" for p in default_resolver().problems.problems())
+    # Were the check to accept it (as an incomplete check of some kernel might), the real
+    # launch failure on this device raises instead of being masked by another config.
+    from flyconfigs.kernels.rmsnorm import RMSNormSpec
+
+    monkeypatch.setattr(RMSNormSpec, "check_config", lambda self, config, key, device: None)
+    refresh()
     with pytest.raises(LaunchError):
-        rms_norm(x, torch.rand(4096, device="cuda"))
+        rms_norm(x, w)
+
+
+def test_artifacts_of_the_test_backend_never_reach_this_device(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1]))
+    from factories import artifact_dict
+
+    from flyconfigs.registry import default_resolver, refresh, resolve
+    from flyconfigs.schema import Artifact, write_atomic
+
+    device = get_backend().device()
+    key = {"M": 8, "N": 4096, "dtype": "fp32", "weight_dtype": "fp32"}
+    data = artifact_dict(device=device.model_dump(mode="json"), key=key)
+    data["provenance"]["backend"] = "simulated"
+    artifact = Artifact.model_validate(data)
+    write_atomic(tmp_path / artifact.file_name(), artifact.to_json_bytes())
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path))
+    refresh()
+    assert resolve("rmsnorm", key).source == "default"
+    assert any(p.kind == "test-double" for p in default_resolver().problems.problems())
+    x = torch.randn(8, 4096, device="cuda")
+    w = torch.rand(4096, device="cuda")
+    _assert_close(rms_norm(x, w), x, w, 1e-6, "fp32")

@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints, model_validator
 
-from flyconfigs.schema.models import DeviceIdentity, Key, Name, Sha256, Version, _Model
+from flyconfigs.schema.models import DeviceIdentity, Key, Name, SchemaVersion, Sha256, _Model
 
 __all__ = ["MANIFEST_FILE", "Manifest", "ManifestRow"]
 
@@ -35,7 +35,7 @@ class ManifestRow(_Model):
     device: DeviceIdentity
     file: RelPath
     sha256: Sha256
-    schema_version: Version
+    schema_version: SchemaVersion
 
     def slot(self) -> tuple[object, ...]:
         """(kernel, device identity, key) as a hashable value: rows with equal slots collide."""
@@ -45,7 +45,7 @@ class ManifestRow(_Model):
 class Manifest(_Model):
     """A data package's table of contents."""
 
-    schema_version: Version
+    schema_version: SchemaVersion
     target: Name
     artifacts: Annotated[list[ManifestRow], Field(max_length=_ROW_LIMIT)]
 

@@ -55,6 +55,8 @@ Text = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 LongText = Annotated[str, StringConstraints(max_length=16384)]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Version = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,4}\.[0-9]{1,4}$")]
+SchemaVersion = Annotated[str, StringConstraints(pattern=r"^1\.[0-9]{1,4}$")]
+"""A ``schema_version`` this reader takes: major 1, any minor."""
 Timestamp = Annotated[
     str, StringConstraints(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$")
 ]
@@ -96,7 +98,7 @@ class DeviceIdentity(_Model):
     arch: Name
     product: Text
     compute_units: Positive
-    features: list[Token] = []
+    features: Annotated[list[Token], Field(json_schema_extra={"uniqueItems": True})] = []
 
     def layers(self) -> tuple[tuple[object, ...], tuple[object, ...], tuple[object, ...]]:
         """Match tokens from most to least specific: exact, same CU count, same arch."""
@@ -176,6 +178,15 @@ class Candidate(_Model):
     Only ``ok`` candidates carry a timing; every other status carries a message.
     """
 
+    model_config = ConfigDict(
+        strict=True, frozen=True, extra="forbid", allow_inf_nan=False,
+        json_schema_extra={
+            "if": {"properties": {"status": {"const": "ok"}}},
+            "else": {"required": ["message"],
+                     "properties": {"message": {"type": "string", "minLength": 1}, "timing": {"type": "null"}}},
+        },
+    )
+
     config: Config
     status: CandidateStatus
     message: LongText | None = None
@@ -241,7 +252,7 @@ class Provenance(_Model):
 class Artifact(_Model):
     """A tuning artifact: one kernel × one device × one key."""
 
-    schema_version: Version
+    schema_version: SchemaVersion
     kernel: KernelRef
     device: Device
     key: Key

@@ -35,8 +35,27 @@ def generate(kind: str) -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"urn:flyconfigs:schema:{kind}:{SCHEMA_VERSION}",
+        "$comment": READER_ONLY[kind],
         **schema,
     }
+
+
+READER_ONLY = {
+    "artifact": (
+        "Rules the flyconfigs reader adds that JSON Schema cannot express: an integer is never 64.0; "
+        "documents are at most 8 MiB, nest at most 32 levels and have no duplicate object keys; "
+        "device.features are sorted; timing has min_us <= p20_us <= median_us <= p80_us; winner.config is "
+        "the config of a candidate with status ok and default.config that of a candidate; fields of a "
+        "newer 1.x minor are ignored (this document refuses them, since it describes exactly this minor)."
+    ),
+    "manifest": (
+        "Rules the flyconfigs reader adds that JSON Schema cannot express: an integer is never 64.0; "
+        "no two rows name one file or one (kernel, device, key); every row's device.arch equals target; "
+        "each file's sha256 and its artifact's kernel, device and key match the row; fields of a newer "
+        "1.x minor are ignored."
+    ),
+}
+"""What the reader checks beyond each JSON Schema document (written into it)."""
 
 
 def render(kind: str) -> str:

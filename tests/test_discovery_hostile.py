@@ -156,3 +156,12 @@ def test_a_missing_override_folder_is_reported(site: SiteDir, tmp_path: Path, mo
     refresh()
     assert resolve("rmsnorm", KEY, H200_SPEC).source == "default"
     assert any(p.kind == "unreadable-source" for p in default_resolver().problems.problems())
+
+
+def test_an_unreadable_entry_points_file_is_reported_not_skipped_silently(site: SiteDir) -> None:
+    info = _dist(site.root, "odd-thing", "")
+    (info / "entry_points.txt").unlink()
+    (info / "entry_points.txt").mkdir()  # read_text() returns None for it, as for an unreadable file
+    refresh()
+    assert resolve("rmsnorm", KEY, H200_SPEC).source == "default"
+    assert any(p.kind == "bad-distribution" and "cannot be read" in p.message for p in default_resolver().problems.problems())

@@ -11,7 +11,8 @@ import pytest
 from factories import MI300X, artifact_dict
 from flyconfigs.cli import main
 from flyconfigs.registry.layout import build_manifest
-from flyconfigs.schema import SCHEMA_VERSION, Artifact
+from flyconfigs.errors import ArtifactError
+from flyconfigs.schema import SCHEMA_VERSION, Artifact, parse_artifact
 from flyconfigs.schema.spec import KINDS, load_spec, render, spec_file_name, spec_versions
 
 SPEC_DIR = Path(__file__).parents[1] / "schema" / "spec"
@@ -74,3 +75,33 @@ def test_cli_prints_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema", "manifest"]) == 0
     assert json.loads(capsys.readouterr().out)["$id"] == f"urn:flyconfigs:schema:manifest:{SCHEMA_VERSION}"
     assert main(["schema", "artifact", "--version", "0.1"]) == 2
+
+
+def _mutated(change) -> dict:
+    document = artifact_dict()
+    change(document)
+    return document
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d: d.update(schema_version="2.0"),
+        lambda d: d["candidates"][-1].update(timing=d["candidates"][0]["timing"]),
+        lambda d: d["candidates"][-1].pop("message"),
+        lambda d: d["device"].update(features=["xnack-", "xnack-"]),
+    ],
+    ids=["newer-major", "timing-on-a-failed-candidate", "failed-candidate-without-message", "duplicate-features"],
+)
+def test_the_spec_refuses_what_the_reader_refuses_where_json_schema_can_say_it(change) -> None:
+    document = _mutated(change)
+    with pytest.raises(ArtifactError):
+        parse_artifact(document)
+    assert list(_validator("artifact").iter_errors(document))
+
+
+def test_the_spec_names_the_rules_only_the_reader_enforces() -> None:
+    for kind in KINDS:
+        assert "JSON Schema cannot express" in load_spec(kind)["$comment"]
+    manifest = load_spec("manifest")
+    assert manifest["properties"]["schema_version"]["pattern"] == r"^1\.[0-9]{1,4}$"

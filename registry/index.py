@@ -18,7 +18,10 @@ from packaging.version import Version
 
 from flyconfigs.errors import PublishError
 
-__all__ = ["index_versions"]
+__all__ = ["MAX_PAGE_BYTES", "index_versions"]
+
+MAX_PAGE_BYTES = 16 * 1024 * 1024
+"""The most of one simple-API page read; an index sending more is refused."""
 
 
 class _Links(HTMLParser):
@@ -38,12 +41,15 @@ def index_versions(simple_url: str, name: str, timeout: float = 30.0) -> list[Ve
     url = f"{simple_url.rstrip('/')}/{canonicalize_name(name)}/"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            page = response.read().decode("utf-8", "replace")
+            raw = response.read(MAX_PAGE_BYTES + 1)
+        if len(raw) > MAX_PAGE_BYTES:
+            raise PublishError(f"the index at {simple_url} sent more than {MAX_PAGE_BYTES} bytes for {name}")
+        page = raw.decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return []
         raise PublishError(f"the index at {simple_url} answered {exc.code} for {name}") from None
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise PublishError(f"cannot reach the index at {simple_url}: {reason}") from None
     parser = _Links()

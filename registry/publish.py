@@ -26,7 +26,7 @@ from packaging.version import InvalidVersion, Version
 from flyconfigs.errors import ArtifactError, PublishError
 from flyconfigs.registry.index import index_versions
 from flyconfigs.registry.layout import distribution_name, package_files
-from flyconfigs.schema.jsonio import write_atomic
+from flyconfigs.schema.jsonio import read_file_bytes, write_atomic
 from flyconfigs.schema.load import load_artifact
 from flyconfigs.schema.manifest import target_module
 from flyconfigs.schema.models import Artifact
@@ -299,7 +299,11 @@ def publish_all(root: str | Path, out: str | Path = "dist", upload: str | None =
         version_file = folder / VERSION_FILE
         if not version_file.is_file():
             raise PublishError(f"missing {VERSION_FILE} file with the release's version", str(folder))
-        plan.append((folder, version_file.read_text(encoding="utf-8").strip()))
+        try:
+            version = read_file_bytes(version_file, 256).decode("utf-8").strip()
+        except (ArtifactError, UnicodeDecodeError) as exc:
+            raise PublishError(f"cannot read {VERSION_FILE}: {exc}", str(folder)) from None
+        plan.append((folder, version))
     with tempfile.TemporaryDirectory(prefix="flyconfigs-publish-") as tmp:
         releases = [_build_release(folder, folder.name, version, Path(tmp), upload, None) for folder, version in plan]
         if upload is not None:

@@ -229,3 +229,39 @@ def test_simulated_artifacts_say_what_they_are(tmp_path: Path) -> None:
     data = json.loads(path.read_text())
     assert (data["device"]["arch"], data["provenance"]["backend"]) == ("simulated", "simulated")
     assert hashlib.sha256(path.read_bytes()).hexdigest()  # a whole file, written atomically
+
+
+def test_index_queries_fail_as_publish_errors() -> None:
+    from flyconfigs.registry.index import index_versions
+
+    with pytest.raises(PublishError, match="cannot reach the index"):
+        index_versions("not a url", "flyconfigs-sm90")
+
+
+def test_a_key_file_that_is_a_fifo_never_blocks(tmp_path: Path) -> None:
+    from flyconfigs.tuner.grid import parse_grids
+
+    fifo = tmp_path / "keys"
+    os.mkfifo(fifo)
+    with pytest.raises(TuneError, match="not a regular file"):
+        parse_grids([f"@{fifo}"])
+
+
+def test_a_cache_that_cannot_store_does_not_fail_the_compile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The compile itself is stubbed (no GPU compiler is needed to prove the cache path).
+    from flyconfigs.gpu.backend import Backend, CompileRequest
+
+    backend = Backend.__new__(Backend)
+    backend.cache = CompileCache(tmp_path)
+    backend.binding = type("B", (), {"name": "cuda"})()
+    backend._arch = "sm90"
+    monkeypatch.setattr(Backend, "arch", property(lambda self: "sm90"))
+    monkeypatch.setattr(Backend, "cache_key", lambda self, request: "cd" * 32)
+    monkeypatch.setattr(Backend, "_compile_uncached", lambda self, request: (b"code", "k", ""))
+
+    def full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(CompileCache, "put", full)
+    compiled = backend.compile(CompileRequest("src", "k"))
+    assert compiled.code == b"code" and not compiled.from_cache

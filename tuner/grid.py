@@ -13,7 +13,7 @@ from typing import Any
 
 from flyconfigs.errors import ArtifactError, InvalidKeyError, TuneError
 from flyconfigs.registry.declarations import parse_value
-from flyconfigs.schema.jsonio import parse_document
+from flyconfigs.schema.jsonio import parse_document, read_file_bytes
 
 __all__ = ["PERF_GRID", "parse_grid", "parse_grids"]
 
@@ -57,9 +57,11 @@ def parse_grids(grids: list[str], dtypes: list[str] | None = None) -> list[dict[
         elif grid.startswith("@"):
             path = Path(grid[1:])
             try:
-                text = path.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise TuneError(f"cannot read key file {path}: {exc.strerror or exc}") from None
+                text = read_file_bytes(path).decode("utf-8")
+            except FileNotFoundError:
+                raise TuneError(f"cannot read key file {path}: no such file") from None
+            except (ArtifactError, UnicodeDecodeError) as exc:
+                raise TuneError(f"cannot read key file {path}: {exc}") from None
             if text.lstrip().startswith("["):
                 try:
                     loaded = parse_document(text.encode("utf-8"), str(path))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +42,7 @@ _CTYPES: dict[str, Callable[[Any], ctypes._SimpleCData]] = {  # type: ignore[typ
     "u32": ctypes.c_uint32,
     "f32": ctypes.c_float,
 }
+logger = logging.getLogger("flyconfigs.gpu")
 _INT_RANGES = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "u32": (0, 2**32 - 1), "ptr": (0, 2**64 - 1)}
 
 
@@ -234,7 +236,12 @@ class Backend:
             code, meta = hit
             return CompiledKernel(request, self.arch, code, meta["lowered_name"], meta.get("log", ""), key, True)
         code, lowered, log = self._compile_uncached(request)
-        self.cache.put(key, code, {"lowered_name": lowered, "log": log, "arch": self.arch, "backend": self.name})
+        try:
+            self.cache.put(key, code, {"lowered_name": lowered, "log": log, "arch": self.arch, "backend": self.name})
+        except OSError as exc:
+            # A full disk or a read-only cache costs the next process a compile; it must
+            # not fail the call that has its code object in hand.
+            logger.warning("compile cache %s: cannot store %s (%s)", self.cache.root, key[:12], exc.strerror or exc)
         return CompiledKernel(request, self.arch, code, lowered, log, key, False)
 
     def compile_many(self, requests: Iterable[CompileRequest], workers: int = 8) -> list[CompiledKernel | CompileError]:

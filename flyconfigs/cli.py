@@ -45,7 +45,7 @@ def _iter_json_files(paths: Sequence[str]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = []
+            found: list[Path] = []
             for root, dirs, names in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 found.extend(Path(root, n) for n in names if n.endswith(".json") and not n.startswith("."))
@@ -173,7 +173,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from flyconfigs.registry import default_resolver, kernel_declaration
 
     decl = kernel_declaration(args.kernel)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for entry in default_resolver().all_entries():
         if entry.kernel != decl.name:
             continue
@@ -217,7 +217,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     for number, step in enumerate(steps, 1):
         print(f"{number}. {step.looked_for}: {step.outcome}")
     config = " ".join(f"{k}={v}" for k, v in resolution.config.items())
-    where = resolution.source
+    where: str = resolution.source
     if resolution.origin:
         where += f" {resolution.origin}" + (f" {resolution.version}" if resolution.version else "")
     borrowed = f", borrowed from {resolution.matched_device.describe()}" if resolution.borrowed and resolution.matched_device else ""

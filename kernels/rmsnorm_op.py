@@ -18,14 +18,14 @@ from typing import Any
 import torch
 
 from flyconfigs.gpu import get_backend
-from flyconfigs.gpu.backend import Backend, CompileRequest, Kernel
+from flyconfigs.gpu.backend import ArgKind, Backend, CompileRequest, Kernel
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.registry import DeviceQuery, default_resolver, resolve
 
 __all__ = ["kernel_for", "rms_norm"]
 
 _DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
-_SIGNATURE = ("ptr", "ptr", "ptr", "i32", "i64", "i64", "f32")
+_SIGNATURE: tuple[ArgKind, ...] = ("ptr", "ptr", "ptr", "i32", "i64", "i64", "f32")
 _KERNELS: dict[tuple[Any, ...], Kernel] = {}
 _DEVICES: dict[int, tuple[Backend, DeviceQuery]] = {}
 _LOCK = threading.Lock()
@@ -191,7 +191,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torc
         raise ValueError(f"eps must be a non-negative number, got {eps!r}")
     if torch.compiler.is_compiling():
         if out is None:
-            return _rms_norm_op(x, weight, float(eps))
+            result: torch.Tensor = _rms_norm_op(x, weight, float(eps))
+            return result
         _rms_norm_out_op(x, weight, float(eps), out)
         return out
     # Eager calls (graph capture included) launch directly: the custom-op dispatcher

@@ -69,9 +69,20 @@ class KeyAxis:
 class KernelDecl(Protocol):
     """The registry's view of a kernel family: what the loader needs to serve it."""
 
-    name: str
-    version: int
-    key_axes: tuple[KeyAxis, ...]
+    @property
+    def name(self) -> str:
+        """The kernel's name, as artifacts and entry points spell it."""
+        ...
+
+    @property
+    def version(self) -> int:
+        """The family version: a change of meaning of the config or key bumps it."""
+        ...
+
+    @property
+    def key_axes(self) -> tuple[KeyAxis, ...]:
+        """The key's axes, in order."""
+        ...
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` validated against the axes and the family's own rules, in axis order;

@@ -35,7 +35,7 @@ class FoundEntryPoint:
 
 def distribution_folder(dist: metadata.Distribution) -> str:
     """Where ``dist``'s metadata lives, for messages."""
-    return os.fspath(getattr(dist, "_path", "") or dist.locate_file(""))
+    return str(getattr(dist, "_path", "") or dist.locate_file(""))
 
 
 def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]:

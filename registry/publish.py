@@ -119,10 +119,7 @@ def _long_description(target: str, version: str, artifacts: Sequence[Artifact]) 
                      f"{len(arts)} keys — {ranges}")
     created = sorted(a.provenance.created for a in artifacts if a.provenance.created)
     tools = sorted({a.provenance.tool for a in artifacts})
-    backends = sorted({
-        a.provenance.backend + (" " + ", ".join(f"{k} {v}" for k, v in sorted(a.provenance.backend_versions.items())) if a.provenance.backend_versions else "")
-        for a in artifacts
-    })
+    backends = sorted({_backend_line(a) for a in artifacts})
     revisions = sorted({a.provenance.git_revision for a in artifacts if a.provenance.git_revision})
     lines += ["", "## Provenance", ""]
     lines.append(f"- tools: {', '.join(tools)}")
@@ -133,6 +130,11 @@ def _long_description(target: str, version: str, artifacts: Sequence[Artifact]) 
         lines.append(f"- source revisions: {', '.join(revisions)}")
     lines.append(f"- selection rules: {', '.join(sorted({a.selection.rule for a in artifacts}))}")
     return "\n".join(lines) + "\n"
+
+
+def _backend_line(artifact: Artifact) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(artifact.provenance.backend_versions.items()))
+    return artifact.provenance.backend + (f" {versions}" if versions else "")
 
 
 def _pyproject(target: str, version: str) -> str:
@@ -176,8 +178,9 @@ def _write_tree(root: Path, target: str, version: str, artifacts: Sequence[Artif
 
 def _build(source: Path, out: Path) -> list[Path]:
     try:
-        from build import BuildBackendException, ProjectBuilder
         from pyproject_hooks import quiet_subprocess_runner
+
+        from build import BuildBackendException, ProjectBuilder
     except ImportError:
         raise PublishError("building needs the publish extra: pip install 'flyconfigs[publish]'") from None
     previous = os.environ.get("SOURCE_DATE_EPOCH")

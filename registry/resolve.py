@@ -53,10 +53,10 @@ from flyconfigs.registry.declarations import (
 from flyconfigs.registry.device import DEVICE_ENV, DeviceQuery, as_query, detect_gpu, parse_device_spec
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.sources import (
+    PACKAGES_ENV,
     Entry,
     LoadedPackage,
     PackageInfo,
-    PACKAGES_ENV,
     PackageRef,
     Source,
     find_packages,
@@ -513,8 +513,8 @@ def _nearest(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl) -> l
         values = [entry.key[n] for n in ordinal]
         if not all(type(v) is int for v in values):
             continue
-        distance = sum(abs(_log2(entry.key[n]) - _log2(key[n])) for n in ordinal)  # type: ignore[arg-type]
-        scored.append((distance, tuple(-float(v) for v in values), rank, entry))  # type: ignore[arg-type]
+        distance = sum(abs(_log2(int(entry.key[n])) - _log2(int(key[n]))) for n in ordinal)
+        scored.append((distance, tuple(-float(v) for v in values), rank, entry))
     scored.sort(key=lambda item: item[:3])
     return [item[3] for item in scored]
 

@@ -75,4 +75,5 @@ def load_spec(kind: str, version: str = SCHEMA_VERSION) -> dict[str, Any]:
     path = resources.files("flyconfigs.schema").joinpath("spec", spec_file_name(kind, version))
     if not path.is_file():
         raise KeyError(f"no {kind} schema for version {version!r}")
-    return json.loads(path.read_text(encoding="utf-8"))
+    spec: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return spec

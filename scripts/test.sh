@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[dev,hip]' 'torch==2.13.0'
+.venv/bin/python -m pip install -q --config-settings editable_mode=strict -e '.[dev,hip]' 'torch==2.13.0'
 bash scripts/rocm-prefix.sh || echo "test.sh: the ROCm compile-only prefix could not be built; the hipRTC tests will skip" >&2
 set +e
 .venv/bin/python -m pytest "$@"

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from flyconfigs.errors import ArtifactError, TuneError
+from flyconfigs.schema.jsonio import remove_stale_temporaries, write_atomic
 from flyconfigs.schema.load import load_artifact
 from flyconfigs.schema.models import Artifact, DeviceIdentity, artifact_file_name
-from flyconfigs.schema.jsonio import remove_stale_temporaries, write_atomic
 
 __all__ = ["already_tuned", "check_writable", "git_revision", "now_utc", "write_artifact"]
 

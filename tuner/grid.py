@@ -40,7 +40,7 @@ def parse_grid(text: str, dtypes: list[str] | None = None) -> list[dict[str, Any
     names = list(axes)
     keys = []
     for combo in itertools.product(*(axes[n] for n in names)):
-        key = dict(zip(names, combo))
+        key = dict(zip(names, combo, strict=True))
         if "dtype" in key and "weight_dtype" not in key:
             key["weight_dtype"] = key["dtype"]
         keys.append(key)

@@ -64,7 +64,8 @@ class GPUMeasurer:
 
     def _verify(self, config: Mapping[str, Any]) -> str | None:
         """Run ``config`` once against the reference; what is wrong, or ``None``."""
-        return self._workload.check(config)
+        wrong: str | None = self._workload.check(config)
+        return wrong
 
     def _resources(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
         from flyconfigs.kernels.rmsnorm_op import kernel_for

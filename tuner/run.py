@@ -19,7 +19,18 @@ from typing import Any, Protocol
 
 from flyconfigs import __version__
 from flyconfigs.errors import TuneError
-from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, Candidate, Choice, Device, Timing
+from flyconfigs.schema.models import (
+    SCHEMA_VERSION,
+    Artifact,
+    Candidate,
+    Choice,
+    Device,
+    KernelRef,
+    Provenance,
+    Selection,
+    Timing,
+    TimingProtocol,
+)
 from flyconfigs.tuner import emit
 from flyconfigs.tuner.select import decide, near_ties
 from flyconfigs.tuner.timing import Measurement
@@ -314,30 +325,31 @@ def _tune_key(spec: Any, key: dict[str, Any], worker: Worker, toolchain: Toolcha
     candidates = [
         Candidate(config=c, status=s["status"], message=s.get("message"), timing=timings.get(i) if s["status"] == "ok" else None,
                   resources=s.get("resources"))
-        for i, (c, s) in enumerate(zip(configs, status))
+        for i, (c, s) in enumerate(zip(configs, status, strict=True))
     ]
     artifact = Artifact(
         schema_version=SCHEMA_VERSION,
-        kernel={"name": spec.name, "version": spec.version, "source_sha256": source_sha},
+        kernel=KernelRef(name=spec.name, version=spec.version, source_sha256=source_sha),
         device=device,
         key=key,
         candidates=candidates,
         winner=Choice(config=configs[winner_index], timing=timings[winner_index]),
         default=Choice(config=default, timing=timings[default_index]),
-        selection={"rule": "beat-default-beyond-noise", "noise_band": decision.noise_band, "remeasured": remeasured,
-                   "kept_default": decision.kept_default},
-        provenance={
-            "tool": f"flyconfigs {__version__}",
-            "backend": toolchain.name,
-            "backend_versions": versions,
-            "compile_options": toolchain.options(),
-            "timing_protocol": {"method": "graph-replay", "launches_per_sample": launches, "warmup": options.warmup,
-                                "samples": options.samples, "rotate_bytes": copies * bytes_per_call, "interleaved": True},
-            "host": emit.host(),
-            "created": emit.now_utc(),
-            "git_revision": emit.git_revision(),
-            "command": emit.command_line(),
-        },
+        selection=Selection(rule="beat-default-beyond-noise", noise_band=decision.noise_band, remeasured=remeasured,
+                            kept_default=decision.kept_default),
+        provenance=Provenance(
+            tool=f"flyconfigs {__version__}",
+            backend=toolchain.name,
+            backend_versions=versions,
+            compile_options=toolchain.options(),
+            timing_protocol=TimingProtocol(method="graph-replay", launches_per_sample=launches, warmup=options.warmup,
+                                           samples=options.samples, rotate_bytes=copies * bytes_per_call,
+                                           interleaved=True),
+            host=emit.host(),
+            created=emit.now_utc(),
+            git_revision=emit.git_revision(),
+            command=emit.command_line(),
+        ),
     )
     with lock:
         for name, value in seconds.items():

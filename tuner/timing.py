@@ -67,7 +67,7 @@ def measure(contenders: Sequence[Callable[[int], None]], plan: TimingPlan) -> li
     import torch
 
     graphs = []
-    stream = torch.cuda.Stream()
+    stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
     for run in contenders:
         with torch.cuda.stream(stream):
             for i in range(min(plan.copies, 3)):
@@ -83,8 +83,8 @@ def measure(contenders: Sequence[Callable[[int], None]], plan: TimingPlan) -> li
         for graph in graphs:
             graph.replay()
     torch.cuda.synchronize()
-    starts = [[torch.cuda.Event(enable_timing=True) for _ in range(plan.samples)] for _ in graphs]
-    ends = [[torch.cuda.Event(enable_timing=True) for _ in range(plan.samples)] for _ in graphs]
+    starts = [[torch.cuda.Event(enable_timing=True) for _ in range(plan.samples)] for _ in graphs]  # type: ignore[no-untyped-call]
+    ends = [[torch.cuda.Event(enable_timing=True) for _ in range(plan.samples)] for _ in graphs]  # type: ignore[no-untyped-call]
     for s in range(plan.samples):
         for g, graph in enumerate(graphs):
             starts[g][s].record()

@@ -101,7 +101,8 @@ class Worker:
         if self._process is None:
             return None
         self._process.join(timeout=10)
-        return self._process.exitcode
+        code: int | None = self._process.exitcode
+        return code
 
     def _kill(self) -> None:
         if self._process is not None and self._process.is_alive():

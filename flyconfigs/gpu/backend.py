@@ -75,7 +75,7 @@ class Binding:
     compiler_version: Callable[[], str]
     describe: Callable[[int], Device]
     activate: Callable[[int], None]
-    resources: Callable[["Backend", "CompiledKernel", int, "Kernel | None"], Resources]
+    resources: Callable[[Backend, CompiledKernel, int, Kernel | None], Resources]
     count: Callable[[], int]
     default_options: tuple[str, ...] = ()
 
@@ -156,7 +156,7 @@ def fill_arguments(signature: Sequence[ArgKind], slots: Sequence[Any], args: Seq
         if arg.__class__ is not int and (isinstance(arg, bool) or not isinstance(arg, int)):
             raise LaunchArgumentError(f"argument {index} must be an int ({kind}), got {type(arg).__name__}")
         low, high = _INT_RANGES[kind]
-        if not low <= arg <= high:  # type: ignore[operator]
+        if not low <= arg <= high:
             raise LaunchArgumentError(f"argument {index} = {arg} does not fit {kind}")
         slots[index].value = arg
 

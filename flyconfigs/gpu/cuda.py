@@ -97,7 +97,7 @@ def make_binding() -> Binding:
             arch=f"sm{major}{minor}",
             product=product,
             compute_units=get(dev, "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
-            wave_size=get(dev, "CU_DEVICE_ATTRIBUTE_WARP_SIZE"),
+            wave_size=get(dev, "CU_DEVICE_ATTRIBUTE_WARP_SIZE"),  # type: ignore[arg-type]  # validated by the model
             l2_bytes=get(dev, "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE"),
             memory_bandwidth_gbps=clock_khz * 1e3 * 2 * bus_bits / 8 / 1e9 if clock_khz and bus_bits else None,
             driver_version=f"{version // 1000}.{version % 1000 // 10}",

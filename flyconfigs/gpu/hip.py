@@ -72,7 +72,7 @@ def device_from_properties(props: Any, ordinal: int, driver: str | None, runtime
         product=product,
         compute_units=int(props.multiProcessorCount),
         features=sorted(set(features)),
-        wave_size=int(props.warpSize),
+        wave_size=int(props.warpSize),  # type: ignore[arg-type]  # validated by the model
         l2_bytes=int(props.l2CacheSize) or None,
         memory_bandwidth_gbps=bandwidth,
         driver_version=driver,

@@ -95,6 +95,17 @@ def test_publish_upload_install_upgrade_uninstall_and_hashes(index: LocalIndex, 
     assert both[H200_SPEC]["origin"] == "flyconfigs-sm90"
     assert both[H200_SPEC]["config"] == make_artifact(key=KEY, winner_index=2).winner.config
 
+    # From the checkout's root, with the wheel installed, the source tree is what imports,
+    # whole (every subpackage resolves inside it), and it still finds the installed packages.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLYCONFIGS_") and k != "PYTHONPATH"}
+    source = subprocess.run([str(venv), "-c", "import flyconfigs.registry, flyconfigs.tuner.run as t; "
+                             "print(flyconfigs.registry.__file__); print(t.__file__)"],
+                            cwd=ROOT, capture_output=True, text=True, check=True, env=env).stdout.split()
+    assert all(Path(f).is_relative_to(ROOT / "flyconfigs") for f in source), source
+    listed = subprocess.run([str(venv), "-m", "flyconfigs", "list"], cwd=ROOT, capture_output=True, text=True, check=True,
+                            env=env)
+    assert "flyconfigs-sm90" in listed.stdout
+
     subprocess.run([str(venv), "-m", "pip", "uninstall", "-q", "-y", "flyconfigs-gfx942"], check=True)
     after = _resolve(venv, MI300X_SPEC, H200_SPEC)
     assert after[MI300X_SPEC]["source"] == "default"

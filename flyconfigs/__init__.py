@@ -2,14 +2,21 @@
 
 ``resolve(kernel, key, device=None)`` answers which config a kernel should run for a key
 on a device, and where that answer came from.  Importing flyconfigs never imports torch
-or a GPU runtime.
+or a GPU runtime, and imports nothing else until a name below is first used: each
+subpackage (``flyconfigs.schema``, ``flyconfigs.registry``, …) imports only what it uses.
 """
 
-from flyconfigs.errors import FlyconfigsError
-from flyconfigs.registry import Resolution, add_observer, explain, refresh, resolve
-from flyconfigs.schema import SCHEMA_VERSION, Artifact, Device, DeviceIdentity, load_artifact
+from __future__ import annotations
 
-__version__ = "1.0.0"
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from flyconfigs._version import __version__
+
+if TYPE_CHECKING:
+    from flyconfigs.errors import FlyconfigsError
+    from flyconfigs.registry import Resolution, add_observer, explain, refresh, resolve
+    from flyconfigs.schema import SCHEMA_VERSION, Artifact, Device, DeviceIdentity, load_artifact
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -25,3 +32,30 @@ __all__ = [
     "refresh",
     "resolve",
 ]
+
+_LAZY = {
+    "FlyconfigsError": "flyconfigs.errors",
+    "Resolution": "flyconfigs.registry",
+    "add_observer": "flyconfigs.registry",
+    "explain": "flyconfigs.registry",
+    "refresh": "flyconfigs.registry",
+    "resolve": "flyconfigs.registry",
+    "SCHEMA_VERSION": "flyconfigs.schema.models",
+    "Artifact": "flyconfigs.schema.models",
+    "Device": "flyconfigs.schema.models",
+    "DeviceIdentity": "flyconfigs.schema.models",
+    "load_artifact": "flyconfigs.schema.load",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'flyconfigs' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

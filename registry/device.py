@@ -2,8 +2,9 @@
 
 A :class:`DeviceQuery` is a device identity whose product, compute-unit count and
 features may be unknown; an unknown part never matches anything.  The current device
-comes from an explicit argument, else ``FLYCONFIGS_DEVICE``, else the GPU layer; when
-none of them knows, resolution serves the default and says why — it never guesses.
+comes from an explicit argument, else ``FLYCONFIGS_DEVICE``, else the detector injected
+into the resolver (by default the one declared in the entry-point group
+``flyconfigs.detectors``: flyconfigs' GPU layer); when none of them knows, resolution serves the default and says why — it never guesses.
 
 ``FLYCONFIGS_DEVICE`` holds ``ARCH[:COMPUTE_UNITS[:PRODUCT[:FEATURE,FEATURE…]]]``
 (``gfx942:304:AMD Instinct MI300X:sramecc+,xnack-``), a JSON device object, or
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +30,9 @@ __all__ = [
     "DEVICE_ENV",
     "DeviceQuery",
     "as_query",
-    "detect_gpu",
+    "Detector",
+    "detect_with",
+    "installed_detector",
     "parse_device_spec",
     "vendor_of_arch",
     "wave_size_of_arch",
@@ -139,20 +143,40 @@ def parse_device_spec(spec: str, where: str = DEVICE_ENV) -> DeviceQuery:
     return DeviceQuery(vendor, arch, product, cus, features)
 
 
-def detect_gpu() -> tuple[DeviceQuery | None, str]:
-    """The current GPU through the GPU layer, or ``None`` and the reason it is unknown.
+Detector = Callable[[], DeviceIdentity]
+"""Returns the identity of the current GPU, or raises when there is none."""
+DETECTOR_GROUP = "flyconfigs.detectors"
+NO_DETECT_ENV = "FLYCONFIGS_NO_GPU_DETECT"
 
-    Imports the GPU layer only when called, so the loader path stays light.
-    """
-    if os.environ.get("FLYCONFIGS_NO_GPU_DETECT"):
-        return None, "GPU detection disabled by FLYCONFIGS_NO_GPU_DETECT"
+
+def detect_with(detector: Detector | None) -> tuple[DeviceQuery | None, str]:
+    """The current GPU as ``detector`` reports it, or ``None`` and the reason it is
+    unknown; whatever the detector raises (a missing runtime, an odd property, a driver
+    error) means unknown, never an exception."""
+    if os.environ.get(NO_DETECT_ENV):
+        return None, f"GPU detection disabled by {NO_DETECT_ENV}"
+    if detector is None:
+        return None, "no GPU detector is installed"
     try:
-        from flyconfigs.gpu import detect_device
-
-        device = detect_device()
-        return DeviceQuery.of(device.identity), f"detected {device.identity.describe()}"
+        identity = detector()
+        return DeviceQuery.of(identity), f"detected {identity.describe()}"
     except Exception as exc:  # noqa: BLE001 - a serving call must not fail on detection
-        # Whatever the bindings raise (a missing runtime, an odd property, a driver
-        # error), the device is unknown and every call gets the default, with the cause.
         first = str(exc).splitlines()[0] if str(exc) else ""
         return None, f"no GPU detected ({type(exc).__name__}: {first})"
+
+
+def installed_detector() -> Detector | None:
+    """The detector a distribution declares in the entry-point group
+    ``flyconfigs.detectors`` (flyconfigs declares its GPU layer's), loaded on first use;
+    ``None`` when none is declared or it cannot be loaded."""
+    from flyconfigs.registry.entrypoints import find_entry_points
+    from flyconfigs.registry.problems import ProblemLog
+
+    for found in find_entry_points(DETECTOR_GROUP, ProblemLog()):
+        try:
+            loaded: Detector = found.entry_point.load()
+        except Exception as exc:  # noqa: BLE001 - an unloadable detector means no detection
+            logger.warning("GPU detector %s of %s cannot be loaded: %s", found.entry_point.value, found.distribution, exc)
+            continue
+        return loaded
+    return None

@@ -50,7 +50,7 @@ from flyconfigs.registry.declarations import (
     forget_loaded,
     kernel_declaration,
 )
-from flyconfigs.registry.device import DEVICE_ENV, DeviceQuery, as_query, detect_gpu, parse_device_spec
+from flyconfigs.registry.device import DEVICE_ENV, Detector, DeviceQuery, as_query, detect_with, installed_detector, parse_device_spec
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.sources import (
     PACKAGES_ENV,
@@ -158,8 +158,14 @@ class Resolver:
     Thread-safe; one process-wide instance backs :func:`flyconfigs.resolve`.
     """
 
-    def __init__(self, paths: list[str] | None = None) -> None:
+    _UNSET: Any = object()
+
+    def __init__(self, paths: list[str] | None = None, detector: Detector | None = _UNSET) -> None:
+        """``paths`` replaces ``FLYCONFIGS_PATH``; ``detector`` reports the current GPU
+        (default: the one installed through the entry-point group
+        ``flyconfigs.detectors``, looked up when first needed; ``None``: never detect)."""
         self._paths = paths
+        self._detector = detector
         self._lock = threading.RLock()
         self._memo: dict[tuple[object, ...], Resolution] = {}
         self._indexes: dict[tuple[str, str], _Index] = {}
@@ -274,7 +280,9 @@ class Resolver:
             except ArtifactError as exc:
                 self.problems.report(Problem("bad-device", DEVICE_ENV, "; ".join(map(str, exc.problems))))
                 return None, f"{DEVICE_ENV} is invalid ({exc.problems[0]})"
-        return detect_gpu()
+        if self._detector is Resolver._UNSET:
+            self._detector = installed_detector()
+        return detect_with(self._detector)
 
     def _search(
         self, decl: KernelDecl, key: dict[str, KeyValue], query: DeviceQuery | None, why: str, trace: list[Step]

@@ -19,7 +19,7 @@ from factories import H200, MI300X, artifact_dict, make_artifact
 from flyconfigs import resolve
 from flyconfigs.errors import InvalidDeviceError, InvalidKeyError, UnknownKernelError
 from flyconfigs.registry import Resolver, default_resolver, explain, refresh
-from flyconfigs.registry.device import detect_gpu, parse_device_spec
+from flyconfigs.registry.device import detect_with, installed_detector, parse_device_spec
 from flyconfigs.registry.resolve import MEMO_LIMIT
 from flyconfigs.schema import Artifact
 
@@ -198,12 +198,15 @@ def test_an_observer_that_raises_is_logged_once_and_never_breaks_resolve(site: S
 def test_any_error_of_the_gpu_layer_means_no_device_known(monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
     monkeypatch.delenv("FLYCONFIGS_NO_GPU_DETECT", raising=False)
 
-    def detect_device() -> None:
+    def detect() -> None:
         raise error
 
-    monkeypatch.setattr("flyconfigs.gpu.detect_device", detect_device)
-    query, why = detect_gpu()
+    query, why = detect_with(detect)  # type: ignore[arg-type]
     assert query is None and type(error).__name__ in why
+    monkeypatch.setattr("flyconfigs.gpu.detect_device", lambda ordinal=0: (_ for _ in ()).throw(error))
+    assert installed_detector() is not None
+    r = Resolver().resolve("rmsnorm", KEY)
+    assert r.source == "default" and type(error).__name__ in r.reasons[0]
 
 
 # -- served means valid --------------------------------------------------------------------

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from flyconfigs import __version__
+from flyconfigs._version import __version__
 from flyconfigs.errors import TuneError
 from flyconfigs.schema.models import (
     SCHEMA_VERSION,

@@ -12,7 +12,7 @@ import threading
 
 from flyconfigs.errors import BackendUnavailableError
 from flyconfigs.gpu.backend import Backend, Binding, CompiledKernel, CompileRequest, Kernel, LaunchArgumentError
-from flyconfigs.schema.models import Device
+from flyconfigs.schema.models import Device, DeviceIdentity
 
 __all__ = [
     "BACKEND_ENV",
@@ -23,6 +23,7 @@ __all__ = [
     "Kernel",
     "LaunchArgumentError",
     "binding_for",
+    "current_identity",
     "detect_device",
     "device_count",
     "get_backend",
@@ -78,6 +79,12 @@ def binding_for(name: str) -> Binding:
 def device_count(name: str | None = None) -> int:
     """How many devices the backend ``name`` (default ``FLYCONFIGS_BACKEND``, else cuda) sees."""
     return binding_for(name or os.environ.get(BACKEND_ENV) or "cuda").count()
+
+
+def current_identity() -> DeviceIdentity:
+    """The identity of GPU 0 (the ``flyconfigs.detectors`` entry point the registry
+    injects into its resolver); raises when there is none."""
+    return detect_device(0).identity
 
 
 def detect_device(ordinal: int = 0) -> Device:

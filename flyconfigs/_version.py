@@ -1,0 +1,3 @@
+"""The version of flyconfigs (one place; the facade and the tuner read it)."""
+
+__version__ = "1.0.0"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import platform
-import statistics
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,6 +12,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 sys.path.insert(0, str(ROOT / "tests"))
+
+from flyconfigs.tuner.timing import Measurement  # noqa: E402
 
 
 def machine() -> dict[str, Any]:
@@ -29,9 +30,9 @@ def machine() -> dict[str, Any]:
 
 
 def quantiles(samples: list[float]) -> dict[str, float]:
-    """Median, p20 and p80 of ``samples``."""
-    q = statistics.quantiles(samples, n=10, method="inclusive")
-    return {"median": statistics.median(samples), "p20": q[1], "p80": q[7], "n": len(samples)}
+    """Median, p20 and p80 of ``samples`` (the timing protocol's own quantiles)."""
+    m = Measurement(tuple(samples))
+    return {"median": m.median_us, "p20": m.quantile(0.2), "p80": m.quantile(0.8), "n": len(samples)}
 
 
 def write_result(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:

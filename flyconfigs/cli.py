@@ -45,11 +45,9 @@ def _iter_json_files(paths: Sequence[str]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found: list[Path] = []
-            for root, dirs, names in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found.extend(Path(root, n) for n in names if n.endswith(".json") and not n.startswith("."))
-            files.extend(sorted(found))
+            from flyconfigs.schema.jsonio import json_files_under
+
+            files.extend(json_files_under(path))
         elif os.path.lexists(path):
             files.append(path)
         else:

@@ -26,7 +26,7 @@ from packaging.version import InvalidVersion, Version
 from flyconfigs.errors import ArtifactError, PublishError
 from flyconfigs.registry.index import index_versions
 from flyconfigs.registry.layout import distribution_name, package_files
-from flyconfigs.schema.jsonio import read_file_bytes, write_atomic
+from flyconfigs.schema.jsonio import json_files_under, read_file_bytes, write_atomic
 from flyconfigs.schema.load import load_artifact
 from flyconfigs.schema.manifest import target_module
 from flyconfigs.schema.models import Artifact
@@ -57,9 +57,7 @@ def collect_artifacts(folder: Path, target: str) -> list[Artifact]:
     if not folder.is_dir():
         raise PublishError("not a folder of artifacts", str(folder))
     found: dict[str, tuple[Path, Artifact]] = {}
-    for path in sorted(folder.rglob("*.json")):
-        if any(part.startswith(".") for part in path.relative_to(folder).parts):
-            continue
+    for path in json_files_under(folder):
         try:
             artifact = load_artifact(path)
         except ArtifactError as exc:

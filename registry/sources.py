@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
 from flyconfigs.registry.entrypoints import find_entry_points
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
-from flyconfigs.schema.jsonio import parse_document, read_document, read_file_bytes
+from flyconfigs.schema.jsonio import json_files_under, parse_document, read_document, read_file_bytes
 from flyconfigs.schema.load import parse_artifact, parse_manifest
 from flyconfigs.schema.manifest import MANIFEST_FILE
 from flyconfigs.schema.models import Artifact, DeviceIdentity
@@ -181,11 +181,7 @@ def scan_directory(folder: Path, rank: int, problems: ProblemLog) -> list[Entry]
     def unreadable(exc: OSError) -> None:
         problems.report(Problem("unreadable-source", str(exc.filename or folder), f"cannot read: {exc.strerror or exc}"))
 
-    paths: list[Path] = []
-    for root, dirs, files in os.walk(folder, onerror=unreadable):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        paths.extend(Path(root, f) for f in files if f.endswith(".json") and not f.startswith("."))
-    for path in sorted(paths):
+    for path in json_files_under(folder, unreadable):
         try:
             artifact, _ = parse_artifact(read_document(path), str(path))
         except UnsupportedSchemaVersionError as exc:

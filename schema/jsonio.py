@@ -20,6 +20,7 @@ import math
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",
     "check_depth",
+    "json_files_under",
     "parse_document",
     "read_document",
     "read_file_bytes",
@@ -151,6 +153,18 @@ def _parse_slow(raw: bytes, file: str) -> Any:
     if problems:
         raise ArtifactError(file, problems)
     return value
+
+
+def json_files_under(folder: str | os.PathLike[str], onerror: Callable[[OSError], None] | None = None) -> list[Path]:
+    """Every ``*.json`` file under ``folder``, recursively, sorted; files and folders
+    whose names start with ``.`` are skipped (temporaries, hidden state).  ``onerror``
+    receives each folder that cannot be listed.  The one rule for "the artifacts in a
+    folder", used by the loader's override directories, ``validate`` and ``publish``."""
+    found: list[Path] = []
+    for root, dirs, names in os.walk(folder, onerror=onerror):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(Path(root, n) for n in names if n.endswith(".json") and not n.startswith("."))
+    return sorted(found)
 
 
 def read_file_bytes(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BYTES) -> bytes:

@@ -25,7 +25,7 @@ H200_SPEC = "sm90:132:NVIDIA H200"
 ARTIFACTS = [make_artifact(), make_artifact(key={**KEY, "M": 1})]
 
 values = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 2**40) | st.floats(allow_nan=False) | st.text(max_size=12),
+    st.none() | st.booleans() | st.integers(-3, 2**40) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=6,
 )

@@ -33,7 +33,7 @@ from flyconfigs.schema.models import (
 )
 from flyconfigs.tuner import emit
 from flyconfigs.tuner.select import decide, near_ties
-from flyconfigs.tuner.timing import Measurement
+from flyconfigs.tuner.timing import Measurement, plan_rotation, summarize
 from flyconfigs.tuner.worker import Worker, WorkerLost
 
 __all__ = ["KeyResult", "Progress", "TuneOptions", "TuneReport", "tune"]
@@ -93,18 +93,15 @@ Progress = Callable[[str, dict[str, Any]], None]
 
 
 def _rotation(bytes_per_call: int, device: Device, options: TuneOptions, target_us: float) -> tuple[int, int]:
-    bandwidth = (device.memory_bandwidth_gbps or 1000.0) * 1e3 * 0.8  # bytes per µs
-    estimate = 2.0 + bytes_per_call / bandwidth
-    launches = int(min(options.max_launches, max(1, target_us // estimate)))
-    cold = -(-3 * (device.l2_bytes or 0) // max(1, bytes_per_call))
-    copies = int(max(1, min(launches, cold, options.memory_budget // max(1, 2 * bytes_per_call))))
-    return copies, launches
+    plan = plan_rotation(bytes_per_call, device.l2_bytes or 0, options.memory_budget, options.max_launches,
+                         target_us=target_us, bandwidth_gbps=device.memory_bandwidth_gbps, buffers_per_copy=2)
+    return plan.copies, plan.launches
 
 
 def _timing(samples: Sequence[float], bytes_per_call: int) -> Timing:
-    m = Measurement(tuple(samples))
-    return Timing(median_us=m.median_us, p20_us=m.quantile(0.2), p80_us=m.quantile(0.8), min_us=min(m.samples_us),
-                  samples=len(m.samples_us), bandwidth_gbps=bytes_per_call / (m.median_us * 1e-6) / 1e9)
+    s = summarize(Measurement(tuple(samples)), bytes_per_call)
+    return Timing(median_us=s["median_us"], p20_us=s["p20_us"], p80_us=s["p80_us"], min_us=s["min_us"],
+                  samples=int(s["samples"]), bandwidth_gbps=s["bandwidth_gbps"])
 
 
 def tune(

@@ -51,13 +51,22 @@ class Measurement:
 
 
 def plan_rotation(bytes_per_call: int, cache_bytes: int, memory_budget: int = 8 << 30, max_launches: int = 200,
-                  min_launches: int = 20) -> TimingPlan:
-    """Copies so that one replay touches ≥ 3× the cache (within ``memory_budget``), and
-    calls per graph: all copies, between ``min_launches`` and ``max_launches``."""
-    need = -(-3 * cache_bytes // max(1, bytes_per_call))
-    copies = max(1, min(need, memory_budget // max(1, bytes_per_call), max_launches))
-    launches = max(min_launches, min(max_launches, copies))
-    return TimingPlan(copies=copies, launches=launches)
+                  min_launches: int = 20, target_us: float | None = None, bandwidth_gbps: float | None = None,
+                  buffers_per_copy: int = 1) -> TimingPlan:
+    """The one rotation rule: copies so that one replay touches ≥ 3× the cache (each copy
+    costing ``buffers_per_copy × bytes_per_call`` of ``memory_budget``), and calls per
+    graph.  Without ``target_us`` a graph holds every copy once (between ``min_launches``
+    and ``max_launches`` calls); with it, as many calls as fill ``target_us`` at 80% of
+    ``bandwidth_gbps`` plus 2 µs each (at most ``max_launches``), and no more copies
+    than calls."""
+    cold = -(-3 * cache_bytes // max(1, bytes_per_call))
+    room = memory_budget // max(1, buffers_per_copy * bytes_per_call)
+    if target_us is None:
+        copies = max(1, min(cold, room, max_launches))
+        return TimingPlan(copies=copies, launches=max(min_launches, min(max_launches, copies)))
+    estimate = 2.0 + bytes_per_call / ((bandwidth_gbps or 1000.0) * 1e3 * 0.8)  # µs per call
+    launches = int(min(max_launches, max(1, target_us // estimate)))
+    return TimingPlan(copies=int(max(1, min(launches, cold, room))), launches=launches)
 
 
 def measure(contenders: Sequence[Callable[[int], None]], plan: TimingPlan) -> list[Measurement]:
@@ -99,7 +108,7 @@ def measure(contenders: Sequence[Callable[[int], None]], plan: TimingPlan) -> li
     return out
 
 
-def summarize(m: Measurement, bytes_per_call: int) -> dict[str, float]:
+def summarize(m: Measurement, bytes_per_call: int) -> dict[str, float]:  # the one timing summary
     """Median, p20, p80, min (µs) and bandwidth (GB/s at the median)."""
     median = m.median_us
     return {

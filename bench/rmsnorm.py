@@ -30,19 +30,18 @@ from flyconfigs.kernels import rms_norm  # noqa: E402
 from flyconfigs.kernels.rmsnorm import SPEC, reference_rms_norm, traffic_bytes  # noqa: E402
 from flyconfigs.kernels.rmsnorm_op import kernel_for  # noqa: E402
 from flyconfigs.registry import DeviceQuery, resolve  # noqa: E402
+from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES  # noqa: E402
+from flyconfigs.tuner.grid import parse_grids  # noqa: E402
 from flyconfigs.tuner.timing import measure, plan_rotation, summarize  # noqa: E402
 
-DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DT = TORCH_DTYPES
 EPS = 1e-6
 PEERS = ("torch.compile", "liger")
 
 
 def grid(quick: bool) -> list[tuple[int, int, str, str]]:
-    """The benchmark grid: bf16 at M in 1…65536 × N in 1024…16384, plus fp16 and fp32 on M in {4096, 65536} × N in {4096, 8192}."""
-    ms = [1, 16, 128, 1024, 4096, 16384, 65536]
-    ns = [1024, 2048, 4096, 5120, 8192, 16384]
-    shapes = [(m, n, "bf16", "bf16") for m in ms for n in ns]
-    shapes += [(m, n, d, d) for d in ("fp16", "fp32") for m in (4096, 65536) for n in (4096, 8192)]
+    """The benchmark grid (the tuner's preset ``perf``, written once in flyconfigs.tuner.grid)."""
+    shapes = [(int(k["M"]), int(k["N"]), str(k["dtype"]), str(k["weight_dtype"])) for k in parse_grids(["perf"])]
     if quick:
         shapes = [s for s in shapes if (s[0], s[1]) in {(1, 4096), (128, 8192), (4096, 4096), (65536, 16384)} or s[2] != "bf16"][:8]
     return shapes

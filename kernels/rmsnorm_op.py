@@ -20,11 +20,12 @@ import torch
 from flyconfigs.gpu import get_backend
 from flyconfigs.gpu.backend import ArgKind, Backend, CompileRequest, Kernel
 from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.kernels.torch_dtypes import NAME_OF
 from flyconfigs.registry import DeviceQuery, default_resolver, resolve
 
 __all__ = ["kernel_for", "rms_norm"]
 
-_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+_DTYPES = NAME_OF
 _SIGNATURE: tuple[ArgKind, ...] = ("ptr", "ptr", "ptr", "i32", "i64", "i64", "f32")
 _KERNELS: dict[tuple[Any, ...], Kernel] = {}
 _DEVICES: dict[int, tuple[Backend, DeviceQuery]] = {}

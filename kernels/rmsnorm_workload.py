@@ -11,10 +11,11 @@ import torch
 from flyconfigs.gpu.backend import Backend
 from flyconfigs.kernels.rmsnorm import SPEC, RMSNormSpec, reference_rms_norm, traffic_bytes
 from flyconfigs.kernels.rmsnorm_op import kernel_for
+from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
 
 __all__ = ["TOLERANCES", "RMSNormWorkload"]
 
-DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DT = TORCH_DTYPES
 TOLERANCES = {"bf16": (1.6e-2, 1e-2), "fp16": (2e-3, 2e-3), "fp32": (2e-5, 2e-5)}
 EPS = 1e-6
 

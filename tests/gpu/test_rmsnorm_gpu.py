@@ -13,8 +13,9 @@ from flyconfigs.gpu import get_backend
 from flyconfigs.kernels import rms_norm
 from flyconfigs.kernels.rmsnorm import SPEC, reference_rms_norm
 from flyconfigs.kernels.rmsnorm_op import kernel_for
+from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
 
-DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DT = TORCH_DTYPES
 PAIRS = [("bf16", "bf16"), ("bf16", "fp32"), ("fp16", "fp16"), ("fp16", "fp32"), ("fp32", "fp32")]
 NS = [1, 7, 127, 1000, 1024, 4096, 5120, 7168, 8192, 14336, 16384, 32768]
 MS = [1, 3, 64, 1000]

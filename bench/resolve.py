@@ -2,9 +2,9 @@
 with 20 installed data packages of 500 artifacts each (20 targets, and the worst case of
 all 20 for the device's own target); and a bare
 ``importlib.metadata.entry_points()`` call in the same environment as the yardstick.
-Writes bench/results/resolve.json.
+With ``--out FOLDER`` writes FOLDER/resolve.json.
 
-    python bench/resolve.py [--packages 20] [--artifacts 500] [--runs 7]
+    python bench/resolve.py [--packages 20] [--artifacts 500] [--runs 7] [--out bench/results]
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ def main() -> None:
     parser.add_argument("--packages", type=int, default=20)
     parser.add_argument("--artifacts", type=int, default=500)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--out", type=Path, help="folder for resolve.json (default: print only)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as worst_tmp:
         _populate(Path(worst_tmp), args.packages, args.artifacts, same_target=True)
@@ -118,7 +119,7 @@ def main() -> None:
         "entry_points_call_ms": quantiles([r["entry_points_s"] * 1e3 for r in runs]),
         "targets": {"memo_hit_us": 1.0, "first_resolve_ms": 50.0},
     }
-    path = write_result("resolve", result)
+    path = write_result("resolve", result, args.out) if args.out else "(not written: no --out)"
     print(
         f"memo hit {result['memo_hit_us']['median']:.2f} us (dict lookup of the same key {result['bare_dict_lookup_same_key_us']['median']:.2f} us); "
         f"first resolve {result['fresh_process_first_resolve_ms']['median']:.1f} ms with {args.packages}x{args.artifacts} artifacts "

@@ -107,7 +107,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             if path.name == MANIFEST_FILE:
                 entry["problems"], entry["notes"] = _check_package(path)
             else:
-                artifact, report = parse_artifact(read_document(path), str(path))
+                artifact, report = parse_artifact(read_document(path, schema_bounds_depth=True), str(path))
                 entry["notes"] = [f"ignored field of a newer minor: {f}" for f in report.ignored_fields]
                 entry["notes"] += [f"migrated from {m}" for m in report.migrated_from]
                 log = ProblemLog()

@@ -145,7 +145,7 @@ class Entry:
             if digest != self.sha256:
                 raise _Bad("hash-mismatch", f"sha256 {digest} does not match the manifest's {self.sha256}")
         try:
-            artifact, _ = parse_artifact(parse_document(raw, str(self.path)), str(self.path))
+            artifact, _ = parse_artifact(parse_document(raw, str(self.path), schema_bounds_depth=True), str(self.path))
         except UnsupportedSchemaVersionError as exc:
             raise _Bad("unsupported-major", str(exc.problems[0].message)) from None
         except ArtifactError as exc:
@@ -183,7 +183,7 @@ def scan_directory(folder: Path, rank: int, problems: ProblemLog) -> list[Entry]
 
     for path in json_files_under(folder, unreadable):
         try:
-            artifact, _ = parse_artifact(read_document(path), str(path))
+            artifact, _ = parse_artifact(read_document(path, schema_bounds_depth=True), str(path))
         except UnsupportedSchemaVersionError as exc:
             problems.report(Problem("unsupported-major", str(path), exc.problems[0].message))
             continue
@@ -280,7 +280,7 @@ def read_package_folder(package_dir: Path, target: str | None, source: Source, p
     dist_name = source.name if source.kind == "package" else None
     manifest_path = package_dir / MANIFEST_FILE
     try:
-        manifest = parse_manifest(read_document(manifest_path), str(manifest_path))
+        manifest = parse_manifest(read_document(manifest_path, schema_bounds_depth=True), str(manifest_path))
     except UnsupportedSchemaVersionError as exc:
         problems.report(Problem("unsupported-major", str(manifest_path), exc.problems[0].message, dist_name))
         return None

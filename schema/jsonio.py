@@ -100,10 +100,14 @@ def check_depth(value: Any, path: str = "", depth: int = 1, limit: int = MAX_DEP
     return problems
 
 
-def parse_document(raw: bytes, file: str = "<bytes>") -> Any:
+def parse_document(raw: bytes, file: str = "<bytes>", schema_bounds_depth: bool = False) -> Any:
     """Parse ``raw`` as one JSON document under the rules above.
 
-    Raises :class:`ArtifactError` (field ``""`` for whole-document problems).
+    ``schema_bounds_depth``: the caller validates the value against a schema whose
+    fields bound the nesting and refuses (with :func:`check_depth`'s problem) whatever
+    lies outside them — artifacts and manifests do — so the fast path skips its walk
+    over every value.  Raises :class:`ArtifactError` (field ``""`` for whole-document
+    problems).
     """
     if len(raw) > MAX_DOCUMENT_BYTES:
         raise ArtifactError(
@@ -115,7 +119,7 @@ def parse_document(raw: bytes, file: str = "<bytes>") -> Any:
     except ValueError:
         fast = False
     if fast:
-        if _deeper_than(value, MAX_DEPTH):
+        if not schema_bounds_depth and _deeper_than(value, MAX_DEPTH):
             raise ArtifactError(file, check_depth(value))
         return value
     return _parse_slow(raw, file)
@@ -206,7 +210,7 @@ def read_file_bytes(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BYTE
         os.close(fd)
 
 
-def read_document(path: str | os.PathLike[str]) -> Any:
+def read_document(path: str | os.PathLike[str], schema_bounds_depth: bool = False) -> Any:
     """Read and parse the JSON file at ``path`` (see :func:`parse_document` and
     :func:`read_file_bytes`): only a regular file, never more than the size limit."""
     where = os.fsdecode(os.fspath(path))
@@ -214,7 +218,7 @@ def read_document(path: str | os.PathLike[str]) -> Any:
         raw = read_file_bytes(path)
     except FileNotFoundError:
         raise ArtifactError(where, [FieldProblem("", "cannot read: No such file or directory")]) from None
-    return parse_document(raw, where)
+    return parse_document(raw, where, schema_bounds_depth)
 
 
 _TMP_SUFFIX = ".tmp"

@@ -138,8 +138,19 @@ def _check_version(data: dict[str, Any], file: str, model: type[BaseModel], igno
     if major > CURRENT_MAJOR:
         raise UnsupportedSchemaVersionError(file, str(data.get("schema_version")), SCHEMA_VERSION)
     if major == CURRENT_MAJOR and minor > CURRENT_MINOR:
+        too_deep = check_depth(data)  # what is stripped is refused when too deep, as if read
+        if too_deep:
+            raise ArtifactError(file, too_deep)
         return _strip_unknown(model, data, "", ignored)  # type: ignore[no-any-return]
     return data
+
+
+def _raise_if_too_deep(data: Any, file: str) -> None:
+    """Nesting beyond the limit is reported as such, whatever else is wrong, so that a
+    document is refused for the same reason however it was formatted."""
+    problems = check_depth(data)
+    if problems:
+        raise ArtifactError(file, problems) from None
 
 
 def parse_artifact(data: Any, file: str = "<bytes>") -> tuple[Artifact, LoadReport]:
@@ -147,9 +158,13 @@ def parse_artifact(data: Any, file: str = "<bytes>") -> tuple[Artifact, LoadRepo
     (and reporting) the unknown fields of a newer minor."""
     if not isinstance(data, dict):
         raise ArtifactError(file, [FieldProblem("", f"expected a JSON object, got {type(data).__name__}")])
-    data, migrated = upgrade(data, file)
     ignored: list[str] = []
-    data = _check_version(data, file, Artifact, ignored)
+    try:
+        data, migrated = upgrade(data, file)
+        data = _check_version(data, file, Artifact, ignored)
+    except ArtifactError:
+        _raise_if_too_deep(data, file)
+        raise
     try:
         artifact = Artifact.model_validate(data)
     except ValidationError as exc:
@@ -173,7 +188,11 @@ def parse_manifest_report(data: Any, file: str = "<bytes>") -> tuple[Manifest, L
     if not isinstance(data, dict):
         raise ArtifactError(file, [FieldProblem("", f"expected a JSON object, got {type(data).__name__}")])
     ignored: list[str] = []
-    data = _check_version(data, file, Manifest, ignored)
+    try:
+        data = _check_version(data, file, Manifest, ignored)
+    except ArtifactError:
+        _raise_if_too_deep(data, file)
+        raise
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
@@ -185,9 +204,9 @@ def parse_manifest_report(data: Any, file: str = "<bytes>") -> tuple[Manifest, L
 
 def loads_artifact(raw: bytes, file: str = "<bytes>") -> Artifact:
     """Parse and validate an artifact from bytes."""
-    return parse_artifact(parse_document(raw, file), file)[0]
+    return parse_artifact(parse_document(raw, file, schema_bounds_depth=True), file)[0]
 
 
 def load_artifact(path: str | os.PathLike[str]) -> Artifact:
     """Read, parse and validate the artifact file at ``path``."""
-    return parse_artifact(read_document(path), os.fspath(path))[0]
+    return parse_artifact(read_document(path, schema_bounds_depth=True), os.fspath(path))[0]

@@ -197,3 +197,19 @@ def test_doctor_fails_when_every_call_gets_the_default(site: SiteDir, monkeypatc
     assert "nothing installed serves sm90" in capsys.readouterr().out
     site.install("sm90", [make_artifact()])
     assert main(["doctor"]) == 0
+
+
+def test_every_command_that_prints_takes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema", "manifest", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert (payload["command"], payload["kind"]) == ("schema", "manifest") and "$id" in payload["schema"]
+    source = tmp_path / "fly"
+    source.mkdir()
+    from flyconfigs.schema.flydsl import write_flydsl
+
+    write_flydsl(make_artifact(device={**H200, "vendor": "amd", "arch": "gfx942", "wave_size": 64}), source)
+    (source / "broken.json").write_text("{")
+    assert main(["flydsl", "import", str(source), "--out", str(tmp_path / "out"), "--json"]) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert len(payload["files"]) == 1 and len(payload["failed"]) == 1, "a bad file never stops the others"
+    assert payload["failed"][0]["from"].endswith("broken.json")

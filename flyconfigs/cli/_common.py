@@ -1,0 +1,59 @@
+"""What every command module shares: JSON output, usage errors, key items, files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["JSON_FORMAT", "Handler", "Usage", "add_command", "emit_json", "iter_json_files", "parse_key"]
+
+JSON_FORMAT = 1
+Handler = Callable[[argparse.Namespace], int]
+
+
+class Usage(Exception):
+    """A usage error found by the command line itself (exit status 2)."""
+
+
+def emit_json(payload: dict[str, Any]) -> None:
+    """One versioned JSON object on stdout."""
+    sys.stdout.write(json.dumps({"flyconfigs_output": JSON_FORMAT, **payload}, indent=2, sort_keys=True) + "\n")
+
+
+def add_command(sub: Any, name: str, handler: Handler, help_text: str, json_flag: bool = True) -> argparse.ArgumentParser:
+    """A subcommand with ``--json`` (unless ``json_flag`` is false)."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help_text, description=help_text)
+    if json_flag:
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def parse_key(pairs: Sequence[str]) -> dict[str, object]:
+    """``AXIS=VALUE`` items as a key (see :func:`flyconfigs.registry.declarations.parse_key_items`)."""
+    from flyconfigs.registry.declarations import parse_key_items
+
+    return dict(parse_key_items(list(pairs)))
+
+
+def iter_json_files(paths: Sequence[str]) -> list[Path]:
+    """The files named, and the ``*.json`` files under the folders named; :class:`Usage`
+    for a path that does not exist."""
+    import os
+
+    from flyconfigs.schema.jsonio import json_files_under
+
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(json_files_under(path))
+        elif os.path.lexists(path):
+            files.append(path)
+        else:
+            raise Usage(f"{raw}: no such file or directory")
+    return files

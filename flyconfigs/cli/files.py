@@ -1,0 +1,81 @@
+"""``flyconfigs validate`` and ``flyconfigs schema``: checking files, printing the spec."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from flyconfigs.cli._common import Usage, add_command, emit_json, iter_json_files
+from flyconfigs.errors import FlyconfigsError
+
+__all__ = ["register"]
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from flyconfigs.registry.check import check_package_folder, check_winner
+    from flyconfigs.registry.problems import ProblemLog
+    from flyconfigs.schema import parse_artifact, read_document
+    from flyconfigs.schema.manifest import MANIFEST_FILE
+
+    results = []
+    for path in iter_json_files(args.paths):
+        entry: dict[str, Any] = {"file": str(path), "valid": True, "problems": [], "notes": []}
+        try:
+            if path.name == MANIFEST_FILE:
+                found, entry["notes"] = check_package_folder(path.parent)
+                entry["problems"] = [{"field": p.where, "message": f"{p.kind}: {p.message}"} for p in found]
+            else:
+                artifact, report = parse_artifact(read_document(path, schema_bounds_depth=True), str(path))
+                entry["notes"] = [f"ignored field of a newer minor: {f}" for f in report.ignored_fields]
+                entry["notes"] += [f"migrated from {m}" for m in report.migrated_from]
+                log = ProblemLog()
+                entry["notes"] += check_winner(artifact, str(path), log)
+                entry["problems"] = [{"field": "winner.config", "message": p.message} for p in log.problems()]
+        except FlyconfigsError as exc:
+            problems = getattr(exc, "problems", ())
+            entry["problems"] = [{"field": p.field, "message": p.message} for p in problems] or [
+                {"field": "", "message": str(exc)}
+            ]
+        entry["valid"] = not entry["problems"]
+        results.append(entry)
+    bad = sum(not r["valid"] for r in results)
+    if args.json:
+        emit_json({"command": "validate", "files": results, "invalid": bad})
+    else:
+        for r in results:
+            for p in r["problems"]:
+                print(f"{r['file']}: {p['field'] or '<document>'}: {p['message']}")
+            for note in r["notes"]:
+                print(f"{r['file']}: note: {note}")
+        if results:
+            print(f"{len(results) - bad} valid, {bad} invalid", file=sys.stderr)
+        else:
+            print(f"no artifact or manifest files found in {', '.join(args.paths)}", file=sys.stderr)
+    return 1 if bad or not results else 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from flyconfigs.schema.models import SCHEMA_VERSION
+    from flyconfigs.schema.spec import load_spec
+
+    version = args.version or SCHEMA_VERSION
+    try:
+        spec = load_spec(args.kind, version)
+    except KeyError as exc:
+        raise Usage(str(exc.args[0])) from None
+    if args.json:
+        emit_json({"command": "schema", "kind": args.kind, "version": version, "schema": spec})
+    else:
+        sys.stdout.write(json.dumps(spec, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``validate`` and ``schema``."""
+    p = add_command(sub, "validate", _validate, "check artifact and manifest files (folders are searched)")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p = add_command(sub, "schema", _schema, "print a JSON Schema of the format")
+    p.add_argument("kind", nargs="?", default="artifact", choices=["artifact", "manifest"])
+    p.add_argument("--version", help="schema version (default: the current one)")

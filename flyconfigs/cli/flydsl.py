@@ -1,0 +1,66 @@
+"""``flyconfigs flydsl import|export``: FlyDSL's offline autotune files, byte-compatible."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from flyconfigs.cli._common import emit_json, iter_json_files
+from flyconfigs.errors import ArtifactError
+
+__all__ = ["register"]
+
+
+def _report(args: argparse.Namespace, command: str, done: list[dict[str, str]], failed: list[dict[str, str]]) -> int:
+    if args.json:
+        emit_json({"command": command, "files": done, "failed": failed})
+    else:
+        for row in done:
+            print(f"{row['from']} -> {row['to']}")
+        for row in failed:
+            print(f"flyconfigs: error: {row['error']}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from flyconfigs.schema import write_atomic
+    from flyconfigs.schema.flydsl import import_flydsl_file
+
+    out = Path(args.out)
+    done, failed = [], []
+    for path in iter_json_files(args.paths):
+        try:
+            artifact = import_flydsl_file(path)
+        except ArtifactError as exc:  # every file that can be imported is, each failure reported
+            failed.append({"from": str(path), "error": str(exc)})
+            continue
+        done.append({"from": str(path), "to": str(write_atomic(out / artifact.file_name(), artifact.to_json_bytes()))})
+    return _report(args, "flydsl import", done, failed)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from flyconfigs.schema import load_artifact
+    from flyconfigs.schema.flydsl import write_flydsl
+
+    done, failed = [], []
+    for path in iter_json_files(args.paths):
+        try:
+            done.append({"from": str(path), "to": str(write_flydsl(load_artifact(path), args.out))})
+        except ArtifactError as exc:
+            failed.append({"from": str(path), "error": str(exc)})
+    return _report(args, "flydsl export", done, failed)
+
+
+def register(sub: Any) -> None:
+    """Add ``flydsl import`` and ``flydsl export``."""
+    fly = sub.add_parser("flydsl", help="import or export FlyDSL offline autotune artifacts")
+    actions = fly.add_subparsers(dest="flydsl_command", required=True, metavar="ACTION")
+    for name, handler, text, out in (("import", _import, "FlyDSL files -> flyconfigs artifacts", "folder for the artifacts"),
+                                     ("export", _export, "flyconfigs artifacts -> FlyDSL files", "folder for the FlyDSL files")):
+        p = actions.add_parser(name, help=text, description=text)
+        p.add_argument("paths", nargs="+", metavar="PATH")
+        p.add_argument("--out", required=True, help=out)
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.set_defaults(handler=handler)

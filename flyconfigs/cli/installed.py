@@ -1,0 +1,147 @@
+"""``flyconfigs list``, ``show``, ``explain`` and ``doctor``: what is installed, what a
+call would get and why, and what is wrong."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from flyconfigs.cli._common import add_command, emit_json, parse_key
+
+__all__ = ["register"]
+
+
+def _list(args: argparse.Namespace) -> int:
+    from flyconfigs.registry import default_resolver
+
+    packages = default_resolver().packages()
+    if args.json:
+        emit_json({"command": "list", "packages": [p.__dict__ for p in packages]})
+        return 0
+    if not packages:
+        print("no flyconfigs data packages installed")
+    for p in packages:
+        print(f"{p.distribution} {p.version}  target {p.target}  schema {p.schema_version}  {p.artifacts} artifacts")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from flyconfigs.registry import default_resolver, kernel_declaration
+
+    decl = kernel_declaration(args.kernel)
+    rows: list[dict[str, Any]] = []
+    for entry in default_resolver().all_entries():
+        if entry.kernel != decl.name:
+            continue
+        rows.append(
+            {
+                "key": entry.key,
+                "device": entry.device.describe(),
+                "source": entry.source.name,
+                "version": entry.source.version,
+                "file": str(entry.path),
+            }
+        )
+    axes = [{"name": a.name, "kind": a.kind.__name__, "ordinal": a.ordinal} for a in decl.key_axes]
+    if args.json:
+        emit_json({"command": "show", "kernel": decl.name, "version": decl.version, "axes": axes, "artifacts": rows})
+        return 0
+    print(f"{decl.name} (family version {decl.version}); key: " + ", ".join(
+        f"{a['name']}{' (ordinal)' if a['ordinal'] else ''}" for a in axes
+    ))
+    for r in rows:
+        key = " ".join(f"{k}={v}" for k, v in r["key"].items())
+        print(f"  {key}  on {r['device']}  from {r['source']} {r['version'] or ''}".rstrip())
+    if not rows:
+        print("  no artifacts installed; every key gets the default heuristic")
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from flyconfigs.registry import default_resolver
+
+    resolution, steps = default_resolver().explain(args.kernel, parse_key(args.key), args.device)
+    if args.json:
+        emit_json(
+            {
+                "command": "explain",
+                "resolution": resolution.as_json(),
+                "steps": [{"looked_for": s.looked_for, "outcome": s.outcome} for s in steps],
+            }
+        )
+        return 0
+    for number, step in enumerate(steps, 1):
+        print(f"{number}. {step.looked_for}: {step.outcome}")
+    config = " ".join(f"{k}={v}" for k, v in resolution.config.items())
+    where: str = resolution.source
+    if resolution.origin:
+        where += f" {resolution.origin}" + (f" {resolution.version}" if resolution.version else "")
+    borrowed = f", borrowed from {resolution.matched_device.describe()}" if resolution.borrowed and resolution.matched_device else ""
+    print(f"=> {config}  [{where}; device {resolution.layer}, key {resolution.key_match}{borrowed}]")
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from flyconfigs.registry import declarations, default_resolver
+    from flyconfigs.registry.sources import PACKAGES_ENV, override_directories
+
+    resolver = default_resolver()
+    device, how = resolver.current_device()
+    problems = resolver.check_all()
+    collisions = resolver.collisions()
+    packages = resolver.packages()
+    real_problems = [p for p in [*problems, *declarations.PROBLEMS.problems()] if p.kind != "collision"]
+    unexpected = [c for c in collisions if not c.expected]
+    warnings = []
+    if device is None:
+        warnings.append(f"no device known ({how}): every call gets the default heuristic")
+    elif not resolver.sources_for(device.arch):
+        warnings.append(f"nothing installed serves {device.arch}: every call gets the default heuristic")
+    for c in unexpected:
+        warnings.append(f"unexpected collision: {c.winner} shadows {', '.join(c.shadowed)}; "
+                        f"rank the packages with {PACKAGES_ENV} to choose")
+    if args.json:
+        emit_json(
+            {
+                "command": "doctor",
+                "device": None if device is None else device.describe(),
+                "device_source": how,
+                "override_directories": [str(p) for p in override_directories()],
+                "packages": [p.__dict__ for p in packages],
+                "problems": [p.__dict__ for p in real_problems],
+                "warnings": warnings,
+                "collisions": [
+                    {"kernel": c.kernel, "key": dict(c.key), "device": c.device.describe(), "winner": c.winner,
+                     "shadowed": list(c.shadowed), "expected": c.expected}
+                    for c in collisions
+                ],
+            }
+        )
+    else:
+        print(f"device: {device.describe() if device else 'unknown'} ({how})")
+        for folder in override_directories():
+            print(f"override directory: {folder}{'' if folder.is_dir() else ' (missing)'}")
+        for p in packages:
+            print(f"package: {p.distribution} {p.version} target {p.target}, {p.artifacts} artifacts")
+        for c in collisions:
+            print(f"collision: {c.kernel} {dict(c.key)} on {c.device.describe()}: {c.winner} shadows "
+                  f"{', '.join(c.shadowed)}{'' if c.expected else ' (unexpected)'}")
+        for problem in real_problems:
+            print(f"problem: {problem}")
+        for warning in warnings:
+            print(f"warning: {warning}")
+        count = len(real_problems) + len(warnings)
+        print("ok" if not count else f"{len(real_problems)} problem(s), {len(warnings)} warning(s)")
+    return 1 if real_problems or warnings else 0
+
+
+def register(sub: Any) -> None:
+    """Add ``list``, ``show``, ``explain`` and ``doctor``."""
+    add_command(sub, "list", _list, "list installed data packages")
+    p = add_command(sub, "show", _show, "show a kernel's key axes and the artifacts installed for it")
+    p.add_argument("kernel")
+    p = add_command(sub, "explain", _explain, "which config a call would get, and why, step by step")
+    p.add_argument("kernel")
+    p.add_argument("key", nargs="+", metavar="AXIS=VALUE")
+    p.add_argument("--device", help="device spec (as FLYCONFIGS_DEVICE); default: the current device")
+    add_command(sub, "doctor", _doctor, "check the device, sources, artifacts and collisions")

@@ -1,0 +1,57 @@
+"""``flyconfigs publish``: build (and upload) ``flyconfigs-<target>`` data packages."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from flyconfigs.cli._common import Usage, add_command, emit_json
+
+__all__ = ["register"]
+
+
+def _print_results(results: list[Any], as_json: bool) -> None:
+    if as_json:
+        emit_json(
+            {
+                "command": "publish",
+                "packages": [
+                    {"distribution": r.distribution, "version": r.version, "artifacts": r.artifacts,
+                     "files": [str(f) for f in r.files], "uploaded_to": r.uploaded_to}
+                    for r in results
+                ],
+            }
+        )
+        return
+    for r in results:
+        for f in r.files:
+            print(f"built {f}")
+        if r.uploaded_to:
+            print(f"uploaded {r.distribution} {r.version} to {r.uploaded_to}")
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from flyconfigs.registry.publish import publish, publish_all
+
+    if args.all:
+        if args.target or args.version:
+            raise Usage("--all takes each target and version from ARTIFACT_DIR/<target>/VERSION")
+        results = publish_all(args.artifact_dir, args.out, args.upload)
+    else:
+        if not args.target or not args.version:
+            raise Usage("publish needs --target and --version (or --all)")
+        results = [publish(args.artifact_dir, args.target, args.version, args.out, args.upload, args.index_url)]
+    _print_results(results, args.json)
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``publish``."""
+    p = add_command(sub, "publish", _publish, "build (and upload) a flyconfigs-<target> data package")
+    p.add_argument("artifact_dir", metavar="ARTIFACT_DIR")
+    p.add_argument("--target", help="the GPU target, e.g. gfx942 or sm90")
+    p.add_argument("--version", help="the release's PEP 440 version")
+    p.add_argument("--out", default="dist", help="folder for the sdist and wheel (default: dist)")
+    p.add_argument("--upload", metavar="INDEX_URL", help="upload with twine to this index (credentials from TWINE_*)")
+    p.add_argument("--index-url", help="the index's simple API for the version check (default: INDEX_URL/simple/)")
+    p.add_argument("--all", action="store_true", help="publish every ARTIFACT_DIR/<target>/ at its VERSION file")

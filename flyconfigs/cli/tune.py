@@ -1,0 +1,104 @@
+"""``flyconfigs tune``: the terminal side of a tuning session (arguments, the progress
+bar on stderr, the summary); the session itself is :mod:`flyconfigs.tuner.session`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from flyconfigs.cli._common import add_command, emit_json
+
+__all__ = ["register"]
+
+
+def _progress_bar(enabled: bool) -> tuple[Callable[[str, dict[str, Any]], None], Callable[[], None]]:
+    """A progress callback drawing keys and candidates on stderr (off when stderr is not
+    a terminal), and a function that closes it."""
+    state: dict[str, Any] = {"bar": None, "best": None, "start": None}
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        tqdm = None
+
+    def on(event: str, data: dict[str, Any]) -> None:
+        import time
+
+        if event == "start":
+            state["start"] = time.monotonic()
+            if enabled and tqdm is not None:
+                state["bar"] = tqdm(total=data["keys"], unit="key", file=sys.stderr, dynamic_ncols=True,
+                                    desc=f"tuning on {data['device']}")
+            else:
+                print(f"tuning {data['keys']} keys on {data['device']}", file=sys.stderr)
+        elif event == "candidate":
+            bar = state["bar"]
+            if bar is not None:
+                key = " ".join(f"{k}={v}" for k, v in data["key"].items())
+                best = f", best so far {state['best']:.2f} us" if state["best"] is not None else ""
+                bar.set_postfix_str(f"{key}: candidate {data['index'] + 1}/{data['of']}{best}"[-100:])
+        elif event in ("key", "skip"):
+            key = " ".join(f"{k}={v}" for k, v in data["key"].items())
+            if event == "key":
+                r = data["result"]
+                state["best"] = r.winner_us
+                text = f"{key}: {r.candidates} candidates, winner {r.winner_us:.2f} us (default {r.default_us:.2f} us)"
+            else:
+                text = f"{key}: already tuned, skipped"
+            bar = state["bar"]
+            if bar is not None:
+                bar.set_postfix_str(text[-80:])
+                bar.update(1)
+            else:
+                print(text, file=sys.stderr, flush=True)
+
+    def close() -> None:
+        if state["bar"] is not None:
+            state["bar"].close()
+
+    return on, close
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from flyconfigs.tuner.run import TuneOptions
+    from flyconfigs.tuner.session import device_ordinals, run_session
+
+    dtypes = [d for item in args.dtype or [] for d in item.split(",")] or None
+    ordinals = device_ordinals(args.devices, args.backend) if args.devices else [args.device]
+    on, close = _progress_bar(sys.stderr.isatty())
+    try:
+        result = run_session(args.kernel, args.key_grid or ["perf"], dtypes, Path(args.out), args.backend, ordinals,
+                             TuneOptions(budget=args.budget, resume=args.resume), on, cross_check=args.cross_check)
+    finally:
+        close()
+    report, summary = result.report, result.summary
+    if args.json:
+        emit_json({"command": "tune", **summary})
+    else:
+        for d in report.disagreements:
+            print(f"disagreement on {d['key']}: devices {d['devices']} chose {d['winners']} "
+                  f"({'within' if d['within_noise'] else 'beyond'} the noise band)", file=sys.stderr)
+        seconds = report.seconds
+        print(f"tuned {summary['tuned']} keys ({summary['skipped']} skipped) into {args.out} in {seconds['total']:.1f} s "
+              f"(compile {seconds['compile']:.1f} s, verify {seconds['verify']:.1f} s, time {seconds['time']:.1f} s)")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``tune``."""
+    p = add_command(sub, "tune", _tune, "compile, verify and time every variant of a kernel on this GPU; emit artifacts")
+    p.add_argument("kernel")
+    p.add_argument("--key-grid", action="append", metavar="GRID",
+                   help="'M=1,16 N=4096 dtype=bf16', @FILE, or 'perf' (the default: the benchmark grid); repeatable")
+    p.add_argument("--dtype", action="append", help="dtypes for grids that name none (comma-separated)")
+    p.add_argument("--out", default="tuned", help="folder for the artifacts (default: tuned)")
+    p.add_argument("--backend", choices=["cuda", "hip", "simulated"], help="default: the GPU found; 'simulated' is the test backend")
+    p.add_argument("--device", type=int, default=0, help="GPU ordinal (default 0)")
+    p.add_argument("--devices", help="tune on several GPUs: 'all' or ordinals like 0,1 (a worker process each; "
+                   "an ordinal may repeat to run two workers on one GPU)")
+    p.add_argument("--cross-check", action="store_true",
+                   help="re-tune every key on a second identical GPU and report winners that differ")
+    p.add_argument("--budget", type=int, help="at most this many candidates per key (the default is always one)")
+    p.add_argument("--resume", action="store_true", help="skip keys already tuned with the same kernel source and toolchain")

@@ -1,0 +1,105 @@
+"""A tuning session as ``flyconfigs tune`` runs one: the kernel and keys checked, one
+measuring worker per device ordinal for the backend asked (the test backend's simulated
+devices included), the toolchain for the devices' vendor, the run, and its summary.
+Terminal output is the caller's: progress arrives through the callback."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flyconfigs.errors import InvalidKeyError, TuneError
+from flyconfigs.registry.declarations import kernel_declaration
+from flyconfigs.schema.models import Device
+from flyconfigs.tuner.grid import parse_grids
+from flyconfigs.tuner.run import Progress, TuneOptions, TuneReport, tune
+from flyconfigs.tuner.worker import Worker, available_cpus
+
+__all__ = ["SessionResult", "device_ordinals", "run_session"]
+
+
+@dataclass(frozen=True)
+class SessionResult:
+    """The run's report and its summary as plain JSON data."""
+
+    report: TuneReport
+    summary: dict[str, Any]
+
+
+def device_ordinals(text: str, backend: str | None) -> list[int]:
+    """``all`` (every device the backend sees) or ordinals like ``0,1,1``;
+    :class:`InvalidKeyError` naming the bad value."""
+    if text == "all":
+        if backend == "simulated":
+            from flyconfigs.tuner.simulated import SIMULATED_ORDINALS
+
+            return list(SIMULATED_ORDINALS)
+        from flyconfigs.gpu import device_count
+
+        count = device_count(backend)
+        if count < 1:
+            raise TuneError("--devices all: no GPU found")
+        return list(range(count))
+    parts = text.split(",")
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        raise InvalidKeyError(f"--devices takes 'all' or GPU ordinals like 0,1,2; got {text!r}")
+    return [int(p) for p in parts]
+
+
+def _workers(backend: str | None, ordinals: Sequence[int]) -> tuple[list[Worker], Any]:
+    workers: list[Worker] = []
+    if backend == "simulated":
+        from flyconfigs.tuner.simulated import SimulatedToolchain
+
+        workers = [Worker("flyconfigs.tuner.simulated:SimulatedMeasurer", {"ordinal": o}) for o in ordinals]
+        return workers, SimulatedToolchain()
+    from flyconfigs.tuner.toolchain import GPUToolchain
+
+    try:
+        for ordinal in ordinals:
+            workers.append(Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer", {"backend": backend, "ordinal": ordinal}))
+        vendor = Device.model_validate(workers[0].device).vendor
+    except BaseException:
+        for worker in workers:
+            worker.close()
+        raise
+    return workers, GPUToolchain("hip" if vendor == "amd" else "cuda", available_cpus())
+
+
+def run_session(kernel: str, grids: Sequence[str], dtypes: Sequence[str] | None, out: Path, backend: str | None,
+                ordinals: Sequence[int], options: TuneOptions, progress: Progress | None = None,
+                cross_check: bool = False) -> SessionResult:
+    """Tune ``kernel`` over ``grids`` into ``out`` on ``ordinals`` of ``backend``.
+
+    Raises :class:`UnknownKernelError`, :class:`InvalidKeyError` or
+    :class:`TuneError`; the workers are always closed."""
+    spec = kernel_declaration(kernel)
+    if not hasattr(spec, "space"):
+        raise TuneError(f"kernel {kernel!r} declares no tunable space")
+    if options.budget is not None and options.budget < 1:
+        raise InvalidKeyError("--budget must be at least 1")
+    keys = parse_grids(list(grids) or ["perf"], list(dtypes) if dtypes else None)
+    workers, toolchain = _workers(backend, ordinals)
+    try:
+        report = tune(spec, keys, out, workers, toolchain, options, progress, cross_check=cross_check)
+    finally:
+        getattr(toolchain, "close", lambda: None)()
+        for worker in workers:
+            worker.close()
+    summary = {
+        "device": report.device.model_dump(mode="json"),
+        "keys": len(report.results),
+        "tuned": sum(not r.skipped for r in report.results),
+        "skipped": sum(r.skipped for r in report.results),
+        "seconds": report.seconds,
+        "worker_restarts": report.worker_restarts,
+        "workers": len(workers),
+        "devices": list(ordinals),
+        "disagreements": report.disagreements,
+        "compiled": getattr(toolchain, "compiled", None),
+        "compile_cache_hits": getattr(toolchain, "cached", None),
+        "artifacts": [str(r.path) for r in report.results if r.path],
+    }
+    return SessionResult(report, summary)

@@ -31,17 +31,15 @@ kept in the record.
 
 from __future__ import annotations
 
-import logging
-import math
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from importlib import invalidate_caches
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
 from flyconfigs.errors import ArtifactError
+from flyconfigs.registry.catalog import Catalog
 from flyconfigs.registry.declarations import (
     KernelDecl,
     KeyValue,
@@ -51,103 +49,16 @@ from flyconfigs.registry.declarations import (
     kernel_declaration,
 )
 from flyconfigs.registry.device import DEVICE_ENV, Detector, DeviceQuery, as_query, detect_with, installed_detector, parse_device_spec
+from flyconfigs.registry.matching import exact_matches, find_collisions, nearest_matches
 from flyconfigs.registry.problems import Problem, ProblemLog
-from flyconfigs.registry.sources import (
-    PACKAGES_ENV,
-    Entry,
-    LoadedPackage,
-    PackageInfo,
-    PackageRef,
-    Source,
-    find_packages,
-    load_package,
-    override_directories,
-    scan_directory,
-)
+from flyconfigs.registry.records import LAYER_NAMES, Collision, Resolution, Step
+from flyconfigs.registry.sources import Entry, PackageInfo, Source
 from flyconfigs.schema.models import TEST_DEVICE_PRODUCT, DeviceIdentity
 
 __all__ = ["MEMO_LIMIT", "Collision", "Resolution", "Resolver", "Step"]
 
 MEMO_LIMIT = 16384
 """Memoized resolutions kept per resolver; the oldest is dropped first beyond it."""
-
-Layer = Literal["exact", "same-compute-units", "same-arch", "default"]
-_LAYER_NAMES: tuple[Layer, Layer, Layer] = ("exact", "same-compute-units", "same-arch")
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """A resolved config and where it came from.
-
-    ``source`` is ``override``, ``package`` or ``default``; ``layer`` the device layer that
-    matched; ``key_match`` ``exact``, ``nearest`` or ``none``; ``borrowed`` is true for a
-    same-arch match, with ``matched_device`` the device it was tuned on; ``reasons`` the
-    chain of steps that fell through before this answer.
-    """
-
-    kernel: str
-    key: Mapping[str, KeyValue]
-    device: DeviceQuery | None
-    config: Mapping[str, KeyValue]
-    source: Literal["override", "package", "default"]
-    layer: Layer
-    key_match: Literal["exact", "nearest", "none"]
-    borrowed: bool = False
-    matched_key: Mapping[str, KeyValue] | None = None
-    matched_device: DeviceIdentity | None = None
-    origin: str | None = None
-    version: str | None = None
-    file: str | None = None
-    reasons: tuple[str, ...] = ()
-
-    def as_json(self) -> dict[str, object]:
-        """The record as plain JSON data (for ``--json`` output)."""
-        return {
-            "kernel": self.kernel,
-            "key": dict(self.key),
-            "device": None if self.device is None else self.device.describe(),
-            "config": dict(self.config),
-            "source": self.source,
-            "layer": self.layer,
-            "key_match": self.key_match,
-            "borrowed": self.borrowed,
-            "matched_key": None if self.matched_key is None else dict(self.matched_key),
-            "matched_device": None if self.matched_device is None else self.matched_device.model_dump(mode="json"),
-            "origin": self.origin,
-            "version": self.version,
-            "file": self.file,
-            "reasons": list(self.reasons),
-        }
-
-
-@dataclass(frozen=True)
-class Collision:
-    """Several sources hold an artifact for one kernel, device and key; ``winner`` serves.
-
-    ``expected`` when someone chose the order: the winner is an override directory, or
-    every package involved is ranked by ``FLYCONFIGS_PACKAGES``."""
-
-    kernel: str
-    key: Mapping[str, KeyValue]
-    device: DeviceIdentity
-    winner: str
-    shadowed: tuple[str, ...]
-    expected: bool = False
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of an explanation: what was looked for and what happened."""
-
-    looked_for: str
-    outcome: str
-
-
-@dataclass
-class _Index:
-    entries: list[Entry]
-    by_layer: tuple[dict[tuple[object, ...], list[Entry]], ...] = field(default_factory=tuple)
-
 
 Observer = Callable[[Resolution], None]
 
@@ -168,13 +79,10 @@ class Resolver:
         self._detector = detector
         self._lock = threading.RLock()
         self._memo: dict[tuple[object, ...], Resolution] = {}
-        self._indexes: dict[tuple[str, str], _Index] = {}
-        self._overrides: list[Entry] | None = None
-        self._refs: list[PackageRef] | None = None
-        self._loaded: dict[str, list[LoadedPackage]] = {}
+        self.problems = ProblemLog()
+        self._catalog = Catalog(paths, self.problems)
         self._device: tuple[DeviceQuery | None, str] | None = None
         self._observers: list[Observer] = []
-        self.problems = ProblemLog()
         self.generation = 0
         """Incremented by :meth:`refresh`; callers that cache resolutions compare it."""
 
@@ -188,12 +96,9 @@ class Resolver:
             invalidate_caches()
             forget_loaded()
             self._memo.clear()
-            self._indexes.clear()
-            self._overrides = None
-            self._refs = None
-            self._loaded = {}
             self._device = None
             self.problems = ProblemLog()
+            self._catalog = Catalog(self._paths, self.problems)
             self.generation += 1
 
     def add_observer(self, observer: Observer) -> Callable[[], None]:
@@ -292,18 +197,18 @@ class Resolver:
             reasons.append(f"no device known: {why}")
             trace.append(Step("the current device", reasons[-1]))
             return self._default(decl, key, None, reasons)
-        index = self._index(decl.name, query.arch)
+        index = self._catalog.index(decl.name, query.arch)
         tokens = query.layers()
         tried: set[int] = set()
         plan = [(0, "exact"), (1, "exact"), (0, "nearest"), (1, "nearest"), (2, "exact"), (2, "nearest")]
         for layer, mode in plan:
             token = tokens[layer]
-            what = f"{_LAYER_NAMES[layer]} device, {mode} key"
+            what = f"{LAYER_NAMES[layer]} device, {mode} key"
             if token is None:
                 trace.append(Step(what, "skipped: the device's identity is incomplete"))
                 continue
             pool = index.by_layer[layer].get(token, [])
-            matches = _exact(pool, key) if mode == "exact" else _nearest(pool, key, decl)
+            matches = exact_matches(pool, key) if mode == "exact" else nearest_matches(pool, key, decl)
             matches = [e for e in matches if id(e) not in tried]
             if not matches:
                 trace.append(Step(what, "no artifact"))
@@ -327,7 +232,7 @@ class Resolver:
                     device=query,
                     config=MappingProxyType(dict(artifact.winner.config)),
                     source=entry.source.kind,
-                    layer=_LAYER_NAMES[layer],
+                    layer=LAYER_NAMES[layer],
                     key_match=mode,  # type: ignore[arg-type]
                     borrowed=layer == 2,
                     matched_key=MappingProxyType(dict(entry.key)),
@@ -399,85 +304,25 @@ class Resolver:
     def sources_for(self, arch: str) -> list[Source]:
         """The sources that can serve ``arch``, in precedence order."""
         with self._lock:
-            sources = {id(e.source): e.source for e in self._entries_for(arch)}
-            for package in self._packages_for(arch):
-                if package.source is not None:
-                    sources.setdefault(id(package.source), package.source)
-            return sorted(sources.values(), key=lambda s: s.rank)
-
-    # -- the index ----------------------------------------------------------------------
-    # Override directories are scanned whole (they hold local tuning output); a data
-    # package's manifest is read only when a device of its target is first resolved,
-    # since every row of a package belongs to its target.
-
-    def _override_entries(self) -> list[Entry]:
-        if self._overrides is None:
-            dirs = override_directories(os.pathsep.join(self._paths) if self._paths is not None else None)
-            entries: list[Entry] = []
-            for rank, folder in enumerate(dirs):
-                entries.extend(scan_directory(folder, rank, self.problems))
-            self._overrides = entries
-        return self._overrides
-
-    def _package_refs(self) -> list[PackageRef]:
-        if self._refs is None:
-            self._refs = find_packages(first_rank=len(override_directories(
-                os.pathsep.join(self._paths) if self._paths is not None else None
-            )), problems=self.problems)
-        return self._refs
-
-    def _packages_for(self, target: str) -> list[LoadedPackage]:
-        loaded = self._loaded.get(target)
-        if loaded is None:
-            loaded = []
-            for ref in self._package_refs():
-                if ref.target == target:
-                    package = load_package(ref, self.problems)
-                    if package is not None:
-                        loaded.append(package)
-            self._loaded[target] = loaded
-        return loaded
-
-    def _entries_for(self, arch: str) -> list[Entry]:
-        entries = [e for e in self._override_entries() if e.device.arch == arch]
-        for package in self._packages_for(arch):
-            entries.extend(package.entries)
-        return entries
-
-    def _index(self, kernel: str, arch: str) -> _Index:
-        index = self._indexes.get((kernel, arch))
-        if index is None:
-            entries = [e for e in self._entries_for(arch) if e.kernel == kernel]
-            layers: tuple[dict[tuple[object, ...], list[Entry]], ...] = ({}, {}, {})
-            for entry in entries:
-                for layer, token in enumerate(entry.device.layers()):
-                    layers[layer].setdefault(token, []).append(entry)
-            index = self._indexes[(kernel, arch)] = _Index(entries, layers)
-        return index
+            return self._catalog.sources_for(arch)
 
     # -- what doctor and list read -------------------------------------------------------
-
-    def _all_targets(self) -> list[str]:
-        targets = {ref.target for ref in self._package_refs()}
-        targets.update(e.device.arch for e in self._override_entries())
-        return sorted(targets)
 
     def packages(self) -> list[PackageInfo]:
         """Installed data packages whose manifests are readable, in precedence order
         (reads every manifest)."""
         with self._lock:
-            found = [p.info for t in self._all_targets() for p in self._packages_for(t)]
-            return sorted(found, key=lambda info: [r.distribution for r in self._package_refs()].index(info.distribution))
+            return self._catalog.packages()
 
     def all_entries(self) -> Iterator[Entry]:
         """Every entry of every source (reads every manifest)."""
         with self._lock:
-            entries = [e for t in self._all_targets() for e in self._entries_for(t)]
-        yield from sorted(entries, key=lambda e: e.source.rank)
+            entries = self._catalog.all_entries()
+        yield from entries
 
     def collisions(self) -> list[Collision]:
         """Every collision between sources, each also logged once."""
-        return _collisions(list(self.all_entries()), self.problems)
+        return find_collisions(list(self.all_entries()), self.problems)
 
     def check_all(self) -> list[Problem]:
         """Load every artifact, check each winner with its kernel's declaration (when
@@ -504,60 +349,3 @@ class Resolver:
         return self.problems.problems()
 
 
-def _exact(pool: list[Entry], key: dict[str, KeyValue]) -> list[Entry]:
-    return [e for e in pool if e.key == key]
-
-
-def _nearest(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl) -> list[Entry]:
-    ordinal = [a.name for a in decl.key_axes if a.ordinal]
-    if not ordinal:
-        return []
-    scored: list[tuple[float, tuple[float, ...], int, Entry]] = []
-    for rank, entry in enumerate(pool):
-        if entry.key.keys() != key.keys():
-            continue
-        if any(entry.key[a.name] != key[a.name] for a in decl.key_axes if not a.ordinal):
-            continue
-        values = [entry.key[n] for n in ordinal]
-        if not all(type(v) is int for v in values):
-            continue
-        distance = sum(abs(_log2(int(entry.key[n])) - _log2(int(key[n]))) for n in ordinal)
-        scored.append((distance, tuple(-float(v) for v in values), rank, entry))
-    scored.sort(key=lambda item: item[:3])
-    return [item[3] for item in scored]
-
-
-def _log2(value: int) -> float:
-    return math.log2(max(value, 1))
-
-
-def _collisions(entries: list[Entry], problems: ProblemLog) -> list[Collision]:
-    slots: dict[tuple[object, ...], list[Entry]] = {}
-    for entry in entries:
-        slots.setdefault(entry.slot(), []).append(entry)
-    found = []
-    for group in slots.values():
-        if len(group) < 2:
-            continue
-        group.sort(key=lambda e: e.source.rank)
-        names = [_label(e) for e in group]
-        deliberate = group[0].source.kind == "override" or all(e.source.standing == "chosen" for e in group)
-        collision = Collision(group[0].kernel, dict(group[0].key), group[0].device, names[0], tuple(names[1:]), deliberate)
-        found.append(collision)
-        problems.report(
-            Problem(
-                "collision",
-                str(group[1].path),
-                f"{group[0].kernel} {dict(group[0].key)} on {group[0].device.describe()}: "
-                f"{names[0]} wins over {', '.join(names[1:])}"
-                + ("" if deliberate else f" (nobody chose this order: rank packages with {PACKAGES_ENV})"),
-            ),
-            logging.INFO if deliberate else logging.WARNING,
-        )
-    return found
-
-
-def _label(entry: Entry) -> str:
-    if entry.source.kind == "package":
-        return f"{entry.source.name} {entry.source.version} ({entry.path.name})"
-    return str(entry.path)

@@ -1,0 +1,125 @@
+"""The catalog of sources: override directories and installed data packages, read
+lazily and indexed by kernel, arch and device layer.
+
+Override directories are scanned whole (they hold local tuning output); a data
+package's manifest is read only when a device of its target is first resolved, since
+every row of a package belongs to its target.  A catalog is never refreshed: the
+resolver replaces it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from flyconfigs.registry.problems import ProblemLog
+from flyconfigs.registry.sources import (
+    Entry,
+    LoadedPackage,
+    PackageInfo,
+    PackageRef,
+    Source,
+    find_packages,
+    load_package,
+    override_directories,
+    scan_directory,
+)
+
+__all__ = ["Catalog", "Index"]
+
+
+@dataclass
+class Index:
+    """One kernel's entries for one arch, and by device layer token."""
+
+    entries: list[Entry]
+    by_layer: tuple[dict[tuple[object, ...], list[Entry]], ...] = field(default_factory=tuple)
+
+
+class Catalog:
+    """Every source a resolver reads, in precedence order, each read once.  Not
+    thread-safe by itself: the resolver holds its lock around every call."""
+
+    def __init__(self, paths: list[str] | None, problems: ProblemLog) -> None:
+        self._paths = paths
+        self.problems = problems
+        self._indexes: dict[tuple[str, str], Index] = {}
+        self._overrides: list[Entry] | None = None
+        self._refs: list[PackageRef] | None = None
+        self._loaded: dict[str, list[LoadedPackage]] = {}
+
+    def _directories(self) -> list[os.PathLike[str]]:
+        return list(override_directories(os.pathsep.join(self._paths) if self._paths is not None else None))
+
+    def override_entries(self) -> list[Entry]:
+        """Every valid artifact of the override directories, in their order."""
+        if self._overrides is None:
+            entries: list[Entry] = []
+            for rank, folder in enumerate(override_directories(os.pathsep.join(self._paths) if self._paths is not None else None)):
+                entries.extend(scan_directory(folder, rank, self.problems))
+            self._overrides = entries
+        return self._overrides
+
+    def package_refs(self) -> list[PackageRef]:
+        """The installed data packages in precedence order (metadata only)."""
+        if self._refs is None:
+            self._refs = find_packages(first_rank=len(self._directories()), problems=self.problems)
+        return self._refs
+
+    def packages_for(self, target: str) -> list[LoadedPackage]:
+        """The packages of ``target`` whose manifests are readable (read on first use)."""
+        loaded = self._loaded.get(target)
+        if loaded is None:
+            loaded = []
+            for ref in self.package_refs():
+                if ref.target == target:
+                    package = load_package(ref, self.problems)
+                    if package is not None:
+                        loaded.append(package)
+            self._loaded[target] = loaded
+        return loaded
+
+    def entries_for(self, arch: str) -> list[Entry]:
+        """Every entry that can serve ``arch``: override entries, then packages'."""
+        entries = [e for e in self.override_entries() if e.device.arch == arch]
+        for package in self.packages_for(arch):
+            entries.extend(package.entries)
+        return entries
+
+    def index(self, kernel: str, arch: str) -> Index:
+        """``kernel``'s entries for ``arch`` by device layer (built on first use)."""
+        index = self._indexes.get((kernel, arch))
+        if index is None:
+            entries = [e for e in self.entries_for(arch) if e.kernel == kernel]
+            layers: tuple[dict[tuple[object, ...], list[Entry]], ...] = ({}, {}, {})
+            for entry in entries:
+                for layer, token in enumerate(entry.device.layers()):
+                    layers[layer].setdefault(token, []).append(entry)
+            index = self._indexes[(kernel, arch)] = Index(entries, layers)
+        return index
+
+    def sources_for(self, arch: str) -> list[Source]:
+        """The sources that can serve ``arch``, in precedence order."""
+        sources = {id(e.source): e.source for e in self.entries_for(arch)}
+        for package in self.packages_for(arch):
+            if package.source is not None:
+                sources.setdefault(id(package.source), package.source)
+        return sorted(sources.values(), key=lambda s: s.rank)
+
+    def all_targets(self) -> list[str]:
+        """Every target some source has (reads metadata and override folders)."""
+        targets = {ref.target for ref in self.package_refs()}
+        targets.update(e.device.arch for e in self.override_entries())
+        return sorted(targets)
+
+    def packages(self) -> list[PackageInfo]:
+        """Installed data packages whose manifests are readable, in precedence order
+        (reads every manifest)."""
+        order = [r.distribution for r in self.package_refs()]
+        found = [p.info for t in self.all_targets() for p in self.packages_for(t)]
+        return sorted(found, key=lambda info: order.index(info.distribution))
+
+    def all_entries(self) -> list[Entry]:
+        """Every entry of every source by rank (reads every manifest)."""
+        entries = [e for t in self.all_targets() for e in self.entries_for(t)]
+        return sorted(entries, key=lambda e: e.source.rank)

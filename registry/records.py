@@ -1,0 +1,85 @@
+"""What a resolution answers with: the record of where a config came from, the steps an
+explanation took, and the collisions between sources."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from flyconfigs.registry.declarations import KeyValue
+from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.schema.models import DeviceIdentity
+
+__all__ = ["LAYER_NAMES", "Collision", "Layer", "Resolution", "Step"]
+
+Layer = Literal["exact", "same-compute-units", "same-arch", "default"]
+LAYER_NAMES: tuple[Layer, Layer, Layer] = ("exact", "same-compute-units", "same-arch")
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A resolved config and where it came from.
+
+    ``source`` is ``override``, ``package`` or ``default``; ``layer`` the device layer that
+    matched; ``key_match`` ``exact``, ``nearest`` or ``none``; ``borrowed`` is true for a
+    same-arch match, with ``matched_device`` the device it was tuned on; ``reasons`` the
+    chain of steps that fell through before this answer.
+    """
+
+    kernel: str
+    key: Mapping[str, KeyValue]
+    device: DeviceQuery | None
+    config: Mapping[str, KeyValue]
+    source: Literal["override", "package", "default"]
+    layer: Layer
+    key_match: Literal["exact", "nearest", "none"]
+    borrowed: bool = False
+    matched_key: Mapping[str, KeyValue] | None = None
+    matched_device: DeviceIdentity | None = None
+    origin: str | None = None
+    version: str | None = None
+    file: str | None = None
+    reasons: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, object]:
+        """The record as plain JSON data (for ``--json`` output)."""
+        return {
+            "kernel": self.kernel,
+            "key": dict(self.key),
+            "device": None if self.device is None else self.device.describe(),
+            "config": dict(self.config),
+            "source": self.source,
+            "layer": self.layer,
+            "key_match": self.key_match,
+            "borrowed": self.borrowed,
+            "matched_key": None if self.matched_key is None else dict(self.matched_key),
+            "matched_device": None if self.matched_device is None else self.matched_device.model_dump(mode="json"),
+            "origin": self.origin,
+            "version": self.version,
+            "file": self.file,
+            "reasons": list(self.reasons),
+        }
+
+
+@dataclass(frozen=True)
+class Collision:
+    """Several sources hold an artifact for one kernel, device and key; ``winner`` serves.
+
+    ``expected`` when someone chose the order: the winner is an override directory, or
+    every package involved is ranked by ``FLYCONFIGS_PACKAGES``."""
+
+    kernel: str
+    key: Mapping[str, KeyValue]
+    device: DeviceIdentity
+    winner: str
+    shadowed: tuple[str, ...]
+    expected: bool = False
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of an explanation: what was looked for and what happened."""
+
+    looked_for: str
+    outcome: str

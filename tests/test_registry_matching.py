@@ -1,0 +1,33 @@
+"""The matching rules as pure functions: exact keys, the nearest key on ordinal axes
+only (log2 distance, a tie to the larger tuned value), collisions by rank."""
+
+from __future__ import annotations
+
+from factories import MI300X, make_artifact
+from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.registry.matching import exact_matches, find_collisions, nearest_matches
+from flyconfigs.registry.problems import ProblemLog
+from flyconfigs.registry.sources import Entry, Source
+
+KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
+
+
+def _entry(rank: int, **key: object) -> Entry:
+    artifact = make_artifact(device=MI300X, key={**KEY, **key})
+    return Entry("rmsnorm", dict(artifact.key), artifact.device.identity, f"/x/{rank}-{artifact.file_name()}",
+                 Source("override", f"/x/{rank}", rank), _artifact=artifact)
+
+
+def test_nearest_is_by_log2_distance_on_ordinal_axes_and_a_tie_goes_to_the_larger() -> None:
+    pool = [_entry(0, M=1024), _entry(0, M=16384), _entry(0, M=8192), _entry(0, M=4096, N=4096)]
+    ordered = [e.key["M"] for e in nearest_matches(pool, dict(KEY), SPEC)]
+    assert ordered == [8192, 16384, 1024]  # 2048 would tie with 8192; N=4096 is never near
+    assert nearest_matches([_entry(0, M=2048), _entry(0, M=8192)], dict(KEY), SPEC)[0].key["M"] == 8192
+    assert exact_matches(pool, {**KEY, "M": 1024}) == [pool[0]]
+
+
+def test_collisions_name_the_winner_by_rank() -> None:
+    first, second = _entry(0), _entry(1)
+    (collision,) = find_collisions([second, first], ProblemLog())
+    assert collision.winner.startswith("/x/0-") and collision.shadowed[0].startswith("/x/1-")
+    assert collision.expected, "an override directory winning is a choice"

@@ -118,3 +118,35 @@ def test_amd_descriptor_from_properties() -> None:
     other = device_from_properties(SimpleNamespace(**{**props.__dict__, "name": "AMD Radeon PRO W7900",
                                                        "gcnArchName": "gfx1100", "warpSize": 32}), 0, None, None)
     assert other.features == [] and other.memory_bandwidth_gbps == pytest.approx(1300000e3 * 2 * 8192 / 8 / 1e9)
+
+
+def test_nvidia_descriptor_from_driver_attributes() -> None:
+    """A stand-in for cuda.bindings.driver with the H200's attributes (no GPU here; the
+    GPU tests compare the real descriptor with torch's device properties)."""
+    from flyconfigs.gpu.cuda import CudaBinding
+
+    values = {"COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0, "MEMORY_CLOCK_RATE": 3201000,
+              "GLOBAL_MEMORY_BUS_WIDTH": 6016, "MULTIPROCESSOR_COUNT": 132, "WARP_SIZE": 32,
+              "L2_CACHE_SIZE": 62914560}
+
+    class Attributes:
+        def __getattr__(self, name: str) -> str:
+            return name.removeprefix("CU_DEVICE_ATTRIBUTE_")
+
+    driver = SimpleNamespace(
+        CUdevice_attribute=Attributes(),
+        cuInit=lambda flags: (0,),
+        cuDeviceGetCount=lambda: (0, 2),
+        cuDeviceGet=lambda ordinal: (0, f"dev{ordinal}"),
+        cuDeviceGetName=lambda size, dev: (0, b"NVIDIA H200\0\0\0"),
+        cuDeviceGetAttribute=lambda attr, dev: (0, values[attr]),
+        cuDriverGetVersion=lambda: (0, 13000),
+    )
+    nvrtc = SimpleNamespace(nvrtcVersion=lambda: (0, 13, 0))
+    device = CudaBinding(driver, nvrtc).describe(1)
+    assert (device.arch, device.product, device.compute_units, device.wave_size, device.ordinal) == (
+        "sm90", "NVIDIA H200", 132, 32, 1)
+    assert device.memory_bandwidth_gbps == pytest.approx(3201000e3 * 2 * 6016 / 8 / 1e9)
+    assert (device.driver_version, device.runtime_version) == ("13.0", "nvrtc 13.0")
+    with pytest.raises(BackendUnavailableError, match="device 5 requested, 2 present"):
+        CudaBinding(driver, nvrtc).describe(5)

@@ -68,12 +68,14 @@ def get_backend(name: str | None = None, ordinal: int = 0, arch: str | None = No
 def binding_for(name: str) -> Binding:
     """The vendor binding ``name`` (``cuda`` or ``hip``) without selecting a device."""
     if name == "cuda":
-        from flyconfigs.gpu.cuda import make_binding
-    elif name == "hip":
-        from flyconfigs.gpu.hip import make_binding
-    else:
-        raise BackendUnavailableError(f"unknown backend {name!r}; expected 'cuda' or 'hip'")
-    return make_binding()
+        from flyconfigs.gpu.cuda import CudaBinding
+
+        return CudaBinding()
+    if name == "hip":
+        from flyconfigs.gpu.hip import HipBinding
+
+        return HipBinding()
+    raise BackendUnavailableError(f"unknown backend {name!r}; expected 'cuda' or 'hip'")
 
 
 def device_count(name: str | None = None) -> int:

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from flyconfigs.errors import CompileError, GPUError, LaunchError
 from flyconfigs.gpu.cache import CompileCache
@@ -50,34 +50,38 @@ class LaunchArgumentError(LaunchError, TypeError):
     """A launch's arguments do not match the kernel's declared signature."""
 
 
-@dataclass
-class Binding:
-    """What differs between hip-python and cuda-python: module handles, symbol names,
-    and a few adapters.  Filled in by ``flyconfigs.gpu.cuda`` and ``flyconfigs.gpu.hip``."""
+class Binding(Protocol):
+    """What differs between hip-python and cuda-python: the modules, symbol names and
+    the calls whose shapes differ.  :class:`flyconfigs.gpu.cuda.CudaBinding` and
+    :class:`flyconfigs.gpu.hip.HipBinding` implement it; every call but
+    :meth:`describe`, :meth:`count`, :meth:`compiler_version` and :meth:`arch_option`
+    returns the vendor's ``(err, *outputs)`` tuple for :meth:`Backend.check`."""
 
     name: Literal["cuda", "hip"]
     rtc: Any
     api: Any
     rtc_prefix: str
     code_getters: tuple[str, str]
-    arch_option: Callable[[str], str]
     define: str
-    destroy_program: Callable[[Any], Any]
-    load_module: Callable[[bytes], Any]
-    get_function: Callable[[Any, bytes], Any]
-    launch: Callable[..., Any]
-    event_create: Callable[[], Any]
-    event_record: Callable[[Any, Any], Any]
-    event_synchronize: Callable[[Any], Any]
-    event_elapsed: Callable[[Any, Any], Any]
-    event_destroy: Callable[[Any], Any]
-    synchronize: Callable[[], Any]
-    compiler_version: Callable[[], str]
-    describe: Callable[[int], Device]
-    activate: Callable[[int], None]
-    resources: Callable[[Backend, CompiledKernel, int, Kernel | None], Resources]
-    count: Callable[[], int]
-    default_options: tuple[str, ...] = ()
+    default_options: tuple[str, ...]
+
+    def arch_option(self, arch: str) -> str: ...
+    def destroy_program(self, program: Any) -> Any: ...
+    def load_module(self, code: bytes) -> Any: ...
+    def get_function(self, module: Any, name: bytes) -> Any: ...
+    def launch(self, f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shmem: int, stream: Any,
+               params: Any, extra: Any) -> Any: ...
+    def event_create(self) -> Any: ...
+    def event_record(self, event: Any, stream: Any) -> Any: ...
+    def event_synchronize(self, event: Any) -> Any: ...
+    def event_elapsed(self, start: Any, end: Any) -> Any: ...
+    def event_destroy(self, event: Any) -> Any: ...
+    def synchronize(self) -> Any: ...
+    def compiler_version(self) -> str: ...
+    def describe(self, ordinal: int) -> Device: ...
+    def activate(self, ordinal: int) -> None: ...
+    def resources(self, backend: Backend, compiled: CompiledKernel, block: int, kernel: Kernel | None) -> Resources: ...
+    def count(self) -> int: ...
 
 
 @dataclass(frozen=True)

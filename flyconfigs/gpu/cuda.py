@@ -7,13 +7,13 @@ torch stream share memory and ordering with torch's own work.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from flyconfigs.errors import BackendUnavailableError, UnknownArchError
-from flyconfigs.gpu.backend import Backend, Binding, CompiledKernel, Kernel
+from flyconfigs.gpu.backend import Backend, CompiledKernel, Kernel
 from flyconfigs.schema.models import Device, Resources
 
-__all__ = ["CUDA_SYMBOLS", "make_binding"]
+__all__ = ["CUDA_SYMBOLS", "CudaBinding", "make_binding"]
 
 CUDA_SYMBOLS = {
     "nvrtc": [
@@ -24,7 +24,7 @@ CUDA_SYMBOLS = {
     "driver": [
         "cuInit", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetName", "cuDeviceGetAttribute", "cuDriverGetVersion",
         "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel",
-        "cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuCtxSynchronize", "cuFuncGetAttribute",
+        "cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventDestroy", "cuCtxSynchronize", "cuFuncGetAttribute",
         "cuOccupancyMaxActiveBlocksPerMultiprocessor", "CUdevice_attribute", "CUfunction_attribute",
     ],
 }
@@ -48,50 +48,67 @@ def _include_dir() -> str | None:
         return None
 
 
-def make_binding() -> Binding:
-    """The cuda-python binding; :class:`BackendUnavailableError` if it is absent."""
-    driver, nvrtc = _modules()
-    state: dict[str, Any] = {}
-    attr = driver.CUdevice_attribute
+class CudaBinding:
+    """cuda-python behind the :class:`~flyconfigs.gpu.backend.Binding` protocol.
 
-    def check(result: Any, what: str) -> Any:
+    ``driver`` and ``nvrtc`` default to ``cuda.bindings``' modules; any objects with the
+    same calls work (the descriptor code is tested on the CPU that way)."""
+
+    name: Literal["cuda", "hip"] = "cuda"
+    rtc_prefix = "nvrtc"
+    code_getters = ("nvrtcGetCUBINSize", "nvrtcGetCUBIN")
+    define = "-DFLYCONFIGS_CUDA=1"
+
+    def __init__(self, driver: Any = None, nvrtc: Any = None) -> None:
+        if driver is None or nvrtc is None:
+            driver, nvrtc = _modules()
+        self.api = driver
+        self.rtc = nvrtc
+        self._initialized = False
+        include = _include_dir()
+        self.default_options: tuple[str, ...] = ("-std=c++17", *((f"-I{include}",) if include else ()))
+
+    def _check(self, result: Any, what: str) -> Any:
         err = result[0] if isinstance(result, tuple) else result
         if int(err) != 0:
             raise BackendUnavailableError(f"{what} failed: {getattr(err, 'name', err)}")
         rest = result[1:] if isinstance(result, tuple) else ()
         return rest[0] if len(rest) == 1 else rest or None
 
-    def init() -> None:
-        if "init" not in state:
+    def _init(self) -> None:
+        if not self._initialized:
             try:
-                check(driver.cuInit(0), "cuInit")
+                self._check(self.api.cuInit(0), "cuInit")
             except RuntimeError as exc:
                 raise BackendUnavailableError(f"the CUDA driver is not loadable ({exc})") from None
-            state["init"] = True
+            self._initialized = True
 
-    def count() -> int:
-        init()
-        return int(check(driver.cuDeviceGetCount(), "cuDeviceGetCount"))
+    def count(self) -> int:
+        """How many CUDA devices the driver sees."""
+        self._init()
+        return int(self._check(self.api.cuDeviceGetCount(), "cuDeviceGetCount"))
 
-    def device_handle(ordinal: int) -> Any:
-        init()
-        count = check(driver.cuDeviceGetCount(), "cuDeviceGetCount")
-        if ordinal >= int(count):
+    def _device(self, ordinal: int) -> Any:
+        count = self.count()
+        if ordinal >= count:
             raise BackendUnavailableError(f"CUDA device {ordinal} requested, {count} present")
-        return check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
+        return self._check(self.api.cuDeviceGet(ordinal), "cuDeviceGet")
 
-    def get(dev: Any, name: str) -> int:
-        return int(check(driver.cuDeviceGetAttribute(getattr(attr, name), dev), f"cuDeviceGetAttribute({name})"))
+    def _attribute(self, dev: Any, name: str) -> int:
+        attr = getattr(self.api.CUdevice_attribute, name)
+        return int(self._check(self.api.cuDeviceGetAttribute(attr, dev), f"cuDeviceGetAttribute({name})"))
 
-    def describe(ordinal: int) -> Device:
-        dev = device_handle(ordinal)
-        raw = check(driver.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    def describe(self, ordinal: int) -> Device:
+        """The descriptor of device ``ordinal`` (bandwidth from the memory clock and bus)."""
+        dev = self._device(ordinal)
+        raw = self._check(self.api.cuDeviceGetName(256, dev), "cuDeviceGetName")
         product = bytes(raw).split(b"\0")[0].decode().strip()
+        get = self._attribute
         major = get(dev, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR")
         minor = get(dev, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR")
         clock_khz = get(dev, "CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE")
         bus_bits = get(dev, "CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH")
-        version = int(check(driver.cuDriverGetVersion(), "cuDriverGetVersion"))
+        version = int(self._check(self.api.cuDriverGetVersion(), "cuDriverGetVersion"))
         return Device(
             vendor="nvidia",
             arch=f"sm{major}{minor}",
@@ -101,75 +118,79 @@ def make_binding() -> Binding:
             l2_bytes=get(dev, "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE"),
             memory_bandwidth_gbps=clock_khz * 1e3 * 2 * bus_bits / 8 / 1e9 if clock_khz and bus_bits else None,
             driver_version=f"{version // 1000}.{version % 1000 // 10}",
-            runtime_version=compiler_version(),
+            runtime_version=self.compiler_version(),
             ordinal=ordinal,
         )
 
-    def activate(ordinal: int) -> None:
-        dev = device_handle(ordinal)
-        ctx = check(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
-        check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    def activate(self, ordinal: int) -> None:
+        """Make the device's primary context (torch's) current."""
+        ctx = self._check(self.api.cuDevicePrimaryCtxRetain(self._device(ordinal)), "cuDevicePrimaryCtxRetain")
+        self._check(self.api.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
 
-    def compiler_version() -> str:
-        _, major, minor = nvrtc.nvrtcVersion()
+    def compiler_version(self) -> str:
+        _, major, minor = self.rtc.nvrtcVersion()
         return f"nvrtc {major}.{minor}"
 
-    def arch_option(arch: str) -> str:
+    def arch_option(self, arch: str) -> str:
         m = re.fullmatch(r"sm(\d+)([a-z]?)", arch)
         if not m:
             raise UnknownArchError(f"the cuda backend compiles for smNN arches, not {arch!r}")
         return f"-arch=sm_{m.group(1)}{m.group(2)}"
 
-    def resources(backend: Backend, compiled: CompiledKernel, block: int, kernel: Kernel | None) -> Resources:
+    def resources(self, backend: Backend, compiled: CompiledKernel, block: int, kernel: Kernel | None) -> Resources:
+        """Registers, local (spill) and shared bytes from the driver, and the occupancy."""
         if kernel is None:
             kernel = backend.load(compiled, ())
-        fa = driver.CUfunction_attribute
+        fa = self.api.CUfunction_attribute
         f = kernel.function
 
         def fattr(name: str) -> int:
-            return int(check(driver.cuFuncGetAttribute(getattr(fa, name), f), f"cuFuncGetAttribute({name})"))
+            return int(self._check(self.api.cuFuncGetAttribute(getattr(fa, name), f), f"cuFuncGetAttribute({name})"))
 
-        regs = fattr("CU_FUNC_ATTRIBUTE_NUM_REGS")
-        local = fattr("CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES")
-        shared = fattr("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
-        blocks = int(check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(f, block, 0), "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
-        dev = device_handle(backend.ordinal)
-        max_threads = get(dev, "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR")
+        blocks = int(self._check(self.api.cuOccupancyMaxActiveBlocksPerMultiprocessor(f, block, 0),
+                                 "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+        max_threads = self._attribute(self._device(backend.ordinal), "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR")
         return Resources(
-            registers=regs,
-            spill_bytes=local,
-            shared_bytes=shared,
+            registers=fattr("CU_FUNC_ATTRIBUTE_NUM_REGS"),
+            spill_bytes=fattr("CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES"),
+            shared_bytes=fattr("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES"),
             max_blocks_per_cu=blocks,
             occupancy=min(1.0, blocks * block / max_threads),
         )
 
-    elapsed = getattr(driver, "cuEventElapsedTime_v2", None) or driver.cuEventElapsedTime
-    include = _include_dir()
-    return Binding(
-        name="cuda",
-        rtc=nvrtc,
-        api=driver,
-        rtc_prefix="nvrtc",
-        code_getters=("nvrtcGetCUBINSize", "nvrtcGetCUBIN"),
-        arch_option=arch_option,
-        define="-DFLYCONFIGS_CUDA=1",
-        destroy_program=nvrtc.nvrtcDestroyProgram,
-        load_module=driver.cuModuleLoadData,
-        get_function=driver.cuModuleGetFunction,
-        launch=lambda f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra: driver.cuLaunchKernel(
-            f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra or 0
-        ),
-        event_create=lambda: driver.cuEventCreate(0),
-        event_record=driver.cuEventRecord,
-        event_synchronize=driver.cuEventSynchronize,
-        event_elapsed=elapsed,
-        event_destroy=driver.cuEventDestroy,
-        synchronize=driver.cuCtxSynchronize,
-        compiler_version=compiler_version,
-        describe=describe,
-        activate=activate,
-        resources=resources,
-        count=count,
-        default_options=("-std=c++17", *((f"-I{include}",) if include else ())),
-    )
+    def destroy_program(self, program: Any) -> Any:
+        return self.rtc.nvrtcDestroyProgram(program)
 
+    def load_module(self, code: bytes) -> Any:
+        return self.api.cuModuleLoadData(code)
+
+    def get_function(self, module: Any, name: bytes) -> Any:
+        return self.api.cuModuleGetFunction(module, name)
+
+    def launch(self, f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shmem: int, stream: Any,
+               params: Any, extra: Any) -> Any:
+        return self.api.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra or 0)
+
+    def event_create(self) -> Any:
+        return self.api.cuEventCreate(0)
+
+    def event_record(self, event: Any, stream: Any) -> Any:
+        return self.api.cuEventRecord(event, stream)
+
+    def event_synchronize(self, event: Any) -> Any:
+        return self.api.cuEventSynchronize(event)
+
+    def event_elapsed(self, start: Any, end: Any) -> Any:
+        elapsed = getattr(self.api, "cuEventElapsedTime_v2", None) or self.api.cuEventElapsedTime
+        return elapsed(start, end)
+
+    def event_destroy(self, event: Any) -> Any:
+        return self.api.cuEventDestroy(event)
+
+    def synchronize(self) -> Any:
+        return self.api.cuCtxSynchronize()
+
+
+def make_binding() -> CudaBinding:
+    """The cuda-python binding; :class:`BackendUnavailableError` if it is absent."""
+    return CudaBinding()

@@ -7,14 +7,14 @@ explicitly; everything else needs the HIP runtime and a device.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 from flyconfigs.errors import BackendUnavailableError, UnknownArchError
 from flyconfigs.gpu.amdgpu import kernel_metadata, resources_from_metadata
-from flyconfigs.gpu.backend import Backend, Binding, CompiledKernel, Kernel
+from flyconfigs.gpu.backend import Backend, CompiledKernel, Kernel
 from flyconfigs.schema.models import Device, Resources
 
-__all__ = ["HIP_SYMBOLS", "device_from_properties", "make_binding"]
+__all__ = ["HIP_SYMBOLS", "HipBinding", "device_from_properties", "make_binding"]
 
 # Every hip-python name this backend calls: the contract test checks them.
 HIP_SYMBOLS = {
@@ -25,7 +25,7 @@ HIP_SYMBOLS = {
     ],
     "hip": [
         "hipModuleLoadData", "hipModuleGetFunction", "hipModuleLaunchKernel", "hipEventCreate", "hipEventRecord",
-        "hipEventSynchronize", "hipEventElapsedTime", "hipDeviceSynchronize", "hipGetDeviceProperties", "hipSetDevice",
+        "hipEventSynchronize", "hipEventElapsedTime", "hipEventDestroy", "hipDeviceSynchronize", "hipGetDeviceProperties", "hipSetDevice",
         "hipDriverGetVersion", "hipRuntimeGetVersion", "hipGetDeviceCount", "hipError_t",
     ],
 }
@@ -81,68 +81,99 @@ def device_from_properties(props: Any, ordinal: int, driver: str | None, runtime
     )
 
 
-def make_binding() -> Binding:
-    """The hip-python binding; :class:`BackendUnavailableError` if hip-python is absent."""
-    hip, hiprtc = _modules()
+class HipBinding:
+    """hip-python behind the :class:`~flyconfigs.gpu.backend.Binding` protocol.
 
-    def check(result: Any, what: str) -> Any:
+    ``hip`` and ``hiprtc`` default to hip-python's modules; any objects with the same
+    calls work."""
+
+    name: Literal["cuda", "hip"] = "hip"
+    rtc_prefix = "hiprtc"
+    code_getters = ("hiprtcGetCodeSize", "hiprtcGetCode")
+    define = "-DFLYCONFIGS_HIP=1"
+
+    def __init__(self, hip: Any = None, hiprtc: Any = None) -> None:
+        if hip is None or hiprtc is None:
+            hip, hiprtc = _modules()
+        self.api = hip
+        self._hiprtc = hiprtc
+        self.rtc = _GuardedModule(hiprtc)
+        include = os.path.join(os.environ.get("ROCM_PATH", "/opt/rocm"), "include")
+        self.default_options: tuple[str, ...] = ("-std=c++17", f"-I{include}")
+
+    @staticmethod
+    def _check(result: Any, what: str) -> Any:
         if int(result[0]) != 0:
             raise BackendUnavailableError(f"{what} failed: {getattr(result[0], 'name', result[0])}")
         return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
 
-    def describe(ordinal: int) -> Device:
-        count = check(_guard(hip.hipGetDeviceCount, "hipGetDeviceCount"), "hipGetDeviceCount")
-        if ordinal >= int(count):
+    def count(self) -> int:
+        """How many HIP devices the runtime sees."""
+        return int(self._check(_guard(self.api.hipGetDeviceCount, "hipGetDeviceCount"), "hipGetDeviceCount"))
+
+    def describe(self, ordinal: int) -> Device:
+        """The descriptor of device ``ordinal`` (see :func:`device_from_properties`)."""
+        count = self.count()
+        if ordinal >= count:
             raise BackendUnavailableError(f"HIP device {ordinal} requested, {count} present")
-        props = check(_guard(lambda: hip.hipGetDeviceProperties(ordinal), "hipGetDeviceProperties"), "hipGetDeviceProperties")
-        driver = str(check(hip.hipDriverGetVersion(), "hipDriverGetVersion"))
-        runtime = str(check(hip.hipRuntimeGetVersion(), "hipRuntimeGetVersion"))
+        props = self._check(_guard(lambda: self.api.hipGetDeviceProperties(ordinal), "hipGetDeviceProperties"),
+                            "hipGetDeviceProperties")
+        driver = str(self._check(self.api.hipDriverGetVersion(), "hipDriverGetVersion"))
+        runtime = str(self._check(self.api.hipRuntimeGetVersion(), "hipRuntimeGetVersion"))
         return device_from_properties(props, ordinal, driver, runtime)
 
-    def count() -> int:
-        return int(check(_guard(hip.hipGetDeviceCount, "hipGetDeviceCount"), "hipGetDeviceCount"))
+    def activate(self, ordinal: int) -> None:
+        self._check(self.api.hipSetDevice(ordinal), "hipSetDevice")
 
-    def compiler_version() -> str:
-        result = _guard(hiprtc.hiprtcVersion, "hiprtcVersion")
+    def compiler_version(self) -> str:
+        result = _guard(self._hiprtc.hiprtcVersion, "hiprtcVersion")
         return f"hiprtc {result[1]}.{result[2]}"
 
-    def arch_option(arch: str) -> str:
+    def arch_option(self, arch: str) -> str:
         if not arch.startswith("gfx"):
             raise UnknownArchError(f"the hip backend compiles for gfx arches, not {arch!r}")
         return f"--offload-arch={arch}"
 
-    def resources(backend: Backend, compiled: CompiledKernel, block: int, kernel: Kernel | None) -> Resources:
+    def resources(self, backend: Backend, compiled: CompiledKernel, block: int, kernel: Kernel | None) -> Resources:
+        """From the code object's AMDGPU metadata note: no GPU needed."""
         return resources_from_metadata(kernel_metadata(compiled.code, compiled.lowered_name), block)
 
-    include = os.path.join(os.environ.get("ROCM_PATH", "/opt/rocm"), "include")
-    return Binding(
-        name="hip",
-        rtc=_GuardedModule(hiprtc),
-        api=hip,
-        rtc_prefix="hiprtc",
-        code_getters=("hiprtcGetCodeSize", "hiprtcGetCode"),
-        arch_option=arch_option,
-        define="-DFLYCONFIGS_HIP=1",
+    def destroy_program(self, program: Any) -> Any:
         # hip-python 10 crashes on hiprtcDestroyProgram(prog); a reference works.
-        destroy_program=lambda prog: hiprtc.hiprtcDestroyProgram(prog.createRef()),
-        load_module=hip.hipModuleLoadData,
-        get_function=hip.hipModuleGetFunction,
-        launch=lambda f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra: hip.hipModuleLaunchKernel(
-            f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra
-        ),
-        event_create=hip.hipEventCreate,
-        event_record=hip.hipEventRecord,
-        event_synchronize=hip.hipEventSynchronize,
-        event_elapsed=hip.hipEventElapsedTime,
-        event_destroy=hip.hipEventDestroy,
-        synchronize=hip.hipDeviceSynchronize,
-        compiler_version=compiler_version,
-        describe=describe,
-        activate=lambda ordinal: check(hip.hipSetDevice(ordinal), "hipSetDevice"),
-        resources=resources,
-        count=count,
-        default_options=("-std=c++17", f"-I{include}"),
-    )
+        return self._hiprtc.hiprtcDestroyProgram(program.createRef())
+
+    def load_module(self, code: bytes) -> Any:
+        return self.api.hipModuleLoadData(code)
+
+    def get_function(self, module: Any, name: bytes) -> Any:
+        return self.api.hipModuleGetFunction(module, name)
+
+    def launch(self, f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shmem: int, stream: Any,
+               params: Any, extra: Any) -> Any:
+        return self.api.hipModuleLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
+
+    def event_create(self) -> Any:
+        return self.api.hipEventCreate()
+
+    def event_record(self, event: Any, stream: Any) -> Any:
+        return self.api.hipEventRecord(event, stream)
+
+    def event_synchronize(self, event: Any) -> Any:
+        return self.api.hipEventSynchronize(event)
+
+    def event_elapsed(self, start: Any, end: Any) -> Any:
+        return self.api.hipEventElapsedTime(start, end)
+
+    def event_destroy(self, event: Any) -> Any:
+        return self.api.hipEventDestroy(event)
+
+    def synchronize(self) -> Any:
+        return self.api.hipDeviceSynchronize()
+
+
+def make_binding() -> HipBinding:
+    """The hip-python binding; :class:`BackendUnavailableError` if hip-python is absent."""
+    return HipBinding()
 
 
 class _GuardedModule:

@@ -19,7 +19,7 @@ import torch
 
 from flyconfigs.gpu import get_backend
 from flyconfigs.gpu.backend import ArgKind, Backend, CompileRequest, Kernel
-from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.kernels.rmsnorm import ELEMENT_BYTES, SPEC
 from flyconfigs.kernels.torch_dtypes import NAME_OF
 from flyconfigs.registry import DeviceQuery, default_resolver, resolve
 
@@ -116,7 +116,7 @@ def _plan(index: int, m: int, n: int, dtype: str, wdtype: str, wbytes: int) -> _
     vb = int(config["vector_bytes"])
     scalar = kernel_for(backend, {**config, "vector_bytes": 0}, key) if vb else None
     grid, block, shared = SPEC.grid(config, m)
-    xbytes = 4 if dtype == "fp32" else 2
+    xbytes = ELEMENT_BYTES[dtype]
     plan = _Plan(kernel_for(backend, config, key), scalar, vb, min(16, vb // xbytes * wbytes) if vb else 1,
                  grid, block, shared, resolver.generation)
     _PLANS[ident] = plan

@@ -13,7 +13,7 @@ import re
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -27,6 +27,7 @@ __all__ = ["LoadReport", "load_artifact", "loads_artifact", "parse_artifact", "p
            "parse_manifest_report", "validation_problems"]
 
 logger = logging.getLogger("flyconfigs.schema")
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -153,26 +154,34 @@ def _raise_if_too_deep(data: Any, file: str) -> None:
         raise ArtifactError(file, problems) from None
 
 
-def parse_artifact(data: Any, file: str = "<bytes>") -> tuple[Artifact, LoadReport]:
-    """Validate a parsed document as an artifact, migrating older formats and ignoring
-    (and reporting) the unknown fields of a newer minor."""
+def _validated(model: type[ModelT], data: Any, file: str, migrate: bool) -> tuple[ModelT, LoadReport]:
+    """``data`` as ``model`` under the one rule for versioned documents: older formats
+    migrated (``migrate``), a newer major refused, a newer minor's fields ignored and
+    reported, nesting beyond the limit reported as such whatever else is wrong."""
     if not isinstance(data, dict):
         raise ArtifactError(file, [FieldProblem("", f"expected a JSON object, got {type(data).__name__}")])
     ignored: list[str] = []
+    migrated: tuple[str, ...] = ()
     try:
-        data, migrated = upgrade(data, file)
-        data = _check_version(data, file, Artifact, ignored)
+        if migrate:
+            data, migrated = upgrade(data, file)
+        data = _check_version(data, file, model, ignored)
     except ArtifactError:
         _raise_if_too_deep(data, file)
         raise
     try:
-        artifact = Artifact.model_validate(data)
+        value = model.model_validate(data)
     except ValidationError as exc:
-        problems = check_depth(data) or validation_problems(exc, data)
-        raise ArtifactError(file, problems) from None
+        raise ArtifactError(file, check_depth(data) or validation_problems(exc, data)) from None
     if ignored:
         logger.info("%s: ignored fields of schema %s: %s", file, data["schema_version"], ", ".join(ignored))
-    return artifact, LoadReport(file, tuple(ignored), migrated)
+    return value, LoadReport(file, tuple(ignored), migrated)
+
+
+def parse_artifact(data: Any, file: str = "<bytes>") -> tuple[Artifact, LoadReport]:
+    """Validate a parsed document as an artifact, migrating older formats and ignoring
+    (and reporting) the unknown fields of a newer minor."""
+    return _validated(Artifact, data, file, migrate=True)
 
 
 def parse_manifest(data: Any, file: str = "<bytes>") -> Manifest:
@@ -185,21 +194,7 @@ def parse_manifest(data: Any, file: str = "<bytes>") -> Manifest:
 
 def parse_manifest_report(data: Any, file: str = "<bytes>") -> tuple[Manifest, LoadReport]:
     """:func:`parse_manifest`, with the report of what was ignored."""
-    if not isinstance(data, dict):
-        raise ArtifactError(file, [FieldProblem("", f"expected a JSON object, got {type(data).__name__}")])
-    ignored: list[str] = []
-    try:
-        data = _check_version(data, file, Manifest, ignored)
-    except ArtifactError:
-        _raise_if_too_deep(data, file)
-        raise
-    try:
-        manifest = Manifest.model_validate(data)
-    except ValidationError as exc:
-        raise ArtifactError(file, check_depth(data) or validation_problems(exc, data)) from None
-    if ignored:
-        logger.info("%s: ignored fields of schema %s: %s", file, data["schema_version"], ", ".join(ignored))
-    return manifest, LoadReport(file, tuple(ignored))
+    return _validated(Manifest, data, file, migrate=False)
 
 
 def loads_artifact(raw: bytes, file: str = "<bytes>") -> Artifact:

@@ -104,3 +104,15 @@ def artifact_dict(
 def make_artifact(**kwargs: Any) -> Artifact:
     """A validated :class:`Artifact` (see :func:`artifact_dict` for the arguments)."""
     return Artifact.model_validate(artifact_dict(**kwargs))
+
+
+def value_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path into a JSON value (the value itself first), for the fuzz tests."""
+    out = [prefix]
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out.extend(value_paths(v, (*prefix, k)))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out.extend(value_paths(v, (*prefix, i)))
+    return out

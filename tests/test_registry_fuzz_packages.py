@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distributions import install_data_package
-from factories import make_artifact
+from factories import make_artifact, value_paths
 from flyconfigs.cli import main
 from flyconfigs.registry import Resolver
 from flyconfigs.schema import canonical_bytes
@@ -42,17 +42,6 @@ damage = st.one_of(
 )
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for k, v in node.items():
-            out.extend(_paths(v, (*prefix, k)))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            out.extend(_paths(v, (*prefix, i)))
-    return out
-
-
 def _splice(path: Path, offset: int, insert: bytes, cut: int) -> None:
     raw = path.read_bytes()
     offset %= max(1, len(raw))
@@ -66,7 +55,7 @@ def _apply(root: Path, folder: Path, how: tuple[Any, ...]) -> None:
         _splice(folder / "manifest.json", *how[1:])
     elif kind == "manifest-value":
         doc = json.loads((folder / "manifest.json").read_text())
-        paths = _paths(doc)[1:]
+        paths = value_paths(doc)[1:]
         path = paths[how[1] % len(paths)]
         node = doc
         for part in path[:-1]:

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from factories import artifact_dict
+from factories import artifact_dict, value_paths
 from flyconfigs.errors import ArtifactError
 from flyconfigs.schema import MAX_DEPTH, Artifact, canonical_bytes, loads_artifact
 
@@ -26,18 +26,7 @@ json_values = st.recursive(
 )
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for k, v in node.items():
-            out.extend(_paths(v, (*prefix, k)))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            out.extend(_paths(v, (*prefix, i)))
-    return out
-
-
-PATHS = _paths(BASE)[1:]
+PATHS = value_paths(BASE)[1:]
 
 
 def _set(doc: Any, path: tuple[Any, ...], value: Any) -> Any:

@@ -21,6 +21,7 @@ from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, wave_size_of_arch
 from flyconfigs.schema.versions import Migration, register_migration
 
 __all__ = [
+    "check_file_name",
     "export_flydsl",
     "flydsl_file_name",
     "flydsl_identity_digest",
@@ -73,9 +74,22 @@ def export_flydsl(artifact: Artifact) -> tuple[str, bytes]:
 
 
 def write_flydsl(artifact: Artifact, folder: str | Path) -> Path:
-    """Write ``artifact`` into ``folder`` as FlyDSL would (atomically); return the path."""
+    """Write ``artifact`` into ``folder`` as FlyDSL would (atomically); return the path.
+
+    FlyDSL's identity omits parts of flyconfigs' (``device.features``, the kernel
+    version), so two artifacts can share one FlyDSL name: a file of that name holding
+    different bytes is never overwritten (:class:`ArtifactError`); the same bytes are."""
     name, payload = export_flydsl(artifact)
-    return write_atomic(Path(folder) / name, payload)
+    target = Path(folder) / name
+    try:
+        existing = target.read_bytes() if target.is_file() else None
+    except OSError:
+        existing = None
+    if existing is not None and existing != payload:
+        raise ArtifactError(str(target), [FieldProblem(
+            "identity", "holds a different artifact with the same FlyDSL identity (FlyDSL's identity omits "
+            "device.features and the kernel version); not overwritten")])
+    return write_atomic(target, payload)
 
 
 def _require(data: dict[str, Any], field: str, kind: type, file: str, path: str) -> Any:
@@ -85,7 +99,27 @@ def _require(data: dict[str, Any], field: str, kind: type, file: str, path: str)
     return value
 
 
+def check_file_name(identity: Any, file: str) -> None:
+    """Where a FlyDSL file is named ``<name>-<64 hex>.json``, as FlyDSL names them, the
+    digest must be the identity's and the name its kernel's: FlyDSL would never find the
+    file otherwise, so neither may flyconfigs serve it.  Applied wherever a FlyDSL file
+    is read (import, ``validate``, the loader's override folders)."""
+    base = file.replace("\\", "/").rsplit("/", 1)[-1]
+    stem = base.removesuffix(".json")
+    name, _, digest = stem.rpartition("-")
+    if not (base.endswith(".json") and name and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+        return
+    if not isinstance(identity, dict):
+        return
+    expected = flydsl_identity_digest(identity)
+    if digest != expected:
+        raise ArtifactError(file, [FieldProblem("identity", f"does not match the file name's digest (it hashes to {expected})")])
+    if identity.get("name") != name:
+        raise ArtifactError(file, [FieldProblem("identity.name", f"is {identity.get('name')!r}; the file name says {name!r}")])
+
+
 def _from_flydsl(data: dict[str, Any], file: str) -> dict[str, Any]:
+    check_file_name(data.get("identity"), file)
     unknown = sorted(set(data) - {"version", "identity", "config"})
     if unknown:
         raise ArtifactError(file, [FieldProblem(unknown[0], "unknown field in a FlyDSL artifact")])
@@ -135,13 +169,4 @@ def import_flydsl_file(path: str | Path) -> Artifact:
     data = read_document(p)
     if not isinstance(data, dict) or type(data.get("version")) is not int or data.get("version") != 1:
         raise ArtifactError(str(p), [FieldProblem("version", "a FlyDSL artifact needs version exactly 1")])
-    identity = data.get("identity")
-    stem = p.name.removesuffix(".json")
-    name, _, digest = stem.rpartition("-")
-    if isinstance(identity, dict) and len(digest) == 64 and name:
-        expected = flydsl_identity_digest(identity)
-        if digest != expected:
-            raise ArtifactError(
-                str(p), [FieldProblem("identity", f"does not match the file name's digest (it hashes to {expected})")]
-            )
     return parse_artifact(data, str(p))[0]

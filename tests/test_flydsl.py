@@ -85,3 +85,34 @@ def test_cli_import_and_export(tmp_path: Path) -> None:
     assert load_artifact(imported).selection.rule == "imported"
     assert main(["flydsl", "export", str(ours), "--out", str(tmp_path / "back")]) == 0
     assert [p.read_bytes() for p in (tmp_path / "back").iterdir()] == [p.read_bytes() for p in fly.iterdir()]
+
+
+def test_the_digest_check_applies_wherever_a_flydsl_file_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flyconfigs import resolve
+    from flyconfigs.registry import default_resolver, refresh
+
+    good = write_flydsl(make_artifact(device=MI300X), tmp_path / "fly")
+    misnamed = good.with_name("rmsnorm-" + "0" * 64 + ".json")
+    good.rename(misnamed)
+    assert main(["validate", str(misnamed)]) == 1
+    with pytest.raises(ArtifactError, match="file name's digest"):
+        load_artifact(misnamed)
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path / "fly"))
+    refresh()
+    key = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
+    assert resolve("rmsnorm", key, "gfx942:304:AMD Instinct MI300X").source == "default"
+    assert any("file name's digest" in p.message for p in default_resolver().problems.problems())
+    misnamed.rename(good)
+    refresh()
+    assert resolve("rmsnorm", key, "gfx942:304:AMD Instinct MI300X").source == "override"
+
+
+def test_export_never_overwrites_a_different_artifact_of_the_same_flydsl_name(tmp_path: Path) -> None:
+    plain = make_artifact(device={**MI300X, "features": []})
+    other = make_artifact(device=MI300X, winner_index=2)  # differs only where FlyDSL's identity cannot see
+    path = write_flydsl(plain, tmp_path)
+    assert write_flydsl(plain, tmp_path) == path  # the same bytes again are fine
+    before = path.read_bytes()
+    with pytest.raises(ArtifactError, match="not overwritten"):
+        write_flydsl(other, tmp_path)
+    assert path.read_bytes() == before

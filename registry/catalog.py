@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import (
@@ -48,14 +49,14 @@ class Catalog:
         self._refs: list[PackageRef] | None = None
         self._loaded: dict[str, list[LoadedPackage]] = {}
 
-    def _directories(self) -> list[os.PathLike[str]]:
-        return list(override_directories(os.pathsep.join(self._paths) if self._paths is not None else None))
+    def _directories(self) -> list[Path]:
+        return override_directories(os.pathsep.join(self._paths) if self._paths is not None else None)
 
     def override_entries(self) -> list[Entry]:
         """Every valid artifact of the override directories, in their order."""
         if self._overrides is None:
             entries: list[Entry] = []
-            for rank, folder in enumerate(override_directories(os.pathsep.join(self._paths) if self._paths is not None else None)):
+            for rank, folder in enumerate(self._directories()):
                 entries.extend(scan_directory(folder, rank, self.problems))
             self._overrides = entries
         return self._overrides

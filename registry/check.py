@@ -16,7 +16,7 @@ from flyconfigs.schema.models import Artifact
 __all__ = ["check_package_folder", "check_winner"]
 
 
-def check_winner(artifact: Artifact, where: str, problems: ProblemLog) -> list[str]:
+def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribution: str | None = None) -> list[str]:
     """Report (``invalid-config``) a winner the artifact's kernel refuses for its own key
     and device, when this environment declares the kernel; returns notes for what was
     not checked or deserves saying (an artifact made by a test double)."""
@@ -24,12 +24,12 @@ def check_winner(artifact: Artifact, where: str, problems: ProblemLog) -> list[s
     if artifact.from_test_double:
         notes.append("made by a test double (backend simulated): never published or served to a real device")
     try:
-        decl = kernel_declaration(artifact.kernel.name)
+        decl = kernel_declaration(artifact.kernel.name, problems)
     except UnknownKernelError as exc:
         return [*notes, f"winner not checked: {exc}"]
     why = check_config(decl, artifact.winner.config, dict(artifact.key), DeviceQuery.of(artifact.device.identity))
     if why is not None:
-        problems.report(Problem("invalid-config", where, f"{decl.name} refuses the winner: {why}"))
+        problems.report(Problem("invalid-config", where, f"{decl.name} refuses the winner: {why}", distribution))
     return notes
 
 

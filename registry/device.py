@@ -18,12 +18,15 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from flyconfigs.errors import ArtifactError, FieldProblem, InvalidDeviceError
 from flyconfigs.schema.models import DeviceIdentity, wave_size_of_arch
+
+if TYPE_CHECKING:
+    from flyconfigs.registry.problems import ProblemLog
 
 __all__ = [
     "DEVICE_ARGUMENT",
@@ -165,14 +168,14 @@ def detect_with(detector: Detector | None) -> tuple[DeviceQuery | None, str]:
         return None, f"no GPU detected ({type(exc).__name__}: {first})"
 
 
-def installed_detector() -> Detector | None:
+def installed_detector(problems: ProblemLog | None = None) -> Detector | None:
     """The detector a distribution declares in the entry-point group
     ``flyconfigs.detectors`` (flyconfigs declares its GPU layer's), loaded on first use;
     ``None`` when none is declared or it cannot be loaded."""
     from flyconfigs.registry.entrypoints import find_entry_points
     from flyconfigs.registry.problems import ProblemLog
 
-    for found in find_entry_points(DETECTOR_GROUP, ProblemLog()):
+    for found in find_entry_points(DETECTOR_GROUP, problems if problems is not None else ProblemLog()):
         try:
             loaded: Detector = found.entry_point.load()
         except Exception as exc:  # noqa: BLE001 - an unloadable detector means no detection

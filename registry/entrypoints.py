@@ -55,13 +55,14 @@ def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]
             continue
         seen.add(key)
         try:
-            text = dist.read_text("entry_points.txt")
-            if text is None:
+            entry_points = dist.entry_points
+            if not entry_points:
+                # Empty also when entry_points.txt exists but cannot be read: say so.
                 folder = distribution_folder(dist)
-                if os.path.lexists(os.path.join(folder, "entry_points.txt")):
+                if os.path.lexists(os.path.join(folder, "entry_points.txt")) and dist.read_text("entry_points.txt") is None:
                     raise OSError("entry_points.txt cannot be read")
                 continue
-            selected = list(dist.entry_points.select(group=group))
+            selected = list(entry_points.select(group=group))
             if not selected:
                 continue
             name = dist.metadata["Name"]

@@ -260,13 +260,9 @@ def _build_release(folder: Path, target: str, version: str, tmp: Path, upload: s
         if newer:
             raise PublishError(f"the index already has {name} {max(newer)}; {version} is not newer")
     source = tmp / target / "src"
-    built = _build(_prepared(source, target, str(parsed), artifacts), tmp / target / "dist")
+    _write_tree(source, target, str(parsed), artifacts)
+    built = _build(source, tmp / target / "dist")
     return PublishResult(name, str(parsed), tuple(built), len(artifacts), upload)
-
-
-def _prepared(source: Path, target: str, version: str, artifacts: Sequence[Artifact]) -> Path:
-    _write_tree(source, target, version, artifacts)
-    return source
 
 
 def _place(releases: Sequence[PublishResult], out: Path, upload: str | None) -> list[PublishResult]:

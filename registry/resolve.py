@@ -40,6 +40,7 @@ from typing import Any
 
 from flyconfigs.errors import ArtifactError
 from flyconfigs.registry.catalog import Catalog
+from flyconfigs.registry.check import check_winner
 from flyconfigs.registry.declarations import (
     KernelDecl,
     KeyValue,
@@ -186,7 +187,7 @@ class Resolver:
                 self.problems.report(Problem("bad-device", DEVICE_ENV, "; ".join(map(str, exc.problems))))
                 return None, f"{DEVICE_ENV} is invalid ({exc.problems[0]})"
         if self._detector is Resolver._UNSET:
-            self._detector = installed_detector()
+            self._detector = installed_detector(self.problems)
         return detect_with(self._detector)
 
     def _search(
@@ -328,8 +329,6 @@ class Resolver:
         """Load every artifact, check each winner with its kernel's declaration (when
         this environment declares the kernel) and find every collision, as doctor does;
         return every problem seen so far."""
-        from flyconfigs.errors import UnknownKernelError
-
         for entry in self.all_entries():
             artifact = entry.load(self.problems)
             if artifact is None:
@@ -338,13 +337,7 @@ class Resolver:
             if artifact.from_test_double:
                 self.problems.report(Problem("test-double", str(entry.path),
                                              "made by the test backend; never served to a real device", dist))
-            try:
-                decl = kernel_declaration(entry.kernel, self.problems)
-            except UnknownKernelError:
-                continue
-            why = check_config(decl, artifact.winner.config, dict(artifact.key), DeviceQuery.of(entry.device))
-            if why is not None:
-                self.problems.report(Problem("invalid-config", str(entry.path), f"{decl.name} refuses its winner: {why}", dist))
+            check_winner(artifact, str(entry.path), self.problems, dist)
         self.collisions()
         return self.problems.problems()
 

@@ -57,11 +57,17 @@ def test_key_order_shares_one_memo_entry_and_the_memo_is_bounded(site: SiteDir, 
     assert MEMO_LIMIT >= 1024  # serving workloads see thousands of distinct token counts
 
 
-def test_a_refresh_during_a_slow_resolve_leaves_no_stale_answer(site: SiteDir, tmp_path: Path,
+@pytest.fixture
+def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty folder that ``FLYCONFIGS_PATH`` names."""
+    folder = tmp_path / "local"
+    folder.mkdir()
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(folder))
+    return folder
+
+
+def test_a_refresh_during_a_slow_resolve_leaves_no_stale_answer(site: SiteDir, local: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    local = tmp_path / "local"
-    local.mkdir()
-    monkeypatch.setenv("FLYCONFIGS_PATH", str(local))
     resolver = Resolver()
     original = resolver._search
 
@@ -78,11 +84,8 @@ def test_a_refresh_during_a_slow_resolve_leaves_no_stale_answer(site: SiteDir, t
     assert resolver.resolve("rmsnorm", KEY, H200_SPEC).source == "override"
 
 
-def test_concurrent_resolves_and_refreshes_end_on_the_current_answer(site: SiteDir, tmp_path: Path,
+def test_concurrent_resolves_and_refreshes_end_on_the_current_answer(site: SiteDir, local: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    local = tmp_path / "local"
-    local.mkdir()
-    monkeypatch.setenv("FLYCONFIGS_PATH", str(local))
     artifact = make_artifact()
     path = local / artifact.file_name()
     resolver = Resolver()
@@ -247,18 +250,14 @@ def test_a_nearest_key_config_is_checked_against_the_asked_key(site: SiteDir) ->
     assert (r.source, r.key_match) == ("package", "nearest")
 
 
-def test_test_double_artifacts_are_never_served_to_a_real_device(site: SiteDir, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_test_double_artifacts_are_never_served_to_a_real_device(site: SiteDir, local: Path) -> None:
     from flyconfigs.tuner.simulated import SIMULATED_DEVICE
 
-    local = tmp_path / "local"
-    local.mkdir()
     for device, backend in ((H200, "simulated"), (SIMULATED_DEVICE, "simulated"), (SIMULATED_DEVICE, "cuda")):
         data = artifact_dict(device={k: v for k, v in device.items() if k != "ordinal"})
         data["provenance"]["backend"] = backend
         a = Artifact.model_validate(data)
         (local / f"{backend}-{a.file_name()}").write_bytes(a.to_json_bytes())
-    monkeypatch.setenv("FLYCONFIGS_PATH", str(local))
     refresh()
     for spec in (H200_SPEC, "sm90:132:NVIDIA H100 80GB HBM3", "sm90"):
         r = resolve("rmsnorm", KEY, spec)

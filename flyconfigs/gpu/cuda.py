@@ -64,6 +64,7 @@ class CudaBinding:
             driver, nvrtc = _modules()
         self.api = driver
         self.rtc = nvrtc
+        self._elapsed: Any = getattr(driver, "cuEventElapsedTime_v2", None) or getattr(driver, "cuEventElapsedTime", None)
         self._initialized = False
         include = _include_dir()
         self.default_options: tuple[str, ...] = ("-std=c++17", *((f"-I{include}",) if include else ()))
@@ -181,8 +182,7 @@ class CudaBinding:
         return self.api.cuEventSynchronize(event)
 
     def event_elapsed(self, start: Any, end: Any) -> Any:
-        elapsed = getattr(self.api, "cuEventElapsedTime_v2", None) or self.api.cuEventElapsedTime
-        return elapsed(start, end)
+        return self._elapsed(start, end)
 
     def event_destroy(self, event: Any) -> Any:
         return self.api.cuEventDestroy(event)

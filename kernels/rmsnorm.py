@@ -120,7 +120,7 @@ class RMSNormSpec:
             value = config[name]
             if type(value) is not type(allowed[0]) or value not in allowed:
                 return f"{name}={value!r} is not one of {', '.join(map(str, allowed))}"
-        return self.valid(config, key, _wave_of(device))  # type: ignore[arg-type]
+        return self.valid(config, key, _wave_of(device))
 
     # -- the space --------------------------------------------------------------------
 

@@ -8,11 +8,13 @@ registry never imports a kernel library except through that group.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from flyconfigs.errors import AmbiguousKernelError, InvalidKeyError, UnknownKernelError
 from flyconfigs.registry.entrypoints import FoundEntryPoint, find_entry_points
@@ -42,27 +44,55 @@ KERNEL_OWNERS_ENV = "FLYCONFIGS_KERNELS"
 """``NAME=DISTRIBUTION[,…]``: which distribution's declaration a kernel name means when
 several distributions declare it."""
 OWN_DISTRIBUTION = "flyconfigs"
-KeyValue = Union[int, str]
+KeyValue = Any
+"""A key or config value: a JSON value as schema 1.1 allows (``flyconfigs.schema.Value``);
+each kernel's declaration says which its axes and tunables take."""
 _TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:-]{0,63}$")
 _INT = re.compile(r"^-?[0-9]{1,18}$")
-_NUMERIC = re.compile(r"^[-+0-9]")
+_NUMERIC = re.compile(r"^[-+0-9.]")
+_FLOAT = re.compile(r"^-?(0|[1-9][0-9]{0,17})(\.[0-9]{1,20}([eE][-+]?[0-9]{1,3})?|[eE][-+]?[0-9]{1,3})$")
+_JSON_KINDS: dict[type, str] = {int: "an int", str: "a name", bool: "a bool", float: "a finite float", list: "a list"}
 
 
 @dataclass(frozen=True)
 class KeyAxis:
     """One axis of a kernel's key.
 
-    ``ordinal`` axes (sizes such as ``M``) may be served by the nearest tuned value;
-    exact axes (``dtype``) never are.  ``choices`` restricts a string axis; ``minimum``
-    and ``maximum`` bound an int axis.
+    ``kind`` is the JSON type its values take: ``int``, ``str`` (a name), ``bool``,
+    ``float`` or ``list`` (a list of scalars, such as a tensor shape); ``nullable``
+    admits ``None`` as well.  ``ordinal`` int axes (sizes such as ``M``) may be served
+    by the nearest tuned value; other axes never are.  ``choices`` restricts a string
+    axis; ``minimum`` and ``maximum`` bound an int axis.
     """
 
     name: str
-    kind: type[int] | type[str]
+    kind: type = int
     ordinal: bool = False
     choices: tuple[str, ...] | None = None
     minimum: int | None = None
     maximum: int | None = None
+    nullable: bool = False
+
+    def check(self, kernel: str, value: object) -> None:
+        """Raise :class:`InvalidKeyError` naming this axis unless ``value`` fits it."""
+        where = f"key axis {self.name!r} of {kernel!r}"
+        if value is None and self.nullable:
+            return
+        if type(value) is not self.kind or (isinstance(value, float) and not math.isfinite(value)):
+            raise InvalidKeyError(f"{where} must be {_JSON_KINDS.get(self.kind, self.kind.__name__)}, got {value!r}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            if self.minimum is not None and value < self.minimum:
+                raise InvalidKeyError(f"{where} must be >= {self.minimum}, got {value}")
+            if self.maximum is not None and value > self.maximum:
+                raise InvalidKeyError(f"{where} must be <= {self.maximum}, got {value}")
+        elif isinstance(value, str):
+            if not _TOKEN.match(value):
+                raise InvalidKeyError(f"{where} must be a name, got {value!r}")
+            if self.choices is not None and value not in self.choices:
+                raise InvalidKeyError(f"{where} must be one of {', '.join(self.choices)}, got {value!r}")
+        elif isinstance(value, list):
+            if not all(v is None or type(v) in (bool, int, float, str) for v in value):
+                raise InvalidKeyError(f"{where} must be a list of scalars, got {value!r}")
 
 
 @runtime_checkable
@@ -222,22 +252,8 @@ def normalize_key(decl: KernelDecl, key: object) -> dict[str, KeyValue]:
         raise InvalidKeyError(f"key for {decl.name!r}: {'; '.join(parts)} (axes: {', '.join(names)})")
     out: dict[str, KeyValue] = {}
     for axis in decl.key_axes:
-        value = key[axis.name]
-        if axis.kind is int:
-            if type(value) is not int:
-                raise InvalidKeyError(f"key axis {axis.name!r} of {decl.name!r} must be an int, got {value!r}")
-            if axis.minimum is not None and value < axis.minimum:
-                raise InvalidKeyError(f"key axis {axis.name!r} of {decl.name!r} must be >= {axis.minimum}, got {value}")
-            if axis.maximum is not None and value > axis.maximum:
-                raise InvalidKeyError(f"key axis {axis.name!r} of {decl.name!r} must be <= {axis.maximum}, got {value}")
-        else:
-            if not isinstance(value, str) or not _TOKEN.match(value):
-                raise InvalidKeyError(f"key axis {axis.name!r} of {decl.name!r} must be a name, got {value!r}")
-            if axis.choices is not None and value not in axis.choices:
-                raise InvalidKeyError(
-                    f"key axis {axis.name!r} of {decl.name!r} must be one of {', '.join(axis.choices)}, got {value!r}"
-                )
-        out[axis.name] = value
+        axis.check(decl.name, key[axis.name])
+        out[axis.name] = key[axis.name]
     return out
 
 
@@ -261,14 +277,36 @@ def check_config(decl: KernelDecl, config: object, key: Mapping[str, KeyValue], 
 
 
 def parse_value(text: str) -> KeyValue:
-    """A key or grid value from the command line: ASCII digits (with an optional
-    leading ``-``, at most 18 of them) are an int, any other name a string; a value that
-    looks numeric but is not an int is refused (``--5``, ``1e3``, ``²``)."""
+    """A key or grid value from the command line.  ASCII digits (with an optional leading
+    ``-``, at most 18 of them) are an int; a JSON number with a fraction or exponent a
+    float; ``true``, ``false`` and ``null`` those values; text in ``[…]``, ``{…}`` or
+    ``"…"`` is parsed as JSON (a list such as a tensor shape, an object, a string that
+    would otherwise read as something else); any other name is a string.  A value that
+    looks numeric but is none of these is refused (``--5``, ``1_000``, ``²``)."""
     if _INT.match(text):
         return int(text)
+    if _FLOAT.match(text):
+        value = float(text)
+        if not math.isfinite(value):
+            raise InvalidKeyError(f"value {text!r} is not a finite number")
+        return value
+    if text in ("true", "false", "null"):
+        return json.loads(text)
+    if text[:1] in ('[', '{', '"'):
+        try:
+            return json.loads(text, parse_constant=_no_constant)
+        except ValueError as exc:
+            raise InvalidKeyError(f"value {text!r} is not valid JSON: {exc}") from None
     if not text.isascii() or _NUMERIC.match(text) or any(c.isdigit() and not c.isascii() for c in text):
-        raise InvalidKeyError(f"value {text!r} is neither an integer of at most 18 ASCII digits nor a name")
+        raise InvalidKeyError(
+            f"value {text!r} is neither an int of at most 18 ASCII digits, a finite float, true, false, null, "
+            'JSON in [], {} or "", nor a name'
+        )
     return text
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a finite number")
 
 
 def parse_key_items(items: list[str] | tuple[str, ...]) -> dict[str, KeyValue]:

@@ -10,13 +10,15 @@ from flyconfigs.registry.declarations import KernelDecl, KeyValue
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import Collision
 from flyconfigs.registry.sources import PACKAGES_ENV, Entry
+from flyconfigs.schema.canonical import canonical_text, same_value
 
 __all__ = ["exact_matches", "find_collisions", "nearest_matches", "source_label"]
 
 
 def exact_matches(pool: list[Entry], key: dict[str, KeyValue]) -> list[Entry]:
     """The entries of ``pool`` whose key is ``key``, in pool order."""
-    return [e for e in pool if e.key == key]
+    wanted = canonical_text(key)
+    return [e for e in pool if e.key == key and canonical_text(e.key) == wanted]
 
 
 def nearest_matches(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl) -> list[Entry]:
@@ -29,12 +31,15 @@ def nearest_matches(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDec
     for rank, entry in enumerate(pool):
         if entry.key.keys() != key.keys():
             continue
-        if any(entry.key[a.name] != key[a.name] for a in decl.key_axes if not a.ordinal):
+        if any(not same_value(entry.key[a.name], key[a.name]) for a in decl.key_axes if not a.ordinal):
             continue
-        values = [entry.key[n] for n in ordinal]
-        if not all(type(v) is int for v in values):
+        tuned = [entry.key[n] for n in ordinal]
+        asked = [key[n] for n in ordinal]
+        values = [v for v in tuned if type(v) is int]
+        wanted = [v for v in asked if type(v) is int]
+        if len(values) != len(ordinal) or len(wanted) != len(ordinal):
             continue
-        distance = sum(abs(_log2(int(entry.key[n])) - _log2(int(key[n]))) for n in ordinal)
+        distance = sum(abs(_log2(a) - _log2(b)) for a, b in zip(values, wanted, strict=True))
         scored.append((distance, tuple(-float(v) for v in values), rank, entry))
     scored.sort(key=lambda item: item[:3])
     return [item[3] for item in scored]

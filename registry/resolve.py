@@ -54,6 +54,7 @@ from flyconfigs.registry.matching import exact_matches, find_collisions, nearest
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import LAYER_NAMES, Collision, Resolution, Step
 from flyconfigs.registry.sources import Entry, PackageInfo, Source
+from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.models import TEST_DEVICE_PRODUCT, DeviceIdentity
 
 __all__ = ["MEMO_LIMIT", "Collision", "Resolution", "Resolver", "Step"]
@@ -133,7 +134,13 @@ class Resolver:
             # Typed and order-free: ``M=True`` or ``M=1.0`` never hits the entry of ``M=1``.
             memo_key = (name, device, *[(k, v.__class__, v) for k, v in sorted(key.items())])
             hit = self._memo.get(memo_key)
-        except (TypeError, AttributeError):  # not a mapping, or unhashable: validation names it
+        except TypeError:  # a list or object value: its canonical JSON is the typed form
+            try:
+                memo_key = (name, device, canonical_text(dict(key)))
+                hit = self._memo.get(memo_key)
+            except (TypeError, ValueError, AttributeError):
+                hit = memo_key = None
+        except AttributeError:  # not a mapping: validation names it
             hit = memo_key = None
         if hit is None:
             generation = self.generation

@@ -23,10 +23,11 @@ from packaging.utils import canonicalize_name
 from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
 from flyconfigs.registry.entrypoints import find_entry_points
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
+from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import json_files_under, parse_document, read_document, read_file_bytes
 from flyconfigs.schema.load import parse_artifact, parse_manifest
 from flyconfigs.schema.manifest import MANIFEST_FILE
-from flyconfigs.schema.models import Artifact, DeviceIdentity
+from flyconfigs.schema.models import Artifact, DeviceIdentity, KeyValue
 
 __all__ = [
     "ARTIFACT_GROUP",
@@ -96,7 +97,7 @@ class Entry:
     folder) when ``root`` is set."""
 
     kernel: str
-    key: dict[str, int | str]
+    key: dict[str, KeyValue]
     device: DeviceIdentity
     location: str
     source: Source
@@ -112,7 +113,7 @@ class Entry:
 
     def slot(self) -> tuple[object, ...]:
         """Entries with equal slots (kernel, device identity, key) collide."""
-        return (self.kernel, self.device.layers()[0], tuple(sorted(self.key.items())))
+        return (self.kernel, self.device.layers()[0], canonical_text(self.key))
 
     def load(self, problems: ProblemLog) -> Artifact | None:
         """The artifact, read and checked once; ``None`` (and a problem logged) if bad."""

@@ -12,7 +12,7 @@ import hashlib
 import json
 from typing import Any
 
-__all__ = ["canonical_bytes", "content_hash", "sha256_hex"]
+__all__ = ["canonical_bytes", "canonical_text", "content_hash", "same_value", "sha256_hex"]
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -34,3 +34,15 @@ def sha256_hex(data: bytes) -> str:
 def content_hash(value: Any) -> str:
     """Hex sha256 of the canonical bytes of ``value``."""
     return sha256_hex(canonical_bytes(value))
+
+
+def canonical_text(value: Any) -> str:
+    """The canonical JSON of ``value`` as text: a hashable, typed form of keys and
+    configs (``true``, ``1`` and ``1.0`` differ, as they do in the file)."""
+    return canonical_bytes(value).decode("utf-8")
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are the same JSON value, types included (Python's ``==``
+    says ``True == 1 == 1.0``; a key or config never does)."""
+    return a == b and canonical_bytes(a) == canonical_bytes(b)

@@ -12,7 +12,8 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints, model_validator
 
-from flyconfigs.schema.models import DeviceIdentity, Key, Name, SchemaVersion, Sha256, _Model
+from flyconfigs.schema.canonical import canonical_text
+from flyconfigs.schema.models import DeviceIdentity, KernelName, Key, Name, SchemaVersion, Sha256, _Model
 
 __all__ = ["MANIFEST_FILE", "Manifest", "ManifestRow"]
 
@@ -30,7 +31,7 @@ _ROW_LIMIT = 100_000
 class ManifestRow(_Model):
     """One artifact of the package and where to find it."""
 
-    kernel: Name
+    kernel: KernelName
     key: Key
     device: DeviceIdentity
     file: RelPath
@@ -39,7 +40,7 @@ class ManifestRow(_Model):
 
     def slot(self) -> tuple[object, ...]:
         """(kernel, device identity, key) as a hashable value: rows with equal slots collide."""
-        return (self.kernel, self.device.layers()[0], tuple(sorted(self.key.items())))
+        return (self.kernel, self.device.layers()[0], canonical_text(self.key))
 
 
 class Manifest(_Model):

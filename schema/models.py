@@ -10,11 +10,21 @@ a file name matches a conservative pattern.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StringConstraints,
+    model_validator,
+)
 
-from flyconfigs.schema.canonical import canonical_bytes, sha256_hex
+from flyconfigs.schema.canonical import canonical_bytes, same_value, sha256_hex
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -29,6 +39,10 @@ __all__ = [
     "DeviceIdentity",
     "KernelRef",
     "Key",
+    "KernelName",
+    "ModelRef",
+    "Scalar",
+    "Value",
     "Provenance",
     "Resources",
     "Selection",
@@ -38,7 +52,7 @@ __all__ = [
     "wave_size_of_arch",
 ]
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 """The schema version this package writes; it reads any ``1.x``."""
 
 TEST_BACKENDS = frozenset({"simulated"})
@@ -48,8 +62,17 @@ TEST_DEVICE_PRODUCT = "flyconfigs simulated device"
 """The product name of the test backend's device (its arch is ``simulated``)."""
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]
-"""Lower-case, file-name safe: kernels, arches, targets, backends."""
-AxisName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")]
+"""Lower-case, file-name safe: arches, targets, backends."""
+KernelName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]*[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64)]
+"""A kernel's name: 1–64 letters, digits, ``.``, ``_`` or ``-`` with at least one letter
+or digit (FlyDSL's rule for ``artifact_name``; it never holds a path separator)."""
+AxisName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"),
+    Field(description="A key axis or tunable: an ASCII identifier of at most 128 characters. Keys and configs "
+                      "come from kernels' parameter names (FlyDSL's and Triton's); ASCII so that every shell "
+                      "and command line can type them as NAME=VALUE."),
+]
 Token = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+:-]{0,63}$")]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 LongText = Annotated[str, StringConstraints(max_length=16384)]
@@ -64,14 +87,66 @@ Count = Annotated[StrictInt, Field(ge=0, le=2**53)]
 Positive = Annotated[StrictInt, Field(ge=1, le=2**53)]
 Micros = Annotated[float, Field(gt=0.0, le=1e12)]
 
-KeyValue = Union[StrictInt, Token]
-Key = Annotated[dict[AxisName, KeyValue], Field(min_length=1, max_length=16)]
+_Int = Annotated[
+    StrictInt,
+    Field(ge=-(2**63), le=2**63 - 1,
+          description="A 64-bit signed integer: kernels take sizes as 64-bit ints, and readers in other languages "
+                      "parse JSON integers into them."),
+]
+
+
+def _not_an_int(value: object) -> object:
+    # Without this an integer beyond 64 bits would become a float silently, losing digits.
+    if isinstance(value, int) and not isinstance(value, bool):
+        raise ValueError("an integer outside the 64-bit signed range")
+    return value
+
+
+_Float = Annotated[
+    float, BeforeValidator(_not_an_int),
+    Field(allow_inf_nan=False, description="A finite number (JSON has no NaN or Infinity)."),
+]
+_String = Annotated[
+    str, StringConstraints(max_length=1024),
+    Field(description="At most 1024 characters, so that one value cannot make a key or config unbounded."),
+]
+_Member = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+Scalar = Union[StrictBool, _Int, _Float, _String, None]
+"""A value that is not a container: bool, int, finite float, string or null."""
+_Inner = Union[
+    Scalar,
+    Annotated[list[Scalar], Field(max_length=256)],
+    Annotated[dict[_Member, Scalar], Field(max_length=256)],
+]
+Value = Union[
+    Scalar,
+    Annotated[list[_Inner], Field(max_length=256,
+                                  description="Lists and objects nest at most two deep (a list of tensor shapes), "
+                                              "so a reader can bound the depth of every document.")],
+    Annotated[dict[_Member, _Inner], Field(max_length=256)],
+]
+"""A key or config value (schema 1.1): a scalar, or a list or object of scalars or of
+lists and objects of scalars.  What each axis or tunable takes is the kernel's to say
+(its declaration, and ``flyconfigs schema --kernel NAME``)."""
+KeyValue = Value
+Key = Annotated[
+    dict[AxisName, Value],
+    Field(min_length=1, max_length=64, description="At most 64 axes: a key is what a kernel's config depends on."),
+]
 """A kernel's key: its declared axes with typed values, e.g. ``{"M": 4096, "dtype": "bf16"}``."""
-Config = Annotated[dict[AxisName, KeyValue], Field(max_length=32)]
-"""A kernel configuration: tunable names and their int or token values."""
+Config = Annotated[
+    dict[AxisName, Value],
+    Field(max_length=256, description="At most 256 tunables: a config is one point of a kernel's tuning space."),
+]
+"""A kernel configuration: tunable names and their values."""
 
 Vendor = Literal["amd", "nvidia"]
-CandidateStatus = Literal["ok", "compile_error", "launch_error", "wrong_result", "timeout", "skipped"]
+CandidateStatus = Literal["ok", "compiled", "compile_error", "launch_error", "wrong_result", "timeout", "skipped"]
+"""``compiled`` (1.1): compiled for the device and within its budgets, never run or timed."""
+
+
+def _is_none(value: object) -> bool:
+    return value is None
 
 
 class _Model(BaseModel):
@@ -82,7 +157,7 @@ class KernelRef(_Model):
     """Which kernel was tuned: family name, family version, sha256 of its source
     (``None`` when imported from a format that does not record it)."""
 
-    name: Name
+    name: KernelName
     version: Positive
     source_sha256: Sha256 | None = None
 
@@ -175,15 +250,23 @@ class Resources(_Model):
 class Candidate(_Model):
     """One configuration the tuner tried and what happened to it.
 
-    Only ``ok`` candidates carry a timing; every other status carries a message.
+    Only ``ok`` candidates carry a timing.  ``compiled`` ones (1.1) were compiled and
+    checked against the device's budgets but never run; they may carry the cost
+    model's ``predicted_us``.  Every other status carries a message saying why.
     """
 
     model_config = ConfigDict(
         strict=True, frozen=True, extra="forbid", allow_inf_nan=False,
         json_schema_extra={
-            "if": {"properties": {"status": {"const": "ok"}}},
-            "else": {"required": ["message"],
-                     "properties": {"message": {"type": "string", "minLength": 1}, "timing": {"type": "null"}}},
+            "allOf": [
+                {"if": {"properties": {"status": {"enum": ["ok", "compiled"]}}},
+                 "else": {"required": ["message"],
+                          "properties": {"message": {"type": "string", "minLength": 1}, "timing": {"type": "null"}}}},
+                {"if": {"properties": {"status": {"const": "compiled"}}},
+                 "then": {"properties": {"timing": {"type": "null"}}}},
+                {"if": {"properties": {"status": {"const": "ok"}}},
+                 "then": {"properties": {"predicted_us": {"type": "null"}}}},
+            ],
         },
     )
 
@@ -192,13 +275,17 @@ class Candidate(_Model):
     message: LongText | None = None
     timing: Timing | None = None
     resources: Resources | None = None
+    predicted_us: Annotated[Micros | None, Field(exclude_if=_is_none)] = None
+    """What the cost model predicts per call (1.1; only on ``compiled`` candidates)."""
 
     @model_validator(mode="after")
     def _status_fits(self) -> Candidate:
         if self.status != "ok" and self.timing is not None:
             raise ValueError(f"timing: a {self.status!r} candidate cannot have a timing")
-        if self.status != "ok" and not self.message:
+        if self.status not in ("ok", "compiled") and not self.message:
             raise ValueError(f"message: a {self.status!r} candidate needs a message saying why")
+        if self.status == "ok" and self.predicted_us is not None:
+            raise ValueError("predicted_us: a measured ('ok') candidate carries its timing, not a prediction")
         return self
 
 
@@ -212,15 +299,29 @@ class Choice(_Model):
 class Selection(_Model):
     """How the winner was chosen.
 
-    ``beat-default-beyond-noise``: the fastest candidate wins only when it beats the
-    default by more than ``noise_band`` (relative); otherwise the default is kept
-    (``kept_default``).  ``imported``: brought in from another format, not measured here.
+    ``beat-default-beyond-noise``: measured; the fastest candidate wins only when it
+    beats the default by more than ``noise_band`` (relative); otherwise the default is
+    kept (``kept_default``).  ``predicted`` (1.1): ranked by a cost model from compiled
+    resources, never run on the device (``provenance.model`` names the model).
+    ``imported``: brought in from another format, not measured here.
     """
 
-    rule: Literal["beat-default-beyond-noise", "imported"]
+    rule: Literal["beat-default-beyond-noise", "predicted", "imported"]
     noise_band: Annotated[float, Field(ge=0.0, le=10.0)] | None = None
     remeasured: bool = False
     kept_default: bool = False
+
+    @property
+    def measured(self) -> bool:
+        """Whether the winner was timed on the device."""
+        return self.rule == "beat-default-beyond-noise"
+
+
+class ModelRef(_Model):
+    """The cost model that ranked a ``predicted`` artifact's candidates (1.1)."""
+
+    name: KernelName
+    version: Positive
 
 
 class TimingProtocol(_Model):
@@ -247,6 +348,8 @@ class Provenance(_Model):
     """UTC time of the run; ``None`` when the source format does not record it."""
     git_revision: Text | None = None
     command: Annotated[list[LongText], Field(max_length=256)] = []
+    model: Annotated[ModelRef | None, Field(exclude_if=_is_none)] = None
+    """The cost model of a ``predicted`` selection (1.1)."""
 
 
 class Artifact(_Model):
@@ -264,11 +367,18 @@ class Artifact(_Model):
 
     @model_validator(mode="after")
     def _winner_was_tried(self) -> Artifact:
-        ok = [c.config for c in self.candidates if c.status == "ok"]
-        if self.winner.config not in ok:
-            raise ValueError("winner.config: must be one of the candidates with status 'ok'")
-        if self.default is not None and self.default.config not in [c.config for c in self.candidates]:
+        chosen = "compiled" if self.selection.rule == "predicted" else "ok"
+        if not any(c.status == chosen and same_value(c.config, self.winner.config) for c in self.candidates):
+            raise ValueError(f"winner.config: must be one of the candidates with status {chosen!r}")
+        if self.default is not None and not any(same_value(c.config, self.default.config) for c in self.candidates):
             raise ValueError("default.config: must be one of the candidates")
+        if self.selection.rule == "predicted":
+            if self.provenance.model is None:
+                raise ValueError("provenance.model: a predicted selection names the model that ranked it")
+            if self.winner.timing is not None or any(c.status == "ok" for c in self.candidates):
+                raise ValueError("selection.rule: a predicted artifact has no measured candidate or winner timing")
+        elif any(c.status == "compiled" for c in self.candidates):
+            raise ValueError("candidates: 'compiled' (never timed) candidates belong to a predicted selection only")
         return self
 
     def identity(self) -> dict[str, object]:
@@ -309,10 +419,12 @@ def wave_size_of_arch(arch: str) -> int:
     return 32
 
 
-def artifact_file_name(kernel: str, device: DeviceIdentity, key: dict[str, int | str]) -> str:
+def artifact_file_name(kernel: str, device: DeviceIdentity, key: Mapping[str, object]) -> str:
     """The file name of the artifact for ``kernel`` on ``device`` at ``key``."""
     identity = {"kernel": kernel, "device": device.model_dump(mode="json"), "key": dict(key)}
-    return f"{kernel}-{device.arch}-{sha256_hex(canonical_bytes(identity))[:16]}.json"
+    # A kernel name may start with "." (FlyDSL allows it); a file name never does, so
+    # that no reader takes the artifact for a hidden or temporary file.
+    return f"{kernel.lstrip('.')}-{device.arch}-{sha256_hex(canonical_bytes(identity))[:16]}.json"
 
 
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9_.-]+$")

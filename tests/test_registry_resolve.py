@@ -197,3 +197,7 @@ def test_bad_calls_raise_precise_errors(site: SiteDir) -> None:
         resolve("rmsnorm", key(dtype="int8"), H200_SPEC)
     with pytest.raises(InvalidKeyError):
         resolve("rmsnorm", key(M=[1]), H200_SPEC)
+    # The schema takes bools and floats in keys; rmsnorm's declaration does not (True == 1 in Python).
+    for value in (True, 1.5, 4096.0, None):
+        with pytest.raises(InvalidKeyError, match="'M'.*int"):
+            resolve("rmsnorm", key(M=value), H200_SPEC)

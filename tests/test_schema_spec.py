@@ -49,7 +49,7 @@ def test_good_examples_validate(path: Path) -> None:
         "wrong-type-object.json",
         "unsafe-kernel-name.json",
         "unsafe-arch.json",
-        "unsafe-key-value.json",
+        "key-value-too-deep.json",
         "missing-winner.json",
         "unknown-status.json",
         "unknown-field.json",

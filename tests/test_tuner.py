@@ -59,9 +59,20 @@ def test_grid_parsing() -> None:
         {"M": 16, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"},
     ]
     assert len(parse_grids(["perf"])) == 7 * 6 + 2 * 2 * 2
-    for bad in ("M=", "M", "M=1,,2", "M=1 M=2", "", "M=--5", "M=²", "M=1e3"):
+    for bad in ("M=", "M", "M=1,,2", "M=1 M=2", "", "M=--5", "M=²", "M=1_000", "M=[1,", "M=1e999"):
         with pytest.raises(InvalidKeyError):
             parse_grid(bad)
+    # Schema 1.1 values: the kernel's declaration, not the grid, says which an axis takes.
+    assert parse_grid("M=1e3 flag=true,null shape=[4096,8192]") == [
+        {"M": 1000.0, "flag": True, "shape": [4096, 8192]},
+        {"M": 1000.0, "flag": None, "shape": [4096, 8192]},
+    ]
+    assert parse_grid('shape=[4096,8192],[1,2] name="a,b"') == [
+        {"shape": [4096, 8192], "name": "a,b"},
+        {"shape": [1, 2], "name": "a,b"},
+    ]
+    # 1 and true are equal in Python but two keys here.
+    assert parse_grids(["M=1,true"]) == [{"M": 1}, {"M": True}]
 
 
 # -- selection -----------------------------------------------------------------------

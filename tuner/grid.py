@@ -13,6 +13,7 @@ from typing import Any
 
 from flyconfigs.errors import ArtifactError, InvalidKeyError, TuneError
 from flyconfigs.registry.declarations import parse_value
+from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import parse_document, read_file_bytes
 
 __all__ = ["PERF_GRID", "parse_grid", "parse_grids"]
@@ -23,16 +24,41 @@ PERF_GRID = [
 ]
 
 
+def _split_values(text: str) -> list[str] | None:
+    """``text`` split at the commas outside brackets and quotes (``[4096,8192],[1,2]`` is two
+    values); None when the brackets or quotes do not balance."""
+    parts, depth, quoted, start = [], 0, False, 0
+    for i, ch in enumerate(text):
+        if quoted:
+            quoted = ch != '"' or text[i - 1] == "\\"
+        elif ch == '"':
+            quoted = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth or quoted:
+        return None
+    parts.append(text[start:])
+    return parts
+
+
 def parse_grid(text: str, dtypes: list[str] | None = None) -> list[dict[str, Any]]:
     """Keys of one grid expression; :class:`InvalidKeyError` naming the bad item."""
     axes: dict[str, list[int | str]] = {}
     for item in text.split():
         name, sep, values = item.partition("=")
-        if not sep or not name or not values or any(not v for v in values.split(",")):
+        parts = _split_values(values)
+        if not sep or not name or not values or parts is None or any(not v for v in parts):
             raise InvalidKeyError(f"grid item {item!r} is not AXIS=V1,V2,…")
         if name in axes:
             raise InvalidKeyError(f"grid axis {name!r} given twice in {text!r}")
-        axes[name] = [parse_value(v) for v in values.split(",")]
+        axes[name] = [parse_value(v) for v in parts]
     if not axes:
         raise InvalidKeyError("empty key grid")
     if "dtype" not in axes and dtypes:
@@ -76,8 +102,8 @@ def parse_grids(grids: list[str], dtypes: list[str] | None = None) -> list[dict[
                         keys.extend(parse_grid(line, dtypes))
         else:
             keys.extend(parse_grid(grid, dtypes))
-    unique: list[dict[str, Any]] = []
+    unique: dict[str, dict[str, Any]] = {}
     for key in keys:
-        if key not in unique:
-            unique.append(key)
-    return unique
+        # canonical text, not ==, so that {"M": 1} and {"M": true} stay two keys
+        unique.setdefault(canonical_text(key), key)
+    return list(unique.values())

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
+from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
 from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
 from flyconfigs.schema import load_artifact  # noqa: E402
 from flyconfigs.tuner.timing import TimingPlan, measure  # noqa: E402
@@ -42,7 +43,7 @@ def main() -> None:
             if c is not None and dict(c.config) not in configs and len(configs) < args.finalists + 1:
                 configs.append(dict(c.config))
         protocol = artifact.provenance.timing_protocol
-        copies = max(1, protocol.rotate_bytes // RMSNormWorkload.bytes_for(artifact.key)) if protocol else 1
+        copies = max(1, protocol.rotate_bytes // SPEC.traffic(artifact.key)) if protocol else 1
         workload = RMSNormWorkload(artifact.key, copies, backend, seed=11)
         for config in configs:
             wrong = workload.check(config)

@@ -41,7 +41,7 @@ PEERS = ("torch.compile", "liger")
 
 def grid(quick: bool) -> list[tuple[int, int, str, str]]:
     """The benchmark grid (the tuner's preset ``perf``, written once in flyconfigs.tuner.grid)."""
-    shapes = [(int(k["M"]), int(k["N"]), str(k["dtype"]), str(k["weight_dtype"])) for k in parse_grids(["perf"])]
+    shapes = [(int(k["M"]), int(k["N"]), str(k["dtype"]), str(k["weight_dtype"])) for k in parse_grids(["perf"], SPEC)]
     if quick:
         shapes = [s for s in shapes if (s[0], s[1]) in {(1, 4096), (128, 8192), (4096, 4096), (65536, 16384)} or s[2] != "bf16"][:8]
     return shapes

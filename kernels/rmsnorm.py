@@ -27,13 +27,17 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flyconfigs.registry.declarations import KeyAxis, KeyValue, normalize_key
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import wave_size_of_arch
 
-__all__ = ["DTYPES", "ELEMENT_BYTES", "SPEC", "TUNABLES", "RMSNormSpec", "reference_rms_norm", "traffic_bytes"]
+if TYPE_CHECKING:
+    from flyconfigs.gpu import Backend, CompileRequest
+    from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload
+
+__all__ = ["DTYPES", "ELEMENT_BYTES", "PERF_GRID", "SPEC", "TUNABLES", "RMSNormSpec", "reference_rms_norm", "traffic_bytes"]
 
 DTYPES = ("bf16", "fp16", "fp32")
 ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -47,6 +51,11 @@ MAX_SMEM_BYTES = 48 * 1024
 MAX_BLOCK = 1024
 MAX_INDEX = 2**31 - 1
 """The kernel takes the row count as a 32-bit int and the row length as a compile-time int."""
+PERF_GRID = (
+    "M=1,16,128,1024,4096,16384,65536 N=1024,2048,4096,5120,8192,16384 dtype=bf16",
+    "M=4096,65536 N=4096,8192 dtype=fp16,fp32",
+)
+"""The benchmark grid, the ``perf`` preset (``bench/rmsnorm.py`` times it)."""
 TUNABLES: dict[str, tuple[int | str, ...]] = {
     "threads": THREADS,
     "rows_per_block": ROWS,
@@ -229,6 +238,32 @@ class RMSNormSpec:
         """Grid, block and dynamic shared-memory bytes for ``m`` rows."""
         threads, rows = int(config["threads"]), int(config["rows_per_block"])
         return (-(-m // rows), 1, 1), (threads * rows, 1, 1), 0
+
+    # -- tuning (the plugin protocol of flyconfigs.kernels.plugin) ---------------------
+
+    @property
+    def presets(self) -> dict[str, tuple[str, ...]]:
+        """Named key grids: ``perf`` is the benchmark grid of ``bench/rmsnorm.py``."""
+        return {"perf": PERF_GRID}
+
+    def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
+        """``key`` with ``weight_dtype`` defaulting to ``dtype``, as a grid may leave it out."""
+        out = dict(key)
+        if "dtype" in out and "weight_dtype" not in out:
+            out["weight_dtype"] = out["dtype"]
+        return out
+
+    def build(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], device: DeviceQuery) -> CompileRequest:
+        """The single source specialised for ``config`` and ``key`` on ``device``'s wave size."""
+        from flyconfigs.gpu import CompileRequest
+
+        return CompileRequest(self.source(), self.entry, tuple(self.defines(config, key, _wave_of(device))))
+
+    def workload(self, key: Mapping[str, KeyValue], copies: int, backend: Backend) -> RMSNormWorkload:
+        """Rotated inputs for ``key`` (imports torch)."""
+        from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload
+
+        return RMSNormWorkload(key, copies, backend, self)
 
     def defines(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], wave: int) -> list[str]:
         """Compiler ``-D`` options that specialise the source for ``config`` and ``key``."""

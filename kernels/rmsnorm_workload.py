@@ -1,5 +1,6 @@
-"""RMSNorm's workload for the tuner: rotated inputs, a launch per config, and the check
-against the float64 reference.  Imports torch; the tuner's worker process uses it."""
+"""RMSNorm's workload for the tuner (a :class:`~flyconfigs.kernels.plugin.Workload`):
+rotated inputs, a launch per config, the check against the float64 reference, and each
+variant's resources.  Imports torch; the tuner's worker process uses it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from flyconfigs.gpu.backend import Backend
 from flyconfigs.kernels.rmsnorm import SPEC, RMSNormSpec, reference_rms_norm, traffic_bytes
 from flyconfigs.kernels.rmsnorm_op import kernel_for
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
+from flyconfigs.schema.models import Resources
 
 __all__ = ["TOLERANCES", "RMSNormWorkload"]
 
@@ -35,10 +37,16 @@ class RMSNormWorkload:
         self.reference = reference_rms_norm(self.xs[0], self.w, EPS)
         self.bytes = traffic_bytes(m, n, key["dtype"], key["weight_dtype"])
 
-    @staticmethod
-    def bytes_for(key: Mapping[str, Any]) -> int:
-        """Traffic of one call at ``key``."""
-        return traffic_bytes(int(key["M"]), int(key["N"]), key["dtype"], key["weight_dtype"])
+    @property
+    def copies(self) -> int:
+        """How many rotated input sets there are."""
+        return len(self.xs)
+
+    def resources(self, config: Mapping[str, Any]) -> Resources:
+        """What ``config``'s compiled variant uses, at its block size."""
+        kernel = kernel_for(self.backend, config, self.key)
+        block = int(config["threads"]) * int(config["rows_per_block"])
+        return self.backend.resources(kernel.compiled, block, kernel)
 
     def launcher(self, config: Mapping[str, Any]) -> Callable[[int], None]:
         """``run(i)``: one call of ``config`` on rotated copy ``i``, on the current stream."""

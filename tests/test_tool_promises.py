@@ -170,7 +170,8 @@ def test_a_worker_ignores_ctrl_c_so_the_parent_handles_it() -> None:
     worker = Worker("flyconfigs.tuner.simulated:SimulatedMeasurer", {})
     try:
         os.kill(worker._process.pid, signal.SIGINT)
-        assert worker.call("device")["arch"] == "simulated"
+        worker.prepare({"M": 1}, 1, 64)
+        assert worker.device["arch"] == "simulated" and worker.check({"a": 1}).status == "ok"
     finally:
         worker.close()
 

@@ -54,11 +54,15 @@ def test_space_is_pruned_valid_and_holds_the_default() -> None:
 
 
 def test_grid_parsing() -> None:
-    assert parse_grid("M=1,16 N=4096", ["bf16"]) == [
-        {"M": 1, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"},
-        {"M": 16, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"},
+    assert parse_grid("M=1,16 N=4096", {"dtype": ["bf16"]}) == [
+        {"M": 1, "N": 4096, "dtype": "bf16"},
+        {"M": 16, "N": 4096, "dtype": "bf16"},
     ]
-    assert len(parse_grids(["perf"])) == 7 * 6 + 2 * 2 * 2
+    # The kernel completes keys and names its presets; the grid itself knows no kernel.
+    assert parse_grids(["M=1 N=4096 dtype=fp16"], SPEC) == [{"M": 1, "N": 4096, "dtype": "fp16", "weight_dtype": "fp16"}]
+    assert len(parse_grids(["perf"], SPEC)) == 7 * 6 + 2 * 2 * 2
+    with pytest.raises(InvalidKeyError, match="presets: perf"):
+        parse_grids(["perf2"], SPEC)
     for bad in ("M=", "M", "M=1,,2", "M=1 M=2", "", "M=--5", "M=²", "M=1_000", "M=[1,", "M=1e999"):
         with pytest.raises(InvalidKeyError):
             parse_grid(bad)
@@ -186,3 +190,33 @@ def test_cli_tune_with_the_test_backend(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["validate", str(tmp_path)]) == 0
     assert all(p.name.startswith("rmsnorm-simulated-") for p in tmp_path.iterdir())
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+# -- the tuner names no kernel -----------------------------------------------------------
+
+
+def test_no_module_under_tuner_names_a_kernel() -> None:
+    """The tuner reaches kernels only through the plugin protocol: the one module of
+    flyconfigs.kernels it may import is flyconfigs.kernels.plugin, and no declared
+    kernel's name appears in its code."""
+    import ast
+    from importlib.metadata import entry_points
+
+    import flyconfigs.tuner
+
+    declared = {ep.name for ep in entry_points(group="flyconfigs.kernels")}
+    assert "rmsnorm" in declared
+    folder = Path(flyconfigs.tuner.__file__).resolve().parent
+    modules = sorted(folder.glob("*.py"))
+    assert len(modules) >= 8
+    for path in modules:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("flyconfigs.kernels"):
+                assert node.module == "flyconfigs.kernels.plugin", f"{path.name} imports {node.module}"
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert not alias.name.startswith("flyconfigs.kernels"), f"{path.name} imports {alias.name}"
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                named = [k for k in declared if k in node.value.lower()]
+                assert not named, f"{path.name} names kernel {named} in {node.value!r}"

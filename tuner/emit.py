@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from flyconfigs.errors import ArtifactError, TuneError
+from flyconfigs.schema.canonical import same_value
 from flyconfigs.schema.jsonio import remove_stale_temporaries, write_atomic
 from flyconfigs.schema.load import load_artifact
 from flyconfigs.schema.models import Artifact, DeviceIdentity, artifact_file_name
@@ -73,7 +74,7 @@ def already_tuned(folder: Path, kernel: str, key: dict[str, Any], identity: Devi
         return False
     return (
         found.kernel.name == kernel
-        and found.key == key
+        and same_value(found.key, key)
         and found.device.identity == identity
         and found.kernel.source_sha256 == source_sha256
         and found.provenance.backend_versions == backend_versions

@@ -19,6 +19,9 @@ from typing import Any, Protocol
 
 from flyconfigs._version import __version__
 from flyconfigs.errors import TuneError
+from flyconfigs.kernels.plugin import TunableKernel, tool_versions
+from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.schema.canonical import same_value
 from flyconfigs.schema.models import (
     SCHEMA_VERSION,
     Artifact,
@@ -32,6 +35,7 @@ from flyconfigs.schema.models import (
     TimingProtocol,
 )
 from flyconfigs.tuner import emit
+from flyconfigs.tuner.measurer import CheckResult
 from flyconfigs.tuner.select import decide, near_ties
 from flyconfigs.tuner.timing import Measurement, plan_rotation, summarize
 from flyconfigs.tuner.worker import Worker, WorkerLost
@@ -40,11 +44,14 @@ __all__ = ["KeyResult", "Progress", "TuneOptions", "TuneReport", "tune"]
 
 
 class Toolchain(Protocol):
+    """The parent-side compiler: the GPU layer's (:mod:`flyconfigs.tuner.toolchain`) or the test backend's."""
+
     name: str
 
     def versions(self) -> dict[str, str]: ...
     def options(self) -> list[str]: ...
-    def compile_all(self, key: dict[str, Any], configs: list[dict[str, Any]], device: Device) -> list[str | None]: ...
+    def compile_all(self, kernel: TunableKernel, key: dict[str, Any], configs: list[dict[str, Any]],
+                    device: Device) -> list[str | None]: ...
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,7 @@ def _timing(samples: Sequence[float], bytes_per_call: int) -> Timing:
 
 
 def tune(
-    spec: Any,
+    kernel: TunableKernel,
     keys: Sequence[dict[str, Any]],
     out: Path,
     worker: Worker | Sequence[Worker],
@@ -114,7 +121,7 @@ def tune(
     progress: Progress | None = None,
     cross_check: bool = False,
 ) -> TuneReport:
-    """Tune every key of ``keys`` for ``spec``; one artifact per key in ``out``.
+    """Tune every key of ``keys`` for ``kernel``; one artifact per key in ``out``.
 
     With several workers (one per GPU) keys are handed out dynamically — a worker takes
     the next key when it finishes one — and every artifact goes through the same atomic
@@ -125,12 +132,12 @@ def tune(
     if not workers:
         raise TuneError("no worker to tune on")
     emit.check_writable(out)
-    checked = [spec.check_key(k) for k in keys]
+    checked = [kernel.check_key(k) for k in keys]
     devices = [Device.model_validate(w.device) for w in workers]
     report = TuneReport(devices[0])
     notify = _locked(progress or (lambda event, data: None))
-    versions = {**toolchain.versions(), "driver": devices[0].driver_version or "unknown"}
-    source_sha = spec.source_sha256()
+    versions = {**toolchain.versions(), **tool_versions(kernel), "driver": devices[0].driver_version or "unknown"}
+    ctx = _Context(kernel, toolchain, options, versions, kernel.source_sha256(), notify)
     started = time.perf_counter()
     notify("start", {"keys": len(checked), "device": ", ".join(sorted({d.identity.describe() for d in devices})),
                      "workers": len(workers)})
@@ -149,12 +156,12 @@ def tune(
             except queue.Empty:
                 return
             key = checked[index]
-            if options.resume and emit.already_tuned(out, spec.name, key, devices[slot].identity, source_sha, versions):
+            if options.resume and emit.already_tuned(out, kernel.name, key, devices[slot].identity, ctx.source_sha,
+                                                     versions):
                 results[index] = KeyResult(key, None, skipped=True)
                 notify("skip", {"key": key})
                 continue
-            result, artifact = _tune_key(spec, key, workers[slot], toolchain, options, devices[slot], versions,
-                                         source_sha, report, lock, notify)
+            result, artifact = _tune_key(ctx, key, workers[slot], devices[slot], report, lock)
             result.path = emit.write_artifact(out, artifact)
             with lock:
                 results[index] = result
@@ -169,15 +176,14 @@ def tune(
             for index in pinned[slot]:
                 if stop.is_set():
                     return
-                _, artifact = _tune_key(spec, checked[index], workers[slot], toolchain, options, devices[slot], versions,
-                                        source_sha, report, lock, notify)
+                _, artifact = _tune_key(ctx, checked[index], workers[slot], devices[slot], report, lock)
                 with lock:
                     winners[index].append((slot, artifact))
                 notify("cross-check", {"key": checked[index]})
 
         _run_all(recheck, len(workers), stop)
         report.disagreements = [_disagreement(checked[i], found) for i, found in sorted(winners.items())
-                                if len(found) > 1 and found[0][1].winner.config != found[1][1].winner.config]
+                                if len(found) > 1 and not same_value(found[0][1].winner.config, found[1][1].winner.config)]
     report.results = [results[i] for i in sorted(results)]
     report.seconds["total"] = time.perf_counter() - started
     report.worker_restarts = sum(w.restarts for w in workers)
@@ -249,125 +255,187 @@ def _disagreement(key: dict[str, Any], found: list[tuple[int, Artifact]]) -> dic
     }
 
 
-def _tune_key(spec: Any, key: dict[str, Any], worker: Worker, toolchain: Toolchain, options: TuneOptions,
-              device: Device, versions: dict[str, str], source_sha: str, report: TuneReport, lock: threading.Lock,
-              notify: Progress) -> tuple[KeyResult, Artifact]:
+@dataclass(frozen=True)
+class _Context:
+    """What every key of a run shares."""
+
+    kernel: TunableKernel
+    toolchain: Toolchain
+    options: TuneOptions
+    versions: dict[str, str]
+    source_sha: str
+    notify: Progress
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The candidates of one key: the default first, then the rest of the space."""
+
+    configs: list[dict[str, Any]]
+    default_index: int
+    traffic: int
+    copies: int
+    launches: int
+    screen_launches: int
+
+
+@dataclass(frozen=True)
+class _Selected:
+    """The timed candidates and the decision among them."""
+
+    timings: dict[int, Timing]
+    winner_index: int
+    noise_band: float
+    remeasured: bool
+    kept_default: bool
+
+
+def _tune_key(ctx: _Context, key: dict[str, Any], worker: Worker, device: Device, report: TuneReport,
+              lock: threading.Lock) -> tuple[KeyResult, Artifact]:
     clock = time.perf_counter
-    from flyconfigs.registry.device import DeviceQuery
-
-    query = DeviceQuery.of(device.identity)
-    default = spec.default_config(key, query, wave=device.wave_size)
-    others = [c for c in spec.space(key, query, wave=device.wave_size) if c != default]
-    configs = [default, *others][: options.budget or None]
-    status: list[dict[str, Any]] = [{"status": "ok", "message": None, "resources": None} for _ in configs]
-    seconds = {}
-
+    seconds: dict[str, float] = {}
     t0 = clock()
-    for i, error in enumerate(toolchain.compile_all(key, configs, device)):
-        if error is not None:
-            status[i] = {"status": "compile_error", "message": error, "resources": None}
+    plan = _plan(ctx, key, device)
+    status = _compile(ctx, key, plan, device)
     seconds["compile"] = clock() - t0
-
     t0 = clock()
-    bytes_per_call = spec.traffic(key)
-    copies, launches = _rotation(bytes_per_call, device, options, options.final_target_us)
-    worker.call("prepare", key, copies, timeout=options.check_timeout_s)
-    for i, config in enumerate(configs):
-        if status[i]["status"] != "ok":
+    status = _verify(ctx, key, plan, status, worker)
+    seconds["verify"] = clock() - t0
+    t0 = clock()
+    selected = _select(ctx, key, plan, status, worker)
+    seconds["time"] = clock() - t0
+    artifact = _artifact(ctx, key, device, plan, status, selected)
+    with lock:
+        for name, value in seconds.items():
+            report.seconds[name] += value
+    counts: dict[str, int] = {}
+    for s in status:
+        counts[s.status] = counts.get(s.status, 0) + 1
+    result = KeyResult(key, None, False, len(plan.configs), counts, selected.timings[selected.winner_index].median_us,
+                       selected.timings[plan.default_index].median_us, seconds)
+    return result, artifact
+
+
+def _plan(ctx: _Context, key: dict[str, Any], device: Device) -> _Plan:
+    """The kernel's space for ``key`` on ``device`` (the default first, cut to the
+    budget) and the rotation that keeps every timed call cold."""
+    query = DeviceQuery.of(device.identity)
+    default = ctx.kernel.default_config(key, query)
+    others = [c for c in ctx.kernel.space(key, query) if not same_value(c, default)]
+    configs = [default, *others][: ctx.options.budget or None]
+    traffic = ctx.kernel.traffic(key)
+    copies, launches = _rotation(traffic, device, ctx.options, ctx.options.final_target_us)
+    screen = _rotation(traffic, device, ctx.options, ctx.options.screen_target_us)[1]
+    return _Plan(configs, 0, traffic, copies, launches, min(screen, launches))
+
+
+def _compile(ctx: _Context, key: dict[str, Any], plan: _Plan, device: Device) -> list[CheckResult]:
+    """Every candidate compiled ahead; compile errors recorded, the rest still to verify."""
+    errors = ctx.toolchain.compile_all(ctx.kernel, key, plan.configs, device)
+    return [CheckResult("ok") if error is None else CheckResult("compile_error", error) for error in errors]
+
+
+def _verify(ctx: _Context, key: dict[str, Any], plan: _Plan, status: list[CheckResult],
+            worker: Worker) -> list[CheckResult]:
+    """Each compiled candidate checked against the reference in the worker; a candidate
+    that kills or hangs the worker is recorded and the worker restarted."""
+    options = ctx.options
+    out = list(status)
+    worker.prepare(key, plan.copies, plan.traffic, timeout=options.check_timeout_s)
+    for i, config in enumerate(plan.configs):
+        if out[i].status != "ok":
             continue
         try:
-            status[i] = worker.call("check", config, timeout=options.check_timeout_s)
+            out[i] = worker.check(config, timeout=options.check_timeout_s)
         except WorkerLost as lost:
-            status[i] = {"status": "timeout" if "no answer" in lost.reason else "launch_error",
-                         "message": f"faulted the worker: {lost.reason}", "resources": None}
-            _restart(worker, key, copies, options)
+            out[i] = CheckResult("timeout" if "no answer" in lost.reason else "launch_error",
+                                 f"faulted the worker: {lost.reason}")
+            _restart(worker, key, plan, options)
             continue
-        if status[i].pop("fault", False):
-            _restart(worker, key, copies, options)
-        notify("candidate", {"key": key, "index": i, "of": len(configs), "status": status[i]["status"]})
-    seconds["verify"] = clock() - t0
+        if out[i].fault:
+            _restart(worker, key, plan, options)
+        ctx.notify("candidate", {"key": key, "index": i, "of": len(plan.configs), "status": out[i].status})
+    default = out[plan.default_index]
+    if default.status != "ok":
+        raise TuneError(f"the default config failed for {key}: {default.message}")
+    return out
 
-    t0 = clock()
-    timings: dict[int, Timing] = {}
-    verified = [i for i, s in enumerate(status) if s["status"] == "ok"]
-    default_index = configs.index(default)
-    if default_index not in verified:
-        raise TuneError(f"the default config failed for {key}: {status[default_index]['message']}")
-    screen_launches = _rotation(bytes_per_call, device, options, options.screen_target_us)[1]
-    screen = _time(worker, [configs[i] for i in verified], min(screen_launches, launches), options.screen_samples,
-                   1, bytes_per_call, options)
+
+def _select(ctx: _Context, key: dict[str, Any], plan: _Plan, status: list[CheckResult], worker: Worker) -> _Selected:
+    """A short interleaved screen of every verified candidate, a full measurement of the
+    best few with the default, near-ties re-measured, then the decision."""
+    options = ctx.options
+    configs = plan.configs
+    default_index = plan.default_index
+    verified = [i for i, s in enumerate(status) if s.status == "ok"]
+    screen = _time(worker, [configs[i] for i in verified], plan.screen_launches, options.screen_samples, 1, plan, options)
     ranked = sorted(range(len(verified)), key=lambda j: screen[j].median_us)
     finalists = [verified[j] for j in ranked[: options.finalists]]
     if default_index not in finalists:
         finalists.append(default_index)
-    final = _time(worker, [configs[i] for i in finalists], launches, options.samples, options.warmup, bytes_per_call, options)
+    final = _time(worker, [configs[i] for i in finalists], plan.launches, options.samples, options.warmup, plan, options)
     timings = {i: final[n] for n, i in enumerate(finalists)}
     for j, i in enumerate(verified):
         timings.setdefault(i, screen[j])
     ties = [finalists[n] for n in near_ties(final)]
     remeasured = len(ties) > 1
     if remeasured:
-        group = ties if default_index in ties else [*ties, default_index]
-        again = _time(worker, [configs[i] for i in group], launches, options.samples, options.warmup, bytes_per_call, options)
-        for n, i in enumerate(group):
+        pool = ties if default_index in ties else [*ties, default_index]
+        again = _time(worker, [configs[i] for i in pool], plan.launches, options.samples, options.warmup, plan, options)
+        for n, i in enumerate(pool):
             timings[i] = again[n]
-        decision_pool = group
     else:
-        decision_pool = finalists
-    decision = decide([configs[i] for i in decision_pool], [timings[i] for i in decision_pool],
-                      decision_pool.index(default_index))
-    winner_index = decision_pool[decision.winner]
-    seconds["time"] = clock() - t0
+        pool = finalists
+    decision = decide([configs[i] for i in pool], [timings[i] for i in pool], pool.index(default_index))
+    return _Selected(timings, pool[decision.winner], decision.noise_band, remeasured, decision.kept_default)
 
+
+def _artifact(ctx: _Context, key: dict[str, Any], device: Device, plan: _Plan, status: list[CheckResult],
+              selected: _Selected) -> Artifact:
+    """The measured artifact: every candidate with what happened to it, the winner, the
+    default, how the winner was chosen, and the provenance."""
+    configs, timings = plan.configs, selected.timings
     candidates = [
-        Candidate(config=c, status=s["status"], message=s.get("message"), timing=timings.get(i) if s["status"] == "ok" else None,
-                  resources=s.get("resources"))
+        Candidate(config=c, status=s.status, message=s.message, timing=timings.get(i) if s.status == "ok" else None,
+                  resources=s.resources)
         for i, (c, s) in enumerate(zip(configs, status, strict=True))
     ]
-    artifact = Artifact(
+    winner, default = selected.winner_index, plan.default_index
+    return Artifact(
         schema_version=SCHEMA_VERSION,
-        kernel=KernelRef(name=spec.name, version=spec.version, source_sha256=source_sha),
+        kernel=KernelRef(name=ctx.kernel.name, version=ctx.kernel.version, source_sha256=ctx.source_sha),
         device=device,
         key=key,
         candidates=candidates,
-        winner=Choice(config=configs[winner_index], timing=timings[winner_index]),
-        default=Choice(config=default, timing=timings[default_index]),
-        selection=Selection(rule="beat-default-beyond-noise", noise_band=decision.noise_band, remeasured=remeasured,
-                            kept_default=decision.kept_default),
+        winner=Choice(config=configs[winner], timing=timings[winner]),
+        default=Choice(config=configs[default], timing=timings[default]),
+        selection=Selection(rule="beat-default-beyond-noise", noise_band=selected.noise_band,
+                            remeasured=selected.remeasured, kept_default=selected.kept_default),
         provenance=Provenance(
             tool=f"flyconfigs {__version__}",
-            backend=toolchain.name,
-            backend_versions=versions,
-            compile_options=toolchain.options(),
-            timing_protocol=TimingProtocol(method="graph-replay", launches_per_sample=launches, warmup=options.warmup,
-                                           samples=options.samples, rotate_bytes=copies * bytes_per_call,
-                                           interleaved=True),
+            backend=ctx.toolchain.name,
+            backend_versions=ctx.versions,
+            compile_options=ctx.toolchain.options(),
+            timing_protocol=TimingProtocol(method="graph-replay", launches_per_sample=plan.launches,
+                                           warmup=ctx.options.warmup, samples=ctx.options.samples,
+                                           rotate_bytes=plan.copies * plan.traffic, interleaved=True),
             host=emit.host(),
             created=emit.now_utc(),
             git_revision=emit.git_revision(),
             command=emit.command_line(),
         ),
     )
-    with lock:
-        for name, value in seconds.items():
-            report.seconds[name] += value
-    counts: dict[str, int] = {}
-    for s in status:
-        counts[s["status"]] = counts.get(s["status"], 0) + 1
-    result = KeyResult(key, None, False, len(configs), counts, timings[winner_index].median_us,
-                       timings[default_index].median_us, seconds)
-    return result, artifact
 
 
 def _time(worker: Worker, configs: list[dict[str, Any]], launches: int, samples: int, warmup: int,
-          bytes_per_call: int, options: TuneOptions) -> list[Timing]:
+          plan: _Plan, options: TuneOptions) -> list[Timing]:
     try:
-        raw = worker.call("time", configs, launches, samples, warmup, timeout=max(120.0, options.check_timeout_s))
+        raw = worker.time(configs, launches, samples, warmup, timeout=max(120.0, options.check_timeout_s))
     except WorkerLost as lost:
         raise TuneError(f"timing verified candidates lost the worker: {lost.reason}") from None
-    return [_timing(s, bytes_per_call) for s in raw]
+    return [_timing(s, plan.traffic) for s in raw]
 
 
-def _restart(worker: Worker, key: dict[str, Any], copies: int, options: TuneOptions) -> None:
+def _restart(worker: Worker, key: dict[str, Any], plan: _Plan, options: TuneOptions) -> None:
     worker.restart()
-    worker.call("prepare", key, copies, timeout=options.check_timeout_s)
+    worker.prepare(key, plan.copies, plan.traffic, timeout=options.check_timeout_s)

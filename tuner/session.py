@@ -5,13 +5,13 @@ Terminal output is the caller's: progress arrives through the callback."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from flyconfigs.errors import InvalidKeyError, TuneError
-from flyconfigs.registry.declarations import kernel_declaration
+from flyconfigs.kernels.plugin import key_presets, tunable_kernel
 from flyconfigs.schema.models import Device
 from flyconfigs.tuner.grid import parse_grids
 from flyconfigs.tuner.run import Progress, TuneOptions, TuneReport, tune
@@ -48,7 +48,7 @@ def device_ordinals(text: str, backend: str | None) -> list[int]:
     return [int(p) for p in parts]
 
 
-def _workers(backend: str | None, ordinals: Sequence[int]) -> tuple[list[Worker], Any]:
+def _workers(kernel: str, backend: str | None, ordinals: Sequence[int]) -> tuple[list[Worker], Any]:
     workers: list[Worker] = []
     if backend == "simulated":
         from flyconfigs.tuner.simulated import SimulatedToolchain
@@ -59,7 +59,8 @@ def _workers(backend: str | None, ordinals: Sequence[int]) -> tuple[list[Worker]
 
     try:
         for ordinal in ordinals:
-            workers.append(Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer", {"backend": backend, "ordinal": ordinal}))
+            workers.append(Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer",
+                                  {"kernel": kernel, "backend": backend, "ordinal": ordinal}))
         vendor = Device.model_validate(workers[0].device).vendor
     except BaseException:
         for worker in workers:
@@ -68,22 +69,23 @@ def _workers(backend: str | None, ordinals: Sequence[int]) -> tuple[list[Worker]
     return workers, GPUToolchain("hip" if vendor == "amd" else "cuda", available_cpus())
 
 
-def run_session(kernel: str, grids: Sequence[str], dtypes: Sequence[str] | None, out: Path, backend: str | None,
-                ordinals: Sequence[int], options: TuneOptions, progress: Progress | None = None,
+def run_session(kernel: str, grids: Sequence[str], extra: Mapping[str, Sequence[Any]] | None, out: Path,
+                backend: str | None, ordinals: Sequence[int], options: TuneOptions, progress: Progress | None = None,
                 cross_check: bool = False) -> SessionResult:
-    """Tune ``kernel`` over ``grids`` into ``out`` on ``ordinals`` of ``backend``.
+    """Tune ``kernel`` (an entry-point name) over ``grids`` into ``out`` on ``ordinals``
+    of ``backend``; ``extra`` gives values for axes a grid does not name.
 
     Raises :class:`UnknownKernelError`, :class:`InvalidKeyError` or
     :class:`TuneError`; the workers are always closed."""
-    spec = kernel_declaration(kernel)
-    if not hasattr(spec, "space"):
-        raise TuneError(f"kernel {kernel!r} declares no tunable space")
+    decl = tunable_kernel(kernel)
     if options.budget is not None and options.budget < 1:
         raise InvalidKeyError("--budget must be at least 1")
-    keys = parse_grids(list(grids) or ["perf"], list(dtypes) if dtypes else None)
-    workers, toolchain = _workers(backend, ordinals)
+    if not grids:
+        raise InvalidKeyError(f"no key grid for {kernel!r}: give --key-grid (presets: {', '.join(key_presets(decl)) or 'none'})")
+    keys = parse_grids(list(grids), decl, extra)
+    workers, toolchain = _workers(kernel, backend, ordinals)
     try:
-        report = tune(spec, keys, out, workers, toolchain, options, progress, cross_check=cross_check)
+        report = tune(decl, keys, out, workers, toolchain, options, progress, cross_check=cross_check)
     finally:
         getattr(toolchain, "close", lambda: None)()
         for worker in workers:

@@ -16,7 +16,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from flyconfigs.schema.models import TEST_DEVICE_PRODUCT
+from flyconfigs.schema.models import TEST_DEVICE_PRODUCT, Resources
+from flyconfigs.tuner.measurer import CheckResult
 
 __all__ = ["SIMULATED_DEVICE", "SIMULATED_ORDINALS", "SimulatedMeasurer", "SimulatedToolchain", "simulated_time"]
 
@@ -45,10 +46,10 @@ def _name(config: Mapping[str, Any]) -> str:
     return "-".join(f"{k}={config[k]}" for k in sorted(config))
 
 
-def simulated_time(key: Mapping[str, Any], config: Mapping[str, Any], speeds: Mapping[str, float]) -> float:
-    """Microseconds per call: a base from the key times the config's speed factor
-    (``speeds`` by config name, default 1.0)."""
-    base = 2.0 + int(key["M"]) * int(key["N"]) / 1e6
+def simulated_time(traffic: int, config: Mapping[str, Any], speeds: Mapping[str, float]) -> float:
+    """Microseconds per call: 2 µs plus the key's traffic at 4 TB/s, times the config's
+    speed factor (``speeds`` by config name, default 1.0)."""
+    base = 2.0 + traffic / 4e6
     return base * speeds.get(_name(config), 1.0)
 
 
@@ -68,32 +69,34 @@ class SimulatedMeasurer:
         self.noise = noise
         self.rng = random.Random(seed)
         self.key: dict[str, Any] = {}
+        self.traffic = 0
 
     def device(self) -> dict[str, Any]:
         return {**SIMULATED_DEVICE, "ordinal": self.ordinal}
 
-    def prepare(self, key: Mapping[str, Any], copies: int) -> None:
+    def prepare(self, key: Mapping[str, Any], copies: int, traffic: int) -> None:
         self.key = dict(key)
+        self.traffic = traffic
 
-    def check(self, config: Mapping[str, Any]) -> dict[str, Any]:
+    def check(self, config: Mapping[str, Any]) -> CheckResult:
         if self.delay_s:
-            time.sleep(self.delay_s * (1 + int(self.key.get("M", 1)) / 4096))
+            time.sleep(self.delay_s * (1 + self.traffic / (1 << 24)))
         what = _behaviour(config, self.behaviour)
         if what == "crash":
             os._exit(17)
         if what == "hang":
             time.sleep(3600)
         if what == "launch_error":
-            return {"status": "launch_error", "message": "simulated launch failure", "resources": None, "fault": True}
-        resources = {"registers": 32, "spill_bytes": 0, "shared_bytes": 0, "max_blocks_per_cu": 8, "occupancy": 1.0}
+            return CheckResult("launch_error", "simulated launch failure", fault=True)
+        resources = Resources(registers=32, spill_bytes=0, shared_bytes=0, max_blocks_per_cu=8, occupancy=1.0)
         if what == "wrong":
-            return {"status": "wrong_result", "message": "simulated: 3 outputs off the reference", "resources": resources}
-        return {"status": "ok", "message": None, "resources": resources}
+            return CheckResult("wrong_result", "simulated: 3 outputs off the reference", resources)
+        return CheckResult("ok", None, resources)
 
     def time(self, configs: list[Mapping[str, Any]], launches: int, samples: int, warmup: int) -> list[list[float]]:
         out = []
         for config in configs:
-            t = simulated_time(self.key, config, self.speeds)
+            t = simulated_time(self.traffic, config, self.speeds)
             out.append([t * (1 + self.rng.gauss(0, self.noise)) for _ in range(samples)])
         return out
 
@@ -113,7 +116,8 @@ class SimulatedToolchain:
     def options(self) -> list[str]:
         return ["-simulated"]
 
-    def compile_all(self, key: Mapping[str, Any], configs: list[Mapping[str, Any]], device: Any) -> list[str | None]:
+    def compile_all(self, kernel: Any, key: Mapping[str, Any], configs: list[Mapping[str, Any]],
+                    device: Any) -> list[str | None]:
         self.compiled += len(configs)
         return [self.compile_errors.get(_name(c)) for c in configs]
 

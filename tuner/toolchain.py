@@ -1,8 +1,10 @@
 """Compiling a key's candidates in parallel processes, through the GPU layer's cache.
 
-Runs in the parent: runtime compilers need no GPU context, so a pool of processes
-compiles every candidate for the device's arch into the shared on-disk cache, and the
-measuring worker then loads them from it.  A second run compiles nothing.
+Runs in the parent: runtime compilers need no GPU context, so the kernel's build step
+(:meth:`~flyconfigs.kernels.plugin.TunableKernel.build`) names what each candidate
+compiles, a pool of processes compiles it for the device's arch into the shared on-disk
+cache, and the measuring worker then loads it from there.  A second run compiles nothing.
+Kernels that compile on first launch (Triton) build nothing here.
 """
 
 from __future__ import annotations
@@ -15,16 +17,18 @@ from importlib import metadata
 from typing import Any
 
 from flyconfigs.errors import CompileError
+from flyconfigs.gpu.backend import CompileRequest
+from flyconfigs.kernels.plugin import TunableKernel
+from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.schema.models import Device
 
 __all__ = ["GPUToolchain"]
 
 
-def _compile_one(backend: str, arch: str, key: dict[str, Any], config: dict[str, Any], wave: int) -> tuple[str | None, bool]:
-    from flyconfigs.gpu import CompileRequest, get_backend
-    from flyconfigs.kernels.rmsnorm import SPEC
+def _compile_one(backend: str, arch: str, request: CompileRequest) -> tuple[str | None, bool]:
+    from flyconfigs.gpu import get_backend
 
     compiler = get_backend(backend, arch=arch)
-    request = CompileRequest(SPEC.source(), SPEC.entry, tuple(SPEC.defines(config, key, wave)))
     try:
         return None, compiler.compile(request).from_cache
     except CompileError as exc:
@@ -70,11 +74,20 @@ class GPUToolchain:
         binding = binding_for(self.name)
         return [binding.define, *binding.default_options]
 
-    def compile_all(self, key: Mapping[str, Any], configs: list[Mapping[str, Any]], device: Any) -> list[str | None]:
+    def compile_all(self, kernel: TunableKernel, key: Mapping[str, Any], configs: list[Mapping[str, Any]],
+                    device: Device) -> list[str | None]:
+        """Compile what ``kernel`` builds ahead for each config (its
+        :meth:`~flyconfigs.kernels.plugin.TunableKernel.build`), in parallel; each
+        config's compile error, or ``None`` (also when it compiles on first launch)."""
+        query = DeviceQuery.of(device.identity)
+        requests = [kernel.build(c, key, query) for c in configs]
         pool = self._executor()
-        futures = [pool.submit(_compile_one, self.name, device.arch, dict(key), dict(c), device.wave_size) for c in configs]
-        errors = []
+        futures = [pool.submit(_compile_one, self.name, device.arch, r) if r is not None else None for r in requests]
+        errors: list[str | None] = []
         for future in futures:
+            if future is None:
+                errors.append(None)
+                continue
             error, from_cache = future.result()
             errors.append(error)
             if error is None:

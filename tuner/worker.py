@@ -1,7 +1,7 @@
 """Failure isolation: measurements run in a worker process that can die.
 
 A :class:`Worker` starts a child process (``spawn``) that builds a measurer from
-``"module:factory"`` and answers requests over a pipe.  A candidate that faults the GPU
+``"module:factory"`` and answers typed requests (:mod:`flyconfigs.tuner.measurer`) over a pipe.  A candidate that faults the GPU
 context, hangs past its timeout or kills the process surfaces as :class:`WorkerLost`
 (with the reason); the caller records it against that candidate and :meth:`restart`
 gives a fresh process and context.  Errors a measurer declares for a candidate come back
@@ -16,10 +16,12 @@ import multiprocessing as mp
 import os
 import signal
 import traceback
+from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
 from flyconfigs.errors import FlyconfigsError, TuneError
+from flyconfigs.tuner.measurer import Check, CheckResult, Prepare, Request, Time, answer
 
 __all__ = ["Worker", "WorkerLost"]
 
@@ -39,10 +41,11 @@ def _serve(conn: Connection, factory: str, options: dict[str, Any]) -> None:
     module, _, name = factory.partition(":")
     try:
         measurer = getattr(importlib.import_module(module), name)(**options)
+        device = measurer.device()
     except (FlyconfigsError, ImportError, RuntimeError) as exc:
-        request = conn.recv()
         conn.send(("unavailable", f"{type(exc).__name__}: {exc}"))
         return
+    conn.send(("ok", device))
     while True:
         try:
             request = conn.recv()
@@ -50,9 +53,8 @@ def _serve(conn: Connection, factory: str, options: dict[str, Any]) -> None:
             return
         if request is None:
             return
-        op, args = request
         try:
-            conn.send(("ok", getattr(measurer, op)(*args)))
+            conn.send(("ok", answer(measurer, request)))
         except Exception:  # noqa: BLE001 - reported to the parent, which raises it as a bug
             conn.send(("bug", traceback.format_exc()))
 
@@ -76,13 +78,32 @@ class Worker:
         self._process.start()
         child.close()
         self._conn = parent
-        self.device = self.call("device", timeout=self.start_timeout)
+        self.device: dict[str, Any] = self._receive(None, self.start_timeout)
 
-    def call(self, op: str, *args: Any, timeout: float = 120.0) -> Any:
-        """Run ``op(*args)`` in the worker; :class:`WorkerLost` if it dies or times out."""
+    def prepare(self, key: Mapping[str, Any], copies: int, traffic: int, timeout: float = 120.0) -> None:
+        """Allocate the inputs of ``key`` in the worker (see :class:`Prepare`)."""
+        self._receive(Prepare(dict(key), copies, traffic), timeout)
+
+    def check(self, config: Mapping[str, Any], timeout: float = 120.0) -> CheckResult:
+        """Verify one candidate in the worker (see :class:`Check`)."""
+        result = self._receive(Check(dict(config)), timeout)
+        if not isinstance(result, CheckResult):
+            raise TuneError(f"the measurer answered a check with {type(result).__name__}, not a CheckResult")
+        return result
+
+    def time(self, configs: Sequence[Mapping[str, Any]], launches: int, samples: int, warmup: int,
+             timeout: float = 120.0) -> list[list[float]]:
+        """Per-call samples of each config, interleaved (see :class:`Time`)."""
+        raw = self._receive(Time([dict(c) for c in configs], launches, samples, warmup), timeout)
+        return [[float(v) for v in row] for row in raw]
+
+    def _receive(self, request: Request | None, timeout: float) -> Any:
+        """Send ``request`` (``None``: only wait for the start-up answer) and return the
+        answer; :class:`WorkerLost` if the worker dies or times out."""
         assert self._conn is not None
         try:
-            self._conn.send((op, args))
+            if request is not None:
+                self._conn.send(request)
             if not self._conn.poll(timeout):
                 self._kill()
                 raise WorkerLost(f"no answer within {timeout:.0f} s (killed)")

@@ -65,11 +65,12 @@ def _tune(args: argparse.Namespace) -> int:
     from flyconfigs.tuner.run import TuneOptions
     from flyconfigs.tuner.session import device_ordinals, run_session
 
-    dtypes = [d for item in args.dtype or [] for d in item.split(",")] or None
+    dtypes = [d for item in args.dtype or [] for d in item.split(",")]
+    extra = {"dtype": dtypes} if dtypes else None
     ordinals = device_ordinals(args.devices, args.backend) if args.devices else [args.device]
     on, close = _progress_bar(sys.stderr.isatty())
     try:
-        result = run_session(args.kernel, args.key_grid or ["perf"], dtypes, Path(args.out), args.backend, ordinals,
+        result = run_session(args.kernel, args.key_grid or ["perf"], extra, Path(args.out), args.backend, ordinals,
                              TuneOptions(budget=args.budget, resume=args.resume), on, cross_check=args.cross_check)
     finally:
         close()
@@ -91,8 +92,9 @@ def register(sub: Any) -> None:
     p = add_command(sub, "tune", _tune, "compile, verify and time every variant of a kernel on this GPU; emit artifacts")
     p.add_argument("kernel")
     p.add_argument("--key-grid", action="append", metavar="GRID",
-                   help="'M=1,16 N=4096 dtype=bf16', @FILE, or 'perf' (the default: the benchmark grid); repeatable")
-    p.add_argument("--dtype", action="append", help="dtypes for grids that name none (comma-separated)")
+                   help="'M=1,16 N=4096 dtype=bf16', @FILE, or a preset of the kernel (default 'perf', "
+                        "the benchmark grid); repeatable")
+    p.add_argument("--dtype", action="append", help="values of the dtype axis for grids that name none (comma-separated)")
     p.add_argument("--out", default="tuned", help="folder for the artifacts (default: tuned)")
     p.add_argument("--backend", choices=["cuda", "hip", "simulated"], help="default: the GPU found; 'simulated' is the test backend")
     p.add_argument("--device", type=int, default=0, help="GPU ordinal (default 0)")

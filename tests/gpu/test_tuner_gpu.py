@@ -17,7 +17,7 @@ KEY = {"M": 4096, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
 
 def test_end_to_end_with_a_faulting_candidate(tmp_path: Path) -> None:
     toolchain = GPUToolchain("cuda", 8)
-    with Worker("gpu.faulty_measurer:FaultyMeasurer", {"backend": "cuda"}) as worker:
+    with Worker("gpu.faulty_measurer:FaultyMeasurer", {"kernel": "rmsnorm", "backend": "cuda"}) as worker:
         report = tune(SPEC, [KEY], tmp_path / "a", worker, toolchain, TuneOptions(budget=24))
         restarts = worker.restarts
     artifact = load_artifact(report.results[0].path)
@@ -30,7 +30,7 @@ def test_end_to_end_with_a_faulting_candidate(tmp_path: Path) -> None:
     assert artifact.winner.timing is not None and artifact.default is not None
     compiled = toolchain.compiled
     assert compiled > 0
-    with Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer", {"backend": "cuda"}) as worker:
+    with Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer", {"kernel": "rmsnorm", "backend": "cuda"}) as worker:
         tune(SPEC, [KEY], tmp_path / "b", worker, toolchain, TuneOptions(budget=24))
     toolchain.close()
     assert toolchain.compiled == compiled, "the second run must compile nothing"
@@ -39,7 +39,7 @@ def test_end_to_end_with_a_faulting_candidate(tmp_path: Path) -> None:
 def test_two_workers_on_one_gpu_with_cross_check(tmp_path: Path) -> None:
     keys = [{**KEY, "M": m} for m in (1, 16, 128, 1024, 4096)]
     toolchain = GPUToolchain("cuda", 8)
-    workers = [Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer", {"backend": "cuda", "ordinal": 0}) for _ in range(2)]
+    workers = [Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer", {"kernel": "rmsnorm", "backend": "cuda", "ordinal": 0}) for _ in range(2)]
     try:
         report = tune(SPEC, keys, tmp_path, workers, toolchain, TuneOptions(budget=12), cross_check=True)
     finally:

@@ -1,0 +1,193 @@
+"""Fused residual add + RMSNorm on one GPU: the flyconfigs Triton op (served from the
+registry, and its default config) against torch.compile of the two-op composite, the
+eager pair, the unfused pair with Liger's RMSNorm after a torch add, and Liger's own
+fused add + RMSNorm, all in one run.
+
+Protocol (the tuner's): K calls over rotated input copies (at least 3× L2 where memory
+allows) captured in one CUDA graph, contenders' replays interleaved, per-call time =
+replay time / K, median of samples.  Every contender is checked against the float64
+reference (and the residual against a torch add) before it is timed.
+
+    python bench/fused_add_rmsnorm.py --out bench/results/fused-add-rmsnorm-h200.json [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine  # noqa: E402
+
+from flyconfigs.gpu import get_backend  # noqa: E402
+from flyconfigs.kernels import fused_add_rms_norm  # noqa: E402
+from flyconfigs.kernels.fused_add_rmsnorm import SPEC, reference_fused_add_rms_norm, traffic_bytes  # noqa: E402
+from flyconfigs.kernels.fused_add_rmsnorm_op import launch  # noqa: E402
+from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES  # noqa: E402
+from flyconfigs.registry import DeviceQuery, resolve  # noqa: E402
+from flyconfigs.tuner.timing import TimingPlan, measure, plan_rotation, summarize  # noqa: E402
+
+DT = TORCH_DTYPES
+EPS = 1e-6
+PEERS = ("torch.compile", "liger-unfused", "liger-fused")
+NS = (128, 1024, 2048, 3584, 4096, 5120, 7168, 8192, 12288, 16384)
+MS = (1, 16, 256, 4096, 16384, 65536)
+
+
+def grid(quick: bool) -> list[tuple[int, int, str, str]]:
+    """bf16 over hidden sizes of popular models × row counts, plus fp16 and an fp32 weight."""
+    shapes = [(m, n, "bf16", "bf16") for n in NS for m in MS]
+    shapes += [(m, n, "fp16", "fp16") for n in (4096, 8192) for m in (16, 4096)]
+    shapes += [(m, n, "bf16", "fp32") for n in (4096, 8192) for m in (16, 4096)]
+    if quick:
+        shapes = [s for s in shapes if s[1] in (1024, 4096, 16384) and s[0] in (1, 4096, 65536)][:6]
+    return shapes
+
+
+def _composite() -> Callable[..., torch.Tensor]:
+    def composite(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        r.add_(x)
+        return F.rms_norm(r, (r.shape[-1],), w, EPS)
+
+    import torch._dynamo
+
+    torch._dynamo.config.cache_size_limit = 1024
+    return torch.compile(composite, dynamic=False)
+
+
+def _liger() -> tuple[Any, Any]:
+    try:
+        from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+    except ImportError:
+        return None, None
+    return LigerRMSNormFunction, LigerFusedAddRMSNormFunction
+
+
+def contenders_for(m: int, n: int, dtype: str, wdtype: str, copies: int, compiled: Any,
+                   liger: tuple[Any, Any]) -> tuple[dict[str, Callable[[int], Any]], dict[str, Any]]:
+    """Launch functions over ``copies`` rotated inputs (each checked once), and what was served."""
+    g = torch.Generator(device="cuda").manual_seed(m * 131 + n)
+    xs = [(torch.randn(m, n, device="cuda", generator=g) * 0.01).to(DT[dtype]) for _ in range(copies)]
+    rs = [torch.randn(m, n, device="cuda", generator=g).to(DT[dtype]) for _ in range(copies)]
+    ys = [torch.empty_like(x) for x in xs]
+    w = (torch.rand(n, device="cuda", generator=g) + 0.5).to(DT[wdtype])
+    key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
+    device = DeviceQuery.of(get_backend().device().identity)
+    default = SPEC.default_config(key, device)
+    rms, fused = liger
+
+    runs: dict[str, Callable[[int], Any]] = {
+        "copy": lambda i: torch.mul(xs[i], 1.0, out=ys[i]),
+        "flyconfigs": lambda i: fused_add_rms_norm(xs[i], rs[i], w, EPS, out=ys[i]),
+        "flyconfigs-default": lambda i: launch(xs[i], rs[i], w, ys[i], EPS, default),
+        "eager": lambda i: F.rms_norm(rs[i].add_(xs[i]), (n,), w, EPS),
+        "torch.compile": lambda i: compiled(xs[i], rs[i], w),
+    }
+    if rms is not None:
+        runs["liger-unfused"] = lambda i: rms.apply(rs[i].add_(xs[i]), w, EPS)
+        # Liger's fused op is not in place: it returns (y, x + residual) in new tensors.
+        runs["liger-fused"] = lambda i: fused.apply(xs[i], rs[i], w, EPS)
+    for name, run in runs.items():
+        if name == "copy":
+            continue
+        start = rs[0].clone()
+        ys[0].fill_(float("nan"))
+        result = run(0)
+        torch.cuda.synchronize()
+        expected_r, expected_y = reference_fused_add_rms_norm(xs[0], start, w, EPS)
+        if name == "liger-fused":
+            y, r_after = result
+        else:
+            y, r_after = (ys[0] if name.startswith("flyconfigs") else result), rs[0]
+        tol = {"bf16": 2e-2, "fp16": 4e-3, "fp32": 1e-4}[dtype]
+        err = ((y.double() - expected_y).abs().max() / expected_y.abs().max()).item()
+        r_err = ((r_after.double() - expected_r.double()).abs().max()).item()
+        if not err < tol or torch.isnan(y).any() or r_err > 1e-2 * float(expected_r.double().abs().max()):
+            raise SystemExit(f"{name} is wrong on {key}: relative error {err}, residual error {r_err}")
+        if name != "liger-fused":
+            rs[0].copy_(start)
+    served = resolve(SPEC, key, device)
+    info = {"served_config": dict(served.config), "served_from": served.source, "served_origin": served.origin,
+            "served_key_match": served.key_match, "default_config": default}
+    return runs, info
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--quick", action="store_true", help="a few shapes only")
+    parser.add_argument("--samples", type=int, default=15)
+    args = parser.parse_args()
+    compiled = _composite()
+    liger = _liger()
+    props = torch.cuda.get_device_properties(0)
+    device = get_backend().device()
+    rows: list[dict[str, Any]] = []
+    started = time.time()
+    for m, n, dtype, wdtype in grid(args.quick):
+        traffic = traffic_bytes(m, n, dtype, wdtype)
+        rotation = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
+        plan = TimingPlan(rotation.copies, rotation.launches, samples=args.samples)
+        runs, info = contenders_for(m, n, dtype, wdtype, plan.copies, compiled, liger)
+        names = list(runs)
+        results = measure([runs[k] for k in names], plan)
+        res = {k: summarize(r, traffic) for k, r in zip(names, results, strict=True)}
+        res["copy"] = summarize(results[names.index("copy")], 2 * m * n * DT[dtype].itemsize)
+        peers = {p: res[p]["median_us"] for p in PEERS if p in res}
+        best = min(peers, key=peers.__getitem__)
+        ratios = {}
+        for mine in ("flyconfigs", "flyconfigs-default"):
+            ratios[f"{mine}_speedup_vs_best_peer"] = peers[best] / res[mine]["median_us"]
+            ratios[f"{mine}_speedup_vs_torch.compile"] = res["torch.compile"]["median_us"] / res[mine]["median_us"]
+            ratios[f"{mine}_fraction_of_copy"] = res[mine]["bandwidth_gbps"] / res["copy"]["bandwidth_gbps"]
+        rows.append({"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype, "traffic_bytes": traffic,
+                     "copies": plan.copies, "launches_per_replay": plan.launches, "best_peer": best, **info,
+                     "results": res, "ratios": ratios})
+        line = "  ".join(f"{k} {v['median_us']:8.2f}us" for k, v in res.items())
+        print(f"{m:>6} x {n:<6} {dtype}/{wdtype}: {line}  vs best ({best}) {ratios['flyconfigs_speedup_vs_best_peer']:.3f}",
+              flush=True)
+        del runs
+        torch.cuda.empty_cache()
+        _write(args.out, rows, device, started, None)
+
+    def geomean(key: str) -> float:
+        vals = [r["ratios"][key] for r in rows]
+        return math.exp(sum(map(math.log, vals)) / len(vals))
+
+    summary: dict[str, Any] = {k: geomean(k) for k in rows[0]["ratios"] if not k.endswith("fraction_of_copy")}
+    summary["shapes"] = len(rows)
+    summary["min_speedup_vs_best_peer"] = min(r["ratios"]["flyconfigs_speedup_vs_best_peer"] for r in rows)
+    summary["served_from"] = sorted({r["served_from"] for r in rows})
+    _write(args.out, rows, device, started, summary)
+    print(json.dumps(summary, indent=1))
+
+
+def _write(out: Path, rows: list[dict[str, Any]], device: Any, started: float, summary: dict[str, Any] | None) -> None:
+    payload = {
+        "benchmark": "fused-add-rmsnorm",
+        "machine": machine(),
+        "device": device.model_dump(mode="json"),
+        "torch": torch.__version__,
+        "protocol": "K calls over rotated copies (>= 3x L2 where memory allows) captured in one graph; "
+                    "interleaved replays; per-call = replay time / K; median of samples",
+        "wall_s": time.time() - started,
+        "complete": summary is not None,
+        "summary": summary,
+        "rows": rows,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()

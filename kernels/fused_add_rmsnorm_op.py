@@ -1,0 +1,212 @@
+"""``fused_add_rms_norm(x, residual, weight, eps=1e-6, out=None)``: the op users call,
+and its workload for the tuner.
+
+``residual += x`` in place, then ``out = rms_norm(residual, weight, eps)``.  Each call
+reads its launch parameters from the registry through
+:class:`~flyconfigs.kernels.triton_config.TritonConfigs` (so an installed data package
+changes what runs) and launches the Triton kernel on the current stream.  It is the torch
+custom op ``flyconfigs::fused_add_rms_norm`` (mutating ``residual`` and ``out``) with a
+fake implementation, so it works under ``torch.compile``, and inside CUDA/HIP graph
+capture after one eager call at that shape has compiled the variant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import triton
+
+from flyconfigs.errors import CompileError, GPUError
+from flyconfigs.kernels.fused_add_rmsnorm import SPEC, FusedAddRMSNormSpec, reference_fused_add_rms_norm
+from flyconfigs.kernels.fused_add_rmsnorm_triton import fused_add_rmsnorm_kernel
+from flyconfigs.kernels.torch_dtypes import NAME_OF, TORCH_DTYPES
+from flyconfigs.kernels.triton_config import TritonConfigs
+from flyconfigs.schema.models import Resources
+
+__all__ = ["FusedAddRMSNormWorkload", "fused_add_rms_norm", "launch"]
+
+CONFIGS = TritonConfigs(SPEC, constants={"block_n": "BLOCK_N", "rows_per_program": "ROWS", "num_stages": "STAGES"})
+TOLERANCES = {"bf16": (1.6e-2, 1e-2), "fp16": (2e-3, 2e-3), "fp32": (2e-5, 2e-5)}
+EPS = 1e-6
+
+
+def launch(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, eps: float,
+           config: Mapping[str, Any]) -> Any:
+    """Launch ``config`` on 2-D ``x``, ``residual`` and ``out`` (rows of stride ``stride(0)``,
+    columns contiguous); Triton's compiled kernel."""
+    m, n = x.shape
+    rows, block = int(config["rows_per_program"]), int(config["block_n"])
+    stages = int(config["num_stages"])
+    return fused_add_rmsnorm_kernel[(triton.cdiv(m, rows),)](
+        x, residual, weight, out, m, x.stride(0), residual.stride(0), out.stride(0), eps,
+        N=n, BLOCK_N=block, ROWS=rows, STAGES=stages, num_warps=int(config["num_warps"]), num_stages=stages,
+    )
+
+
+def _check(x: Any, residual: Any, weight: Any, out: Any, eps: Any) -> None:
+    """Every input rule, before anything touches a device."""
+    for name, value in (("x", x), ("residual", residual), ("weight", weight)):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"fused_add_rms_norm: {name} must be a torch tensor, got {type(value).__name__}")
+    if x.dtype not in NAME_OF:
+        raise TypeError(f"fused_add_rms_norm supports bfloat16, float16 and float32 activations, not {x.dtype}")
+    if residual.dtype != x.dtype:
+        raise TypeError(f"residual must be {x.dtype} like x, got {residual.dtype}")
+    if weight.dtype not in (x.dtype, torch.float32):
+        raise TypeError(f"weight must be {x.dtype} or float32, got {weight.dtype}")
+    if x.dim() < 1 or x.numel() == 0:
+        raise ValueError(f"fused_add_rms_norm needs a non-empty tensor with a last dimension, got shape {tuple(x.shape)}")
+    if residual.shape != x.shape:
+        raise ValueError(f"residual must have the shape of x {tuple(x.shape)}, got {tuple(residual.shape)}")
+    if weight.dim() != 1 or weight.shape[0] != x.shape[-1] or weight.stride(0) != 1:
+        raise ValueError(f"weight must be contiguous with shape ({x.shape[-1]},), got {tuple(weight.shape)}")
+    if out is not None:
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out must be a torch tensor, got {type(out).__name__}")
+        if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
+            raise ValueError(f"out must match x (shape {tuple(x.shape)}, {x.dtype}, {x.device}); "
+                             f"got {tuple(out.shape)}, {out.dtype}, {out.device}")
+        if out.data_ptr() in (x.data_ptr(), residual.data_ptr()):
+            raise ValueError("out must not be x or residual: the op reads both while it writes out")
+    if x.device.type != "cuda":
+        raise ValueError(f"fused_add_rms_norm runs on a GPU; x is on {x.device}")
+    if residual.device != x.device or weight.device != x.device:
+        raise ValueError(f"x, residual and weight must be on one device; got {x.device}, {residual.device}, {weight.device}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
+        raise ValueError(f"eps must be a non-negative number, got {eps!r}")
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor | None:
+    """``t`` as 2-D rows without a copy, or ``None`` when its rows are not evenly strided
+    or its columns not contiguous."""
+    n = t.shape[-1]
+    if t.stride(-1) != 1:
+        return None
+    if t.dim() == 2:
+        return t
+    try:
+        return t.view(-1, n)
+    except RuntimeError:
+        return None
+
+
+def _run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> None:
+    x2 = _rows(x)
+    if x2 is None:
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()
+    r2, y2 = _rows(residual), _rows(out)
+    r_staged, y_staged = r2 is None, y2 is None
+    if r2 is None:
+        r2 = residual.reshape(-1, x.shape[-1]).contiguous()
+    if y2 is None:
+        y2 = torch.empty(x2.shape, dtype=out.dtype, device=out.device)
+    key = {"M": x2.shape[0], "N": x2.shape[1], "dtype": NAME_OF[x.dtype], "weight_dtype": NAME_OF[weight.dtype]}
+    launch(x2, r2, weight, y2, eps, CONFIGS(key, x.device).config)
+    if r_staged:
+        residual.copy_(r2.view(residual.shape))
+    if y_staged:
+        out.copy_(y2.view(out.shape))
+
+
+@torch.library.custom_op("flyconfigs::fused_add_rms_norm", mutates_args=("residual", "out"))
+def _fused_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> None:
+    _run(x, residual, weight, eps, out)
+
+
+@_fused_op.register_fake
+def _(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> None:
+    return None
+
+
+def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
+                       out: torch.Tensor | None = None) -> torch.Tensor:
+    """``residual += x`` (in place), then ``rms_norm(residual, weight, eps)``, returned in
+    ``out`` (allocated when ``None``).
+
+    ``x`` and ``residual``: bfloat16, float16 or float32, one shape, on a CUDA/HIP device;
+    ``weight``: shape ``(N,)``, the activation dtype or float32.  The sum is rounded to
+    the residual's dtype before it is normalized, as the unfused pair does.  Raises
+    ``TypeError`` or ``ValueError`` for bad input before anything is launched."""
+    _check(x, residual, weight, out, eps)
+    if out is None:
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if torch.compiler.is_compiling():
+        _fused_op(x, residual, weight, float(eps), out)
+    else:
+        # Eager calls (graph capture included) skip the dispatcher's host cost.
+        _run(x, residual, weight, float(eps), out)
+    return out
+
+
+class FusedAddRMSNormWorkload:
+    """The tuner's inputs for one key (a :class:`~flyconfigs.kernels.plugin.Workload`):
+    ``copies`` rotated sets of x, residual and output, and one weight.  Each timed call
+    adds into its residual again, which keeps the traffic and values in range (the
+    residuals are re-drawn before each check)."""
+
+    def __init__(self, key: Mapping[str, Any], copies: int, spec: FusedAddRMSNormSpec = SPEC, seed: int = 0) -> None:
+        self.key = dict(key)
+        self.spec = spec
+        m, n = int(key["M"]), int(key["N"])
+        dt = TORCH_DTYPES[str(key["dtype"])]
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        self.xs = [(torch.randn(m, n, device="cuda", generator=g) * 1e-3).to(dt) for _ in range(copies)]
+        self.rs = [torch.randn(m, n, device="cuda", generator=g).to(dt) for _ in range(copies)]
+        self.ys = [torch.empty_like(x) for x in self.xs]
+        self.w = (torch.rand(n, device="cuda", generator=g) + 0.5).to(TORCH_DTYPES[str(key["weight_dtype"])])
+        self._fresh = self.rs[0].clone()
+        self._compiled: dict[str, Any] = {}
+
+    @property
+    def copies(self) -> int:
+        return len(self.xs)
+
+    def launcher(self, config: Mapping[str, Any]) -> Callable[[int], None]:
+        xs, rs, ys, w = self.xs, self.rs, self.ys, self.w
+        cfg = dict(config)
+
+        def run(i: int) -> None:
+            launch(xs[i], rs[i], w, ys[i], EPS, cfg)
+
+        return run
+
+    def check(self, config: Mapping[str, Any]) -> str | None:
+        """Run ``config`` once on a fresh residual and poisoned output; ``None`` if the
+        residual and output match the reference, else what is wrong."""
+        self.rs[0].copy_(self._fresh)
+        expected_r, expected_y = reference_fused_add_rms_norm(self.xs[0], self._fresh, self.w, EPS)
+        self.ys[0].fill_(float("nan"))
+        try:
+            compiled = launch(self.xs[0], self.rs[0], self.w, self.ys[0], EPS, config)
+            torch.cuda.synchronize()
+        except (triton.CompilationError, triton.OutOfResources) as exc:
+            raise CompileError(f"Triton: {type(exc).__name__}: {exc}") from None
+        except RuntimeError as exc:
+            raise GPUError(f"the launch failed: {exc}") from None
+        self._compiled[repr(sorted(config.items()))] = compiled
+        if not torch.equal(self.rs[0], expected_r):
+            bad = int((self.rs[0] != expected_r).sum())
+            return f"{bad} residual values differ from x + residual"
+        y = self.ys[0]
+        if torch.isnan(y).any():
+            return f"{int(torch.isnan(y).sum())} outputs unwritten or NaN"
+        rtol, atol = TOLERANCES[str(self.key["dtype"])]
+        diff = (y.double() - expected_y).abs()
+        bad_y = diff > atol + rtol * expected_y.abs()
+        if bad_y.any():
+            return f"{int(bad_y.sum())} outputs off the float64 reference (max error {diff.max().item():.3g})"
+        return None
+
+    def resources(self, config: Mapping[str, Any]) -> Resources | None:
+        """Registers, spills and shared memory Triton reports for the compiled variant."""
+        compiled = self._compiled.get(repr(sorted(config.items())))
+        if compiled is None:
+            return None
+        try:
+            compiled._init_handles()
+            shared = int(getattr(compiled.metadata, "shared", 0))
+            return Resources(registers=int(compiled.n_regs), spill_bytes=int(compiled.n_spills) * 4, shared_bytes=shared)
+        except (AttributeError, TypeError, ValueError, RuntimeError):
+            return None

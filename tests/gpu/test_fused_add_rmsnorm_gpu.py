@@ -1,0 +1,141 @@
+"""The fused add + RMSNorm Triton op on the GPU: every dtype pair over hidden sizes
+against the float64 reference and the residual against a torch add, every config of the
+space on a few keys, odd layouts, torch.compile (no graph break, also with
+``mode="reduce-overhead"``), CUDA-graph capture, and the tuner loading it by name."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from flyconfigs.kernels import fused_add_rms_norm  # noqa: E402
+from flyconfigs.kernels.fused_add_rmsnorm import SPEC, reference_fused_add_rms_norm  # noqa: E402
+from flyconfigs.kernels.fused_add_rmsnorm_op import FusedAddRMSNormWorkload, launch  # noqa: E402
+from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES  # noqa: E402
+from flyconfigs.registry import DeviceQuery  # noqa: E402
+from flyconfigs.schema import load_artifact  # noqa: E402
+
+DT = TORCH_DTYPES
+PAIRS = [("bf16", "bf16"), ("bf16", "fp32"), ("fp16", "fp16"), ("fp32", "fp32")]
+NS = [1, 7, 128, 1000, 3584, 8192, 12288, 16384, 20000]
+MS = [1, 3, 257]
+TOL = {"bf16": (1.6e-2, 1e-2), "fp16": (2e-3, 2e-3), "fp32": (2e-5, 2e-5)}
+
+
+def _inputs(shape: tuple[int, ...], dtype: str, wdtype: str, seed: int) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(*shape, device="cuda", generator=g).to(DT[dtype])
+    r = (torch.randn(*shape, device="cuda", generator=g) * 2).to(DT[dtype])
+    w = (torch.rand(shape[-1], device="cuda", generator=g) + 0.5).to(DT[wdtype])
+    return x, r, w
+
+
+def _assert_result(y: torch.Tensor, r_after: torch.Tensor, x: torch.Tensor, r_before: torch.Tensor,
+                   w: torch.Tensor, dtype: str) -> None:
+    expected_r, expected_y = reference_fused_add_rms_norm(x, r_before, w, 1e-6)
+    assert torch.equal(r_after, expected_r), "the residual must be exactly x + residual in its dtype"
+    assert not torch.isnan(y).any()
+    rtol, atol = TOL[dtype]
+    torch.testing.assert_close(y.double(), expected_y, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype,wdtype", PAIRS)
+def test_every_shape_against_the_reference(dtype: str, wdtype: str) -> None:
+    for seed, (n, m) in enumerate(itertools.product(NS, MS)):
+        x, r, w = _inputs((m, n), dtype, wdtype, seed)
+        before = r.clone()
+        y = fused_add_rms_norm(x, r, w, 1e-6)
+        _assert_result(y, r, x, before, w, dtype)
+
+
+@pytest.mark.parametrize("m,n,dtype", [(5, 128, "bf16"), (64, 4096, "bf16"), (3, 16384, "fp16"), (33, 12288, "bf16")])
+def test_every_config_of_the_space(m: int, n: int, dtype: str) -> None:
+    key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": dtype}
+    space = SPEC.space(key, DeviceQuery("nvidia", "sm90"))
+    assert len(space) >= 3
+    for config in space:
+        x, r, w = _inputs((m, n), dtype, dtype, 1)
+        before, y = r.clone(), torch.full_like(x, float("nan"))
+        launch(x, r, w, y, 1e-6, config)
+        _assert_result(y, r, x, before, w, dtype)
+
+
+def test_odd_layouts_3d_strided_rows_and_out() -> None:
+    x, r, w = _inputs((4, 5, 3584), "bf16", "bf16", 3)
+    before = r.clone()
+    out = torch.empty_like(x)
+    assert fused_add_rms_norm(x, r, w, 1e-6, out=out) is out
+    _assert_result(out, r, x, before, w, "bf16")
+    big = torch.randn(6, 8192, device="cuda").to(torch.bfloat16)
+    xs = big[:, :4096]  # rows strided by 8192
+    rs = torch.randn(6, 4096, device="cuda").to(torch.bfloat16).t().contiguous().t()  # columns not contiguous
+    before = rs.clone()
+    y = fused_add_rms_norm(xs, rs, w[:4096].contiguous(), 1e-6)
+    _assert_result(y, rs, xs, before, w[:4096], "bf16")
+    with pytest.raises(TypeError, match="residual must be"):
+        fused_add_rms_norm(x, r.float(), w)
+    with pytest.raises(ValueError, match="weight must be"):
+        fused_add_rms_norm(x, r, w[:10])
+
+
+def test_torch_compile_without_graph_break_and_with_reduce_overhead() -> None:
+    import torch._dynamo
+
+    def layer(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return fused_add_rms_norm(x * 2, r, w, 1e-6) + 1
+
+    x, r, w = _inputs((64, 4096), "bf16", "bf16", 4)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(layer)(x, r.clone(), w)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    for mode in (None, "reduce-overhead"):
+        compiled = torch.compile(layer, fullgraph=True, mode=mode)
+        for _ in range(3):
+            r1, r2 = r.clone(), r.clone()
+            got = compiled(x, r1, w)
+            want = fused_add_rms_norm(x * 2, r2, w, 1e-6) + 1
+            torch.testing.assert_close(got, want)
+            assert torch.equal(r1, r2), f"mode={mode}: the residual was not updated in place"
+
+
+def test_cuda_graph_capture_and_replay() -> None:
+    x, r, w = _inputs((256, 5120), "bf16", "bf16", 5)
+    out = torch.empty_like(x)
+    fused_add_rms_norm(x, r.clone(), w, 1e-6, out=out)  # compiles the variant outside capture
+    start = r.clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fused_add_rms_norm(x, r, w, 1e-6, out=out)
+    r.copy_(start)
+    graph.replay()
+    torch.cuda.synchronize()
+    _assert_result(out, r, x, start, w, "bf16")
+
+
+def test_the_workload_checks_and_reports_resources() -> None:
+    key = {"M": 300, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
+    workload = FusedAddRMSNormWorkload(key, 2)
+    config = SPEC.default_config(key, None)
+    assert workload.check(config) is None
+    resources = workload.resources(config)
+    assert resources is not None and resources.registers and resources.spill_bytes == 0
+
+
+def test_tune_loads_the_kernel_by_name_in_the_worker(tmp_path: Path) -> None:
+    from flyconfigs.tuner.run import TuneOptions
+    from flyconfigs.tuner.session import run_session
+
+    result = run_session("fused_add_rmsnorm", ["M=1,4096 N=2048 dtype=bf16"], None, tmp_path, "cuda", [0],
+                         TuneOptions(budget=6))
+    assert result.summary["tuned"] == 2
+    for path in result.summary["artifacts"]:
+        artifact = load_artifact(Path(path))
+        assert artifact.kernel.name == "fused_add_rmsnorm" and artifact.provenance.backend == "cuda"
+        assert "triton" in artifact.provenance.backend_versions
+        ok = [c for c in artifact.candidates if c.status == "ok"]
+        assert ok and all(c.timing and c.resources and c.resources.registers for c in ok)

@@ -1,0 +1,121 @@
+"""The fused add + RMSNorm family on the CPU: its declaration through the entry point,
+its space and validity rules, the Triton helper serving a tuned config (and refusing an
+invalid one), and the kernel-agnostic tuner on it with the test backend.  The Triton
+kernel itself runs only on a GPU (tests/gpu/test_fused_add_rmsnorm_gpu.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from factories import H200, artifact_dict
+from flyconfigs.cli import main
+from flyconfigs.errors import InvalidKeyError
+from flyconfigs.kernels.fused_add_rmsnorm import SPEC, TUNABLES, traffic_bytes
+from flyconfigs.kernels.plugin import TunableKernel, tunable_kernel
+from flyconfigs.kernels.triton_config import TritonConfigs
+from flyconfigs.registry import DeviceQuery, default_resolver, kernel_declaration
+from flyconfigs.schema import load_artifact, write_atomic
+from flyconfigs.tuner.grid import parse_grids
+
+SM90 = DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ())
+KEY = {"M": 4096, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
+CONSTANTS = {"block_n": "BLOCK_N", "rows_per_program": "ROWS", "num_stages": "STAGES"}
+
+
+def test_declared_through_the_entry_point_and_tunable() -> None:
+    decl = kernel_declaration("fused_add_rmsnorm")
+    assert decl is SPEC and isinstance(decl, TunableKernel) and tunable_kernel("fused_add_rmsnorm") is SPEC
+    assert [a.name for a in SPEC.key_axes] == ["M", "N", "dtype", "weight_dtype"]
+    assert len(SPEC.source_sha256()) == 64
+    assert SPEC.traffic(KEY) == traffic_bytes(4096, 4096, "bf16", "bf16") == 4 * 4096 * 4096 * 2 + 4096 * 2
+
+
+def test_every_config_of_the_hidden_size_grid_is_valid_and_the_default_is_among_them() -> None:
+    keys = parse_grids(["hidden"], SPEC)
+    assert len(keys) == 16 * 17 + 16 * 5 * 2
+    assert {k["weight_dtype"] for k in keys if k["dtype"] == "fp16"} == {"fp16"}
+    for key in keys:
+        space = SPEC.space(key, SM90)
+        default = SPEC.default_config(key, SM90)
+        assert default in space and 1 <= len(space) <= 40, key
+        for config in space:
+            assert SPEC.check_config(config, key, SM90) is None, (key, config)
+            assert set(config) == set(TUNABLES)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"num_warps": True}, "num_warps=True"),
+        ({"num_warps": 3}, "num_warps=3"),
+        ({"block_n": 8192}, "wider than the row"),
+        ({"block_n": 1024, "rows_per_program": 2}, "one row per program"),
+        ({"num_stages": 2}, "no loop to pipeline"),
+        ({"rows_per_program": 16, "block_n": 4096}, "exceeds"),
+        ({"num_warps": 1}, "elements per thread"),
+    ],
+)
+def test_check_config_says_why_a_config_cannot_run(change: dict[str, Any], why: str) -> None:
+    config = {**SPEC.default_config(KEY, SM90), **change}
+    problem = SPEC.check_config(config, KEY, SM90)
+    assert problem is not None and why in problem
+
+
+def test_keys_are_typed_by_the_declaration() -> None:
+    for bad in ({**KEY, "M": True}, {**KEY, "N": 4096.0}, {**KEY, "weight_dtype": "fp16"}, {**KEY, "N": 1 << 22}):
+        with pytest.raises(InvalidKeyError):
+            SPEC.check_key(bad)
+
+
+def _override(folder: Path, winner: dict[str, Any], key: dict[str, Any] = KEY) -> None:
+    data = artifact_dict(device=H200, key=key, kernel="fused_add_rmsnorm", n_candidates=2)
+    default = SPEC.default_config(key, SM90)
+    data["candidates"][0]["config"] = winner
+    data["candidates"][1]["config"] = default
+    data["winner"]["config"] = winner
+    data["default"]["config"] = default
+    data["kernel"]["source_sha256"] = SPEC.source_sha256()
+    folder.mkdir(exist_ok=True)
+    write_atomic(folder / "fused.json", (json.dumps(data) + "\n").encode())
+
+
+def test_the_triton_helper_serves_a_tuned_config_as_kernel_arguments(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    winner = {"block_n": 4096, "rows_per_program": 1, "num_warps": 8, "num_stages": 1}
+    _override(tmp_path / "o", winner)
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path / "o"))
+    default_resolver().refresh()
+    launch = TritonConfigs(SPEC, constants=CONSTANTS)(KEY, SM90)
+    assert launch.resolution.source == "override" and dict(launch.config) == winner
+    assert launch.kwargs == {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8, "num_stages": 1}
+    assert launch.options == {"num_warps": 8, "num_stages": 1}
+    assert TritonConfigs("fused_add_rmsnorm", constants=CONSTANTS)(KEY, SM90).kwargs == launch.kwargs
+
+
+def test_the_triton_helper_never_serves_a_config_the_kernel_refuses(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # Schema-valid, but two rows per program of a chunked row is not a config this kernel runs.
+    _override(tmp_path / "o", {"block_n": 1024, "rows_per_program": 2, "num_warps": 4, "num_stages": 1})
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path / "o"))
+    default_resolver().refresh()
+    launch = TritonConfigs(SPEC, constants=CONSTANTS)(KEY, SM90)
+    assert launch.resolution.source == "default"
+    assert dict(launch.config) == SPEC.default_config(KEY, SM90)
+    assert any("one row per program" in r for r in launch.resolution.reasons), launch.resolution.reasons
+
+
+def test_the_tuner_tunes_it_by_name_with_the_test_backend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "tuned"
+    code = main(["tune", "fused_add_rmsnorm", "--backend", "simulated", "--key-grid", "smoke", "--out", str(out), "--json"])
+    assert code == 0, capsys.readouterr().err
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["tuned"] == 4
+    for path in sorted(out.glob("*.json")):
+        artifact = load_artifact(path)
+        assert artifact.kernel.name == "fused_add_rmsnorm" and artifact.provenance.backend == "simulated"
+        assert SPEC.check_config(artifact.winner.config, artifact.key, SM90) is None
+        assert len(artifact.candidates) == len(SPEC.space(artifact.key, DeviceQuery("nvidia", "simulated")))

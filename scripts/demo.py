@@ -1,6 +1,6 @@
 """The main job on the embedded default: publish the repository's data packages from
 artifacts/, serve them from a local index (pypiserver on loopback), install them into a
-fresh virtual environment, and resolve and explain RMSNorm configs there through
+fresh virtual environment, and resolve and explain RMSNorm and fused add + RMSNorm configs there through
 entry-point discovery — the loop a user of a data package meets.
 
     python scripts/demo.py [--artifacts DIR] [--keep DIR]
@@ -79,6 +79,8 @@ def main() -> None:
         for key in KEYS:
             step(f"explain on {device}")
             flyconfigs("explain", "rmsnorm", *key, "--device", device)
+        step(f"the Triton family on {device}: fused residual add + RMSNorm")
+        flyconfigs("explain", "fused_add_rmsnorm", "M=2048", "N=3584", "dtype=bf16", "weight_dtype=bf16", "--device", device)
     step("a device no package serves falls back to the default heuristic")
     flyconfigs("explain", "rmsnorm", *KEYS[0], "--device", "sm80:108:NVIDIA A100-SXM4-80GB")
     print(f"\nwork folder: {work}")

@@ -205,6 +205,11 @@ class FusedAddRMSNormSpec:
     # -- tuning ---------------------------------------------------------------------
 
     @property
+    def tunables(self) -> dict[str, tuple[int | str, ...]]:
+        """Each tunable and the values it takes (``flyconfigs schema --kernel`` publishes them)."""
+        return dict(TUNABLES)
+
+    @property
     def presets(self) -> dict[str, tuple[str, ...]]:
         """``hidden``: the hidden-size grid; ``smoke``: four keys."""
         return {"hidden": HIDDEN_SIZE_GRID, "smoke": SMOKE_GRID}

@@ -242,6 +242,11 @@ class RMSNormSpec:
     # -- tuning (the plugin protocol of flyconfigs.kernels.plugin) ---------------------
 
     @property
+    def tunables(self) -> dict[str, tuple[int | str, ...]]:
+        """Each tunable and the values it takes (``flyconfigs schema --kernel`` publishes them)."""
+        return dict(TUNABLES)
+
+    @property
     def presets(self) -> dict[str, tuple[str, ...]]:
         """Named key grids: ``perf`` is the benchmark grid of ``bench/rmsnorm.py``."""
         return {"perf": PERF_GRID}

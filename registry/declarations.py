@@ -47,7 +47,7 @@ OWN_DISTRIBUTION = "flyconfigs"
 KeyValue = Any
 """A key or config value: a JSON value as schema 1.1 allows (``flyconfigs.schema.Value``);
 each kernel's declaration says which its axes and tunables take."""
-_TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:-]{0,63}$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:-]{0,63}$")
 _INT = re.compile(r"^-?[0-9]{1,18}$")
 _NUMERIC = re.compile(r"^[-+0-9.]")
 _FLOAT = re.compile(r"^-?(0|[1-9][0-9]{0,17})(\.[0-9]{1,20}([eE][-+]?[0-9]{1,3})?|[eE][-+]?[0-9]{1,3})$")
@@ -86,7 +86,7 @@ class KeyAxis:
             if self.maximum is not None and value > self.maximum:
                 raise InvalidKeyError(f"{where} must be <= {self.maximum}, got {value}")
         elif isinstance(value, str):
-            if not _TOKEN.match(value):
+            if not NAME_PATTERN.match(value):
                 raise InvalidKeyError(f"{where} must be a name, got {value!r}")
             if self.choices is not None and value not in self.choices:
                 raise InvalidKeyError(f"{where} must be one of {', '.join(self.choices)}, got {value!r}")

@@ -62,11 +62,19 @@ def _schema(args: argparse.Namespace) -> int:
 
     version = args.version or SCHEMA_VERSION
     try:
-        spec = load_spec(args.kind, version)
+        if args.kernel is not None:
+            if args.kind != "artifact":
+                raise Usage("--kernel narrows the artifact schema; it takes no manifest")
+            from flyconfigs.registry import kernel_declaration
+            from flyconfigs.registry.kernel_schema import kernel_artifact_schema
+
+            spec = kernel_artifact_schema(kernel_declaration(args.kernel), version)
+        else:
+            spec = load_spec(args.kind, version)
     except KeyError as exc:
         raise Usage(str(exc.args[0])) from None
     if args.json:
-        emit_json({"command": "schema", "kind": args.kind, "version": version, "schema": spec})
+        emit_json({"command": "schema", "kind": args.kind, "version": version, "kernel": args.kernel, "schema": spec})
     else:
         sys.stdout.write(json.dumps(spec, indent=2, sort_keys=True) + "\n")
     return 0
@@ -79,3 +87,5 @@ def register(sub: Any) -> None:
     p = add_command(sub, "schema", _schema, "print a JSON Schema of the format")
     p.add_argument("kind", nargs="?", default="artifact", choices=["artifact", "manifest"])
     p.add_argument("--version", help="schema version (default: the current one)")
+    p.add_argument("--kernel", metavar="NAME",
+                   help="the artifact schema narrowed to one declared kernel: its name, typed key and config")

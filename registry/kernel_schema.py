@@ -1,0 +1,101 @@
+"""A JSON Schema of one kernel's artifacts: the artifact schema of this version with the
+kernel's name, its key (every declared axis, typed as the declaration types it, and no
+other) and, where the declaration lists its ``tunables``, its config (every tunable,
+each to one of its values, and no other) filled in.  A third party can check an artifact
+of that kernel completely with any JSON Schema validator and without flyconfigs.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from flyconfigs.registry.declarations import NAME_PATTERN, KernelDecl, KeyAxis
+from flyconfigs.schema.models import SCHEMA_VERSION
+from flyconfigs.schema.spec import load_spec
+
+__all__ = ["config_schema", "kernel_artifact_schema", "key_schema"]
+
+_SCALAR = [{"type": "boolean"}, {"type": "integer"}, {"type": "number"}, {"type": "string"}, {"type": "null"}]
+
+
+def _axis_schema(axis: KeyAxis) -> dict[str, Any]:
+    if axis.kind is int:
+        out: dict[str, Any] = {"type": "integer"}
+        if axis.minimum is not None:
+            out["minimum"] = axis.minimum
+        if axis.maximum is not None:
+            out["maximum"] = axis.maximum
+    elif axis.kind is str:
+        out = {"type": "string", "pattern": NAME_PATTERN.pattern}
+        if axis.choices is not None:
+            out["enum"] = list(axis.choices)
+    elif axis.kind is bool:
+        out = {"type": "boolean"}
+    elif axis.kind is float:
+        out = {"type": "number"}
+    else:
+        out = {"type": "array", "items": {"anyOf": _SCALAR}}
+    out["description"] = f"{'ordinal ' if axis.ordinal else ''}key axis {axis.name}"
+    return {"anyOf": [out, {"type": "null"}]} if axis.nullable else out
+
+
+def key_schema(decl: KernelDecl) -> dict[str, Any]:
+    """The key of ``decl``: exactly its axes, each typed."""
+    return {
+        "type": "object",
+        "properties": {axis.name: _axis_schema(axis) for axis in decl.key_axes},
+        "required": [axis.name for axis in decl.key_axes],
+        "additionalProperties": False,
+    }
+
+
+def config_schema(decl: KernelDecl) -> dict[str, Any] | None:
+    """The config of ``decl`` from its ``tunables`` (name → the values it takes), or
+    ``None`` when it declares none."""
+    tunables = getattr(decl, "tunables", None)
+    if not isinstance(tunables, Mapping) or not tunables:
+        return None
+    properties = {}
+    for name, values in tunables.items():
+        allowed = list(values) if isinstance(values, Sequence) and not isinstance(values, str) else [values]
+        kinds = sorted({_json_type(v) for v in allowed})
+        properties[str(name)] = {"type": kinds[0] if len(kinds) == 1 else kinds, "enum": allowed}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+        "description": f"a config of {decl.name}: every tunable, each one of its values. Which combinations "
+                       f"run for a key and device is the kernel's own check; nothing that fails it is served.",
+    }
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "null" if value is None else "array"
+
+
+def kernel_artifact_schema(decl: KernelDecl, version: str = SCHEMA_VERSION) -> dict[str, Any]:
+    """The artifact schema of ``version`` narrowed to ``decl``'s artifacts."""
+    spec = copy.deepcopy(load_spec("artifact", version))
+    spec["$id"] = f"urn:flyconfigs:schema:artifact:{version}:kernel:{decl.name}"
+    spec["title"] = f"Artifact of {decl.name} (version {decl.version})"
+    spec["properties"]["key"] = key_schema(decl)
+    defs = spec["$defs"]
+    kernel_ref = defs["KernelRef"]
+    kernel_ref["properties"]["name"] = {"const": decl.name}
+    kernel_ref["properties"]["version"] = {"const": decl.version}
+    config = config_schema(decl)
+    if config is not None:
+        for model in ("Candidate", "Choice"):
+            defs[model]["properties"]["config"] = config
+    return spec

@@ -1,0 +1,74 @@
+"""``flyconfigs schema --kernel NAME``: a JSON Schema that checks one kernel's artifacts
+completely without flyconfigs' code — every committed H200 artifact passes its kernel's
+schema, and each kind of kernel-level mistake the generic schema lets through fails it."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from flyconfigs.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _schema(kernel: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main(["schema", "--kernel", kernel]) == 0
+    schema: dict[str, Any] = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return schema
+
+
+def _committed(kernel: str) -> list[dict[str, Any]]:
+    files = sorted((ROOT / "artifacts" / "sm90").glob(f"{kernel}-sm90-*.json"))
+    assert len(files) >= 50
+    return [json.loads(p.read_text()) for p in files]
+
+
+@pytest.mark.parametrize("kernel", ["rmsnorm", "fused_add_rmsnorm"])
+def test_every_committed_artifact_passes_its_kernels_schema(kernel: str, capsys: pytest.CaptureFixture[str]) -> None:
+    validator = jsonschema.Draft202012Validator(_schema(kernel, capsys))
+    for artifact in _committed(kernel):
+        errors = list(validator.iter_errors(artifact))
+        assert not errors, errors[0].message
+
+
+def _mistakes(artifact: dict[str, Any], other_kernel: str) -> dict[str, dict[str, Any]]:
+    def changed(edit: Any) -> dict[str, Any]:
+        data = copy.deepcopy(artifact)
+        edit(data)
+        return data
+
+    return {
+        "another kernel's name": changed(lambda d: d["kernel"].update(name=other_kernel)),
+        "a key axis missing": changed(lambda d: d["key"].pop("weight_dtype")),
+        "an undeclared key axis": changed(lambda d: d["key"].update(batch=2)),
+        "a string for an int axis": changed(lambda d: d["key"].update(M="4096")),
+        "a dtype the kernel does not take": changed(lambda d: d["key"].update(dtype="int8")),
+        "an unknown tunable in the winner": changed(lambda d: d["winner"]["config"].update(unroll=2)),
+        "a tunable value outside the space": changed(lambda d: d["candidates"][0]["config"].update(num_warps=3)),
+        "a bool for an int tunable": changed(lambda d: d["default"]["config"].update(num_warps=True)),
+    }
+
+
+def test_kernel_level_mistakes_pass_the_generic_schema_and_fail_the_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    narrow = jsonschema.Draft202012Validator(_schema("fused_add_rmsnorm", capsys))
+    assert main(["schema", "artifact"]) == 0
+    generic = jsonschema.Draft202012Validator(json.loads(capsys.readouterr().out))
+    artifact = _committed("fused_add_rmsnorm")[0]
+    assert narrow.is_valid(artifact) and generic.is_valid(artifact)
+    for what, data in _mistakes(artifact, "rmsnorm").items():
+        assert generic.is_valid(data), f"{what}: the generic schema should not know the kernel"
+        assert not narrow.is_valid(data), f"{what}: the kernel's schema let it through"
+
+
+def test_schema_kernel_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema", "--kernel", "layernorm"]) == 2
+    assert "unknown kernel 'layernorm'" in capsys.readouterr().err
+    assert main(["schema", "manifest", "--kernel", "rmsnorm"]) == 2
+    assert "takes no manifest" in capsys.readouterr().err

@@ -18,8 +18,10 @@ __all__ = ["check_package_folder", "check_winner"]
 
 def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribution: str | None = None) -> list[str]:
     """Report (``invalid-config``) a winner the artifact's kernel refuses for its own key
-    and device, when this environment declares the kernel; returns notes for what was
-    not checked or deserves saying (an artifact made by a test double)."""
+    and device, when this environment declares the kernel, and (``kernel-name-clash``)
+    an artifact whose key has other axes than the declared kernel of its name (such as
+    a FlyDSL kernel imported under a name flyconfigs also declares); returns notes for
+    what was not checked or deserves saying (an artifact made by a test double)."""
     notes = []
     if artifact.from_test_double:
         notes.append("made by a test double (backend simulated): never published or served to a real device")
@@ -27,6 +29,15 @@ def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribut
         decl = kernel_declaration(artifact.kernel.name, problems)
     except UnknownKernelError as exc:
         return [*notes, f"winner not checked: {exc}"]
+    axes = [axis.name for axis in decl.key_axes]
+    if sorted(artifact.key) != sorted(axes):
+        how = "imported " if artifact.selection.rule == "imported" else ""
+        problems.report(Problem(
+            "kernel-name-clash", where,
+            f"this {how}artifact names kernel {decl.name!r} but keys it by ({', '.join(sorted(artifact.key))}), "
+            f"while the declared {decl.name!r} takes ({', '.join(axes)}): another kernel under the same name, "
+            f"never served for this one; give it a name of its own", distribution))
+        return notes
     why = check_config(decl, artifact.winner.config, dict(artifact.key), DeviceQuery.of(artifact.device.identity))
     if why is not None:
         problems.report(Problem("invalid-config", where, f"{decl.name} refuses the winner: {why}", distribution))

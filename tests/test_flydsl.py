@@ -116,3 +116,28 @@ def test_export_never_overwrites_a_different_artifact_of_the_same_flydsl_name(tm
     with pytest.raises(ArtifactError, match="not overwritten"):
         write_flydsl(other, tmp_path)
     assert path.read_bytes() == before
+
+
+def test_doctor_reports_an_imported_kernel_whose_name_clashes_with_a_declared_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # FlyDSL's own RMSNorm is called rmsnorm too, but keyed by dtype_str: another kernel.
+    identity = {"name": "rmsnorm", "key": {"M": 32768, "N": 8192, "dtype_str": "bf16"},
+                "device": {"name": "AMD Instinct MI300X", "arch": "gfx942", "compute_units": 304}}
+    name, text = flydsl_writer(identity, {"BLOCK_THREADS": 256})
+    (tmp_path / "flydsl").mkdir()
+    (tmp_path / "flydsl" / name).write_text(text)
+    assert main(["flydsl", "import", str(tmp_path / "flydsl"), "--out", str(tmp_path / "imported")]) == 0
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path / "imported"))
+    from flyconfigs.registry import default_resolver
+
+    default_resolver().refresh()
+    capsys.readouterr()
+    assert main(["doctor", "--json"]) == 1
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    clash = [p for p in problems if p["kind"] == "kernel-name-clash"]
+    assert len(clash) == 1 and "dtype_str" in clash[0]["message"] and "weight_dtype" in clash[0]["message"]
+    assert "imported artifact" in clash[0]["message"]
+    key = {"M": 32768, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
+    assert main(["explain", "rmsnorm", *(f"{k}={v}" for k, v in key.items()), "--device",
+                 "gfx942:304:AMD Instinct MI300X:sramecc+,xnack-"]) == 0
+    assert "[default" in capsys.readouterr().out

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Sets up .venv with everything the tests need (the compile-only ROCm prefix for the
-# gfx942 hipRTC tests included) and runs the test suite.  "No tests collected" fails.
+# gfx942 hipRTC tests and the real flydsl package for the FlyDSL interop test included)
+# and runs the test suite.  "No tests collected" fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q --config-settings editable_mode=strict -e '.[dev,hip]' 'torch==2.13.0'
+.venv/bin/python -m pip install -q 'flydsl==0.4.2' || echo "test.sh: flydsl 0.4.2 could not be installed; the FlyDSL interop test will skip" >&2
 bash scripts/rocm-prefix.sh || echo "test.sh: the ROCm compile-only prefix could not be built; the hipRTC tests will skip" >&2
 set +e
 .venv/bin/python -m pytest "$@"

@@ -53,7 +53,8 @@ def _workers(kernel: str, backend: str | None, ordinals: Sequence[int]) -> tuple
     if backend == "simulated":
         from flyconfigs.tuner.simulated import SimulatedToolchain
 
-        workers = [Worker("flyconfigs.tuner.simulated:SimulatedMeasurer", {"ordinal": o}) for o in ordinals]
+        workers = [Worker("flyconfigs.tuner.simulated:SimulatedMeasurer", {"ordinal": o, "kernel": kernel})
+                   for o in ordinals]
         return workers, SimulatedToolchain()
     from flyconfigs.tuner.toolchain import GPUToolchain
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from flyconfigs.kernels.plugin import tunable_kernel
 from flyconfigs.schema.models import TEST_DEVICE_PRODUCT, Resources
 from flyconfigs.tuner.measurer import CheckResult
 
@@ -61,7 +62,10 @@ class SimulatedMeasurer:
     """
 
     def __init__(self, speeds: Mapping[str, float] | None = None, behaviour: Mapping[str, str] | None = None,
-                 noise: float = 0.002, seed: int = 0, ordinal: int = 0, delay_s: float = 0.0) -> None:
+                 noise: float = 0.002, seed: int = 0, ordinal: int = 0, delay_s: float = 0.0,
+                 kernel: str | None = None) -> None:
+        # Loaded by its entry-point name in this process, as the GPU measurer loads it.
+        self.kernel = tunable_kernel(kernel) if kernel is not None else None
         self.ordinal = ordinal
         self.delay_s = delay_s
         self.speeds = dict(speeds or {})
@@ -75,6 +79,9 @@ class SimulatedMeasurer:
         return {**SIMULATED_DEVICE, "ordinal": self.ordinal}
 
     def prepare(self, key: Mapping[str, Any], copies: int, traffic: int) -> None:
+        if self.kernel is not None and self.kernel.traffic(key) != traffic:
+            raise RuntimeError(f"the worker's {self.kernel.name} moves {self.kernel.traffic(key)} bytes at {key}, "
+                               f"the parent's {traffic}")
         self.key = dict(key)
         self.traffic = traffic
 

@@ -113,7 +113,8 @@ def _from_json(data: Any, where: str) -> DeviceQuery:
 
 
 def parse_device_spec(spec: str, where: str = DEVICE_ENV) -> DeviceQuery:
-    """Parse a ``FLYCONFIGS_DEVICE``-style value; :class:`InvalidDeviceError` names
+    """Parse a ``FLYCONFIGS_DEVICE``-style value (``ARCH[:CUS[:PRODUCT[:FEATURES]]]``,
+    JSON, ``@file`` or a catalog product's name); :class:`InvalidDeviceError` names
     ``where`` (or the ``@file``) and the bad part.  JSON goes through the artifact
     reader's limits (size, depth, a regular file only)."""
     from flyconfigs.schema.jsonio import parse_document, read_document
@@ -128,12 +129,20 @@ def parse_device_spec(spec: str, where: str = DEVICE_ENV) -> DeviceQuery:
         raise
     except ArtifactError as exc:
         raise InvalidDeviceError(exc.file, exc.problems) from None
+    from flyconfigs.registry.products import find_product
+
+    known = find_product(text) if ":" not in text else None
+    if known is not None:
+        return DeviceQuery.of(known.device.identity)
     parts = text.split(":", 3)
     arch = parts[0]
     try:
         vendor = vendor_of_arch(arch)
     except ValueError as exc:
-        raise InvalidDeviceError(where, [FieldProblem("arch", str(exc))]) from None
+        from flyconfigs.registry.products import product_catalog
+
+        names = ", ".join(p.device.product for p in product_catalog().products)
+        raise InvalidDeviceError(where, [FieldProblem("arch", f"{exc}, or a product name ({names})")]) from None
     cus = None
     if len(parts) > 1 and parts[1]:
         if not _COUNT.match(parts[1]) or int(parts[1]) < 1:

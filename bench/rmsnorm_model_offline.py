@@ -4,9 +4,7 @@ spill-free candidates (using each candidate's recorded resources) is looked up i
 same artifact's timings and compared with the tuned winner, and so is the default.
 
 The artifacts' timings come from one tuning run on the device (the screen's 5 samples for
-candidates that were not finalists), so this is a first look, not the step-3 measurement
-of the gfx942 package issue (which times the predicted winner itself, on keys the model
-was not written against).
+candidates that were not finalists).  Score only keys the model was not fitted on.
 
     python bench/rmsnorm_model_offline.py artifacts/sm90 --out bench/results/rmsnorm-model-offline-h200.json
 """
@@ -31,7 +29,8 @@ def main() -> None:
     for path in sorted(args.folder.glob("rmsnorm-*.json")):
         artifact = load_artifact(path)
         timed = [c for c in artifact.candidates if c.timing and c.resources and not c.resources.spill_bytes]
-        ranked = min(timed, key=lambda c: MODEL.predict_us(c.config, artifact.key, artifact.device, c.resources))
+        predicted = MODEL.predict([c.config for c in timed], artifact.key, artifact.device, [c.resources for c in timed])
+        ranked = timed[predicted.index(min(predicted))]
         default = next(c for c in artifact.candidates if artifact.default and dict(c.config) == dict(artifact.default.config))
         best = artifact.winner.timing.median_us if artifact.winner.timing else math.nan
         rows.append({"key": dict(artifact.key), "file": path.name, "tuned_us": best,
@@ -44,7 +43,7 @@ def main() -> None:
                 "geomean_slowdown_vs_tuned": math.exp(sum(map(math.log, ratios)) / len(ratios)),
                 "worst_slowdown_vs_tuned": max(ratios)}
 
-    summary = {"model": f"{MODEL.name} {MODEL.version}", "keys": len(rows), "model_pick": figures("model_us"),
+    summary = {"model": f"{MODEL.name} {MODEL.version}", "folder": args.folder.name, "keys": len(rows), "model_pick": figures("model_us"),
                "default": figures("default_us")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"benchmark": "rmsnorm-model-offline", "summary": summary, "rows": rows},

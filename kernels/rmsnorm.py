@@ -35,6 +35,7 @@ from flyconfigs.schema.models import wave_size_of_arch
 
 if TYPE_CHECKING:
     from flyconfigs.gpu import Backend, CompileRequest
+    from flyconfigs.kernels.rmsnorm_model import RMSNormCostModel
     from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload
 
 __all__ = ["DTYPES", "ELEMENT_BYTES", "PERF_GRID", "SPEC", "TUNABLES", "RMSNormSpec", "reference_rms_norm", "traffic_bytes"]
@@ -245,6 +246,13 @@ class RMSNormSpec:
     def tunables(self) -> dict[str, tuple[int | str, ...]]:
         """Each tunable and the values it takes (``flyconfigs schema --kernel`` publishes them)."""
         return dict(TUNABLES)
+
+    @property
+    def cost_model(self) -> RMSNormCostModel:
+        """The model that ranks compiled configs for ``flyconfigs predict``."""
+        from flyconfigs.kernels.rmsnorm_model import MODEL
+
+        return MODEL
 
     @property
     def presets(self) -> dict[str, tuple[str, ...]]:

@@ -1,9 +1,13 @@
-"""RMSNorm's cost model: a prediction of each compiled config's time per call from the
-device descriptor, the key and the compiled resources alone — never from a timing.
+"""RMSNorm's cost model: a ranking of compiled configs by predicted time per call from
+the device descriptor, the key and the compiled resources alone — never from a timing of
+the device it predicts for.
 
-Fitted on nothing: every constant is a property of the hardware class or of the kernel's
-structure, written here once, and the device's own figures (compute units, wave size,
-peak bandwidth) come from its descriptor.  The parts:
+Two layers.  :class:`RooflineModel` is a physical estimate fitted on nothing: every
+constant is a property of the hardware class or of the kernel's structure, and the
+device's own figures (compute units, wave size, peak bandwidth) come from its
+descriptor.  :class:`RMSNormCostModel` ranks with a ridge regression over
+:func:`features` (the roofline estimate among them), fitted by
+``bench/fit_rmsnorm_model.py`` on measured tunings of other keys.  The roofline's parts:
 
 * traffic: ``2·M·N`` elements of ``x`` and ``y`` plus the weight; a ``reread`` config
   reads ``x`` a second time, from L2 when the block's rows fit in it;
@@ -22,15 +26,18 @@ peak bandwidth) come from its descriptor.  The parts:
 
 from __future__ import annotations
 
+import functools
+import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib.resources import files as resources_files
 from typing import Any
 
 from flyconfigs.kernels.rmsnorm import ELEMENT_BYTES
 from flyconfigs.schema.models import Device, Resources
 
-__all__ = ["MODEL", "RMSNormCostModel"]
+__all__ = ["MODEL", "ROOFLINE", "RMSNormCostModel", "RooflineModel", "features"]
 
 MEMORY_LATENCY_US = 0.7
 """Round trip of a load that misses every cache, on HBM GPUs of this class."""
@@ -51,11 +58,8 @@ REREAD_LOADS_IN_FLIGHT = 4
 
 
 @dataclass(frozen=True)
-class RMSNormCostModel:
-    """Predicted µs per call; ``name`` and ``version`` go into each predicted artifact."""
-
-    name: str = "rmsnorm-roofline"
-    version: int = 1
+class RooflineModel:
+    """The physical estimate of one config's µs per call (a feature of the ranking model)."""
 
     def block_threads(self, config: Mapping[str, Any]) -> int:
         """Threads per block of ``config`` (what occupancy is computed for)."""
@@ -113,6 +117,71 @@ class RMSNormCostModel:
             chain += MEMORY_LATENCY_US * 0.5 + per_thread * VECTOR_ISSUE_US
         chain_us = waves * chain
         return LAUNCH_US + max(stream_us, chain_us)
+
+
+ROOFLINE = RooflineModel()
+
+
+def features(config: Mapping[str, Any], key: Mapping[str, Any], device: Device, resources: Resources) -> list[float]:
+    """What the ranking model sees of one compiled config: its shape (values per thread,
+    threads, a row spanning several waves, rows per block, vector width, row storage,
+    the occupancy hint), its compiled resources (resident blocks per CU, occupancy,
+    registers), the launch waves on ``device``, and the roofline estimate — each also
+    scaled by ``log2 M`` and ``log2 N``, so that its weight can change with the key."""
+    m, n = int(key["M"]), int(key["N"])
+    esize = ELEMENT_BYTES[str(key["dtype"])]
+    threads, rows = int(config["threads"]), int(config["rows_per_block"])
+    vbytes, storage, occupancy = int(config["vector_bytes"]), str(config["row_storage"]), int(config["occupancy"])
+    vec = max(1, (vbytes or esize) // esize)
+    per_thread = -(-n // (threads * vec))
+    per_cu = max(1, resources.max_blocks_per_cu or 1)
+    waves_exact = -(-m // rows) / (device.compute_units * per_cu)
+    base = [
+        math.log2(per_thread), math.log2(threads), float(threads > device.wave_size), math.log2(rows),
+        float(vbytes == 0), float(vbytes == 4), float(vbytes == 8), float(storage == "smem"),
+        float(storage == "reread"), float(occupancy == 2), math.log2(per_cu), resources.occupancy or 0.0,
+        (resources.registers or 0) / 256, math.log2(max(waves_exact, 1e-3)), math.ceil(waves_exact) / waves_exact,
+        math.log(ROOFLINE.predict_us(config, key, device, resources)),
+    ]
+    scale_m, scale_n = math.log2(m) / 16, math.log2(n) / 16
+    return [1.0, *base, *(scale_m * f for f in base), *(scale_n * f for f in base)]
+
+
+@dataclass(frozen=True)
+class RMSNormCostModel:
+    """Ranks compiled configs of one key: a ridge regression over :func:`features` of the
+    log slowdown against the key's best, its weights fitted by
+    ``bench/fit_rmsnorm_model.py`` on measured tunings and shipped as
+    ``rmsnorm_model.json`` (with the data and the cross-validation they came from)."""
+
+    name: str = "rmsnorm-ridge"
+
+    @property
+    def version(self) -> int:
+        """The fitted weights' version (a refit is a new version)."""
+        return int(_weights()["version"])
+
+    def block_threads(self, config: Mapping[str, Any]) -> int:
+        """Threads per block of ``config`` (what occupancy is computed for)."""
+        return ROOFLINE.block_threads(config)
+
+    def predict(self, configs: Sequence[Mapping[str, Any]], key: Mapping[str, Any], device: Device,
+                resources: Sequence[Resources]) -> list[float]:
+        """Predicted µs per call of each config: the key's best roofline estimate times
+        each config's predicted slowdown against the best of them."""
+        weights = _weights()["weights"]
+        scores = [sum(w * f for w, f in zip(weights, features(c, key, device, r), strict=True))
+                  for c, r in zip(configs, resources, strict=True)]
+        floor = min(ROOFLINE.predict_us(c, key, device, r) for c, r in zip(configs, resources, strict=True))
+        low = min(scores)
+        return [floor * math.exp(s - low) for s in scores]
+
+
+@functools.cache
+def _weights() -> dict[str, Any]:
+    text = resources_files("flyconfigs.kernels").joinpath("rmsnorm_model.json").read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
 
 
 MODEL = RMSNormCostModel()

@@ -24,9 +24,10 @@ from flyconfigs.registry.device import DeviceQuery
 
 if TYPE_CHECKING:
     from flyconfigs.gpu import Backend, CompileRequest
-    from flyconfigs.schema.models import Resources
+    from flyconfigs.schema.models import Device, Resources
 
-__all__ = ["Config", "TunableKernel", "Workload", "key_presets", "complete_key", "tool_versions", "tunable_kernel"]
+__all__ = ["Config", "CostModel", "TunableKernel", "Workload", "complete_key", "cost_model", "key_presets",
+           "tool_versions", "tunable_kernel"]
 
 Config = dict[str, KeyValue]
 
@@ -60,15 +61,40 @@ class Workload(Protocol):
         ...
 
 
+class CostModel(Protocol):
+    """Ranks a key's compiled configs without running them (``flyconfigs predict``)."""
+
+    @property
+    def name(self) -> str:
+        """The model's name, recorded in each predicted artifact's provenance."""
+        ...
+
+    @property
+    def version(self) -> int:
+        """Its version: a refit or a change of formula is a new one."""
+        ...
+
+    def block_threads(self, config: Mapping[str, KeyValue]) -> int:
+        """Threads per block of ``config``, for the occupancy its resources allow."""
+        ...
+
+    def predict(self, configs: Sequence[Mapping[str, KeyValue]], key: Mapping[str, KeyValue], device: Device,
+                resources: Sequence[Resources]) -> list[float]:
+        """Predicted µs per call of each config at ``key`` on ``device``, from the
+        descriptor, the key and each config's compiled resources alone."""
+        ...
+
+
 @runtime_checkable
 class TunableKernel(KernelDecl, Protocol):
     """A kernel declaration the tuner can search.
 
     Optional members, read when present: ``presets`` (a mapping of grid names such as
     ``"perf"`` to grid expressions), ``complete_key(key)`` (fills axes a grid may leave
-    out, e.g. a weight dtype that defaults to the activation dtype) and
+    out, e.g. a weight dtype that defaults to the activation dtype),
     ``tool_versions()`` (versions of the compilers it brings, such as Triton's, recorded
-    in each artifact's provenance)."""
+    in each artifact's provenance) and ``cost_model`` (a :class:`CostModel`, for
+    ``flyconfigs predict``)."""
 
     def space(self, key: Mapping[str, KeyValue], device: DeviceQuery) -> list[Config]:
         """The configs worth timing for ``key`` on ``device``, each valid for both; the
@@ -121,3 +147,11 @@ def tool_versions(decl: KernelDecl) -> dict[str, str]:
     """Versions of the compilers the kernel brings (``tool_versions()``), if it says."""
     versions = getattr(decl, "tool_versions", None)
     return {str(k): str(v) for k, v in versions().items()} if callable(versions) else {}
+
+
+def cost_model(decl: KernelDecl) -> CostModel:
+    """The kernel's ``cost_model``; :class:`TuneError` when it declares none."""
+    model = getattr(decl, "cost_model", None)
+    if model is None or not callable(getattr(model, "predict", None)):
+        raise TuneError(f"kernel {decl.name!r} declares no cost model: it can be tuned, not predicted")
+    return model  # type: ignore[no-any-return]

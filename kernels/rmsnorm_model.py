@@ -107,7 +107,9 @@ class RooflineModel:
         bandwidth *= load_us / (load_us + sync_us / resident_per_cu)
         waves_exact = blocks / (cus * per_cu)
         waves = math.ceil(waves_exact)
-        stream_us = traffic / bandwidth * (waves / waves_exact if waves_exact > 0 else 1.0)
+        # A partial last wave costs a whole one; a single partial wave is already priced
+        # by the bytes its few resident blocks keep in flight.
+        stream_us = traffic / bandwidth * (waves / waves_exact if waves_exact > 1 else 1.0)
 
         steps = math.log2(max(2, min(threads, wave)))
         chain = MEMORY_LATENCY_US + per_thread * VECTOR_ISSUE_US + steps * SHUFFLE_US + STORE_US

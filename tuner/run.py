@@ -40,7 +40,7 @@ from flyconfigs.tuner.select import decide, near_ties
 from flyconfigs.tuner.timing import Measurement, plan_rotation, summarize
 from flyconfigs.tuner.worker import Worker, WorkerLost
 
-__all__ = ["KeyResult", "Progress", "TuneOptions", "TuneReport", "tune"]
+__all__ = ["KeyResult", "Progress", "TuneOptions", "TuneReport", "candidate_configs", "tune"]
 
 
 class Toolchain(Protocol):
@@ -316,13 +316,19 @@ def _tune_key(ctx: _Context, key: dict[str, Any], worker: Worker, device: Device
     return result, artifact
 
 
+def candidate_configs(kernel: TunableKernel, key: dict[str, Any], device: Device, budget: int | None) -> list[dict[str, Any]]:
+    """The configs a run tries for ``key`` on ``device``: the default first, then the
+    rest of the kernel's space, at most ``budget`` of them."""
+    query = DeviceQuery.of(device.identity)
+    default = kernel.default_config(key, query)
+    others = [c for c in kernel.space(key, query) if not same_value(c, default)]
+    return [default, *others][: budget or None]
+
+
 def _plan(ctx: _Context, key: dict[str, Any], device: Device) -> _Plan:
     """The kernel's space for ``key`` on ``device`` (the default first, cut to the
     budget) and the rotation that keeps every timed call cold."""
-    query = DeviceQuery.of(device.identity)
-    default = ctx.kernel.default_config(key, query)
-    others = [c for c in ctx.kernel.space(key, query) if not same_value(c, default)]
-    configs = [default, *others][: ctx.options.budget or None]
+    configs = candidate_configs(ctx.kernel, key, device, ctx.options.budget)
     traffic = ctx.kernel.traffic(key)
     copies, launches = _rotation(traffic, device, ctx.options, ctx.options.final_target_us)
     screen = _rotation(traffic, device, ctx.options, ctx.options.screen_target_us)[1]

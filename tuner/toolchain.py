@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from importlib import metadata
 from typing import Any
 
-from flyconfigs.errors import CompileError
+from flyconfigs.errors import CompileError, TuneError
 from flyconfigs.gpu.backend import CompileRequest
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.schema.models import Device
+from flyconfigs.schema.models import Device, Resources
 
 __all__ = ["GPUToolchain"]
 
@@ -95,6 +95,34 @@ class GPUToolchain:
                     self.cached += from_cache
                     self.compiled += not from_cache
         return errors
+
+    def compile_resources(self, kernel: TunableKernel, key: Mapping[str, Any], configs: list[Mapping[str, Any]],
+                          device: Device, block_threads: Callable[[Mapping[str, Any]], int]) -> list[str | Resources]:
+        """Compile each config for ``device``'s arch (the GPU layer's parallel threads, through
+        its cache) and read what it uses at its block size (``block_threads``): its compile
+        error, or its resources.  On AMD the code object says it all (no GPU needed); on
+        NVIDIA the driver loads it.  Runs in this process: a compile-only runtime (hipRTC
+        under its own loader) is not inherited by spawned workers."""
+        from flyconfigs.gpu import get_backend
+
+        query = DeviceQuery.of(device.identity)
+        requests = []
+        for config in configs:
+            request = kernel.build(config, key, query)
+            if request is None:
+                raise TuneError(f"kernel {kernel.name!r} compiles on its first launch: there is nothing to read before it runs")
+            requests.append(request)
+        backend = get_backend(self.name, arch=device.arch)
+        out: list[str | Resources] = []
+        for config, result in zip(configs, backend.compile_many(requests, workers=self.workers), strict=True):
+            if isinstance(result, CompileError):
+                out.append(str(result)[:4000])
+                continue
+            with self._lock:
+                self.cached += result.from_cache
+                self.compiled += not result.from_cache
+            out.append(backend.resources(result, block_threads(config)))
+        return out
 
     def close(self) -> None:
         if self._pool is not None:

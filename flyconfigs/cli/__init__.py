@@ -14,13 +14,13 @@ import os
 import sys
 from collections.abc import Sequence
 
-from flyconfigs.cli import files, flydsl, installed, publish, tune
+from flyconfigs.cli import files, flydsl, installed, predict, publish, tune
 from flyconfigs.cli._common import Usage
 from flyconfigs.errors import FlyconfigsError
 
 __all__ = ["main"]
 
-_GROUPS = (files, installed, flydsl, publish, tune)
+_GROUPS = (files, installed, flydsl, publish, tune, predict)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,0 +1,70 @@
+"""``flyconfigs predict``: predicted artifacts for a GPU that is not here (the path is
+:mod:`flyconfigs.tuner.predict`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from flyconfigs.cli._common import Usage, add_command, emit_json
+
+__all__ = ["register"]
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from flyconfigs.kernels.plugin import tunable_kernel
+    from flyconfigs.registry.products import find_product, product_catalog
+    from flyconfigs.tuner.grid import parse_grids
+    from flyconfigs.tuner.predict import predict
+    from flyconfigs.tuner.toolchain import GPUToolchain
+    from flyconfigs.tuner.worker import available_cpus
+
+    product = find_product(args.device)
+    if product is None:
+        names = ", ".join(p.device.product for p in product_catalog().products)
+        raise Usage(f"--device {args.device!r} is not a product of the catalog ({names})")
+    device = product.device
+    if args.target is not None and args.target != device.arch:
+        raise Usage(f"--target {args.target} but {device.product} is {device.arch}")
+    kernel = tunable_kernel(args.kernel)
+    dtypes = [d for item in args.dtype or [] for d in item.split(",")]
+    keys = parse_grids(args.key_grid or ["perf"], kernel, {"dtype": dtypes} if dtypes else None)
+    toolchain = GPUToolchain("hip" if device.vendor == "amd" else "cuda", available_cpus())
+
+    def on(event: str, data: dict[str, Any]) -> None:
+        if not args.json:
+            key = " ".join(f"{k}={v}" for k, v in data["key"].items())
+            print(f"{key}: {data['candidates']} candidates, predicted {data['predicted_us']:.2f} us "
+                  f"(default {data['default_us']:.2f} us)", file=sys.stderr, flush=True)
+
+    try:
+        report = predict(kernel, keys, device, Path(args.out), toolchain, args.budget, args.resume, on)
+    finally:
+        toolchain.close()
+    summary = {"device": device.identity.model_dump(mode="json"), "keys": len(keys),
+               "predicted": len(report.artifacts), "skipped": report.skipped, "statuses": report.statuses,
+               "compiled": toolchain.compiled, "compile_cache_hits": toolchain.cached,
+               "artifacts": [str(p) for p in report.artifacts]}
+    if args.json:
+        emit_json({"command": "predict", **summary})
+    else:
+        print(f"predicted {len(report.artifacts)} keys ({report.skipped} skipped) for {device.product} into {args.out}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``predict``."""
+    p = add_command(sub, "predict", _predict,
+                    "compile every variant for a GPU that is not here, rank them with the kernel's cost model, "
+                    "emit predicted artifacts")
+    p.add_argument("kernel")
+    p.add_argument("--device", required=True, help="a product of the catalog: MI300X, 'AMD Instinct MI325X', …")
+    p.add_argument("--target", help="the arch the product must have (a check), e.g. gfx942")
+    p.add_argument("--key-grid", action="append", metavar="GRID",
+                   help="as for tune: an expression, @FILE or a preset of the kernel (default 'perf'); repeatable")
+    p.add_argument("--dtype", action="append", help="values of the dtype axis for grids that name none")
+    p.add_argument("--out", default="predicted", help="folder for the artifacts (default: predicted)")
+    p.add_argument("--budget", type=int, help="at most this many candidates per key (the default is always one)")
+    p.add_argument("--resume", action="store_true", help="skip keys already predicted with the same source and toolchain")

@@ -41,6 +41,9 @@ class Resolution:
     version: str | None = None
     file: str | None = None
     reasons: tuple[str, ...] = ()
+    selection: Literal["measured", "predicted", "imported"] | None = None
+    """How the served winner was chosen: timed on its device, ranked by a cost model
+    from compiled resources, or imported from another tool; ``None`` for the default."""
 
     def as_json(self) -> dict[str, object]:
         """The record as plain JSON data (for ``--json`` output)."""
@@ -59,6 +62,7 @@ class Resolution:
             "version": self.version,
             "file": self.file,
             "reasons": list(self.reasons),
+            "selection": self.selection,
         }
 
 

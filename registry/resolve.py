@@ -36,7 +36,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from importlib import invalidate_caches
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from flyconfigs.errors import ArtifactError
 from flyconfigs.registry.catalog import Catalog
@@ -210,48 +210,86 @@ class Resolver:
         tried: set[int] = set()
         plan = [(0, "exact"), (1, "exact"), (0, "nearest"), (1, "nearest"), (2, "exact"), (2, "nearest")]
         for layer, mode in plan:
-            token = tokens[layer]
             what = f"{LAYER_NAMES[layer]} device, {mode} key"
-            if token is None:
-                trace.append(Step(what, "skipped: the device's identity is incomplete"))
+            found = self._step(decl, key, query, index, tokens, layer, mode, tried, trace, reasons)
+            if found is None:
                 continue
-            pool = index.by_layer[layer].get(token, [])
-            matches = exact_matches(pool, key) if mode == "exact" else nearest_matches(pool, key, decl)
-            matches = [e for e in matches if id(e) not in tried]
-            if not matches:
-                trace.append(Step(what, "no artifact"))
-                continue
-            for entry in matches:
-                tried.add(id(entry))
-                artifact = entry.load(self.problems)
-                if artifact is None:
-                    reasons.append(f"{entry.path}: unusable ({self._last_problem(entry)})")
+            entry, artifact = found
+            if artifact.selection.rule == "predicted" and layer == 0:
+                # Measured beats predicted: a measurement on a device of the same arch and
+                # compute units (the same silicon, e.g. an MI325X for an MI300X) outranks a
+                # prediction made for this one.  A borrowed same-arch measurement does not.
+                better = self._step(decl, key, query, index, tokens, 1, mode, tried, trace, reasons, measured_only=True)
+                if better is not None:
+                    reasons.append(f"{entry.path}: predicted, not served: {better[0].path} was measured on "
+                                   f"{better[0].device.describe()}, of the same arch and compute units")
                     trace.append(Step(what, reasons[-1]))
-                    continue
-                refusal = self._refuse(decl, artifact, entry, key, query)
-                if refusal is not None:
-                    reasons.append(f"{entry.path}: {refusal}")
-                    trace.append(Step(what, reasons[-1]))
-                    continue
-                trace.append(Step(what, f"found {entry.path} ({entry.source.describe()})"))
-                return Resolution(
-                    kernel=decl.name,
-                    key=MappingProxyType(dict(key)),
-                    device=query,
-                    config=MappingProxyType(dict(artifact.winner.config)),
-                    source=entry.source.kind,
-                    layer=LAYER_NAMES[layer],
-                    key_match=mode,  # type: ignore[arg-type]
-                    borrowed=layer == 2,
-                    matched_key=MappingProxyType(dict(entry.key)),
-                    matched_device=entry.device,
-                    origin=entry.source.name,
-                    version=entry.source.version,
-                    file=str(entry.path),
-                    reasons=tuple(reasons),
-                )
+                    (entry, artifact), layer = better, 1
+            trace.append(Step(f"{LAYER_NAMES[layer]} device, {mode} key", f"found {entry.path} ({entry.source.describe()})"
+                              + ("" if artifact.selection.measured else f", {_how(artifact)}")))
+            return Resolution(
+                kernel=decl.name,
+                key=MappingProxyType(dict(key)),
+                device=query,
+                config=MappingProxyType(dict(artifact.winner.config)),
+                source=entry.source.kind,
+                layer=LAYER_NAMES[layer],
+                key_match=mode,  # type: ignore[arg-type]
+                borrowed=layer == 2,
+                matched_key=MappingProxyType(dict(entry.key)),
+                matched_device=entry.device,
+                origin=entry.source.name,
+                version=entry.source.version,
+                file=str(entry.path),
+                reasons=tuple(reasons),
+                selection=_selection(artifact),
+            )
         reasons.append(f"no artifact for {decl.name} on {query.describe()}")
         return self._default(decl, key, query, reasons)
+
+    def _step(self, decl: KernelDecl, key: dict[str, KeyValue], query: DeviceQuery, index: Any, tokens: Any,
+              layer: int, mode: str, tried: set[int], trace: list[Step], reasons: list[str],
+              measured_only: bool = False) -> tuple[Entry, Any] | None:
+        """The usable artifact one step of the search finds: the first measured one in
+        source order, else (unless ``measured_only``) the first predicted one."""
+        token = tokens[layer]
+        what = f"{LAYER_NAMES[layer]} device, {mode} key"
+        if token is None:
+            trace.append(Step(what, "skipped: the device's identity is incomplete"))
+            return None
+        pool = index.by_layer[layer].get(token, [])
+        matches = exact_matches(pool, key) if mode == "exact" else nearest_matches(pool, key, decl)
+        matches = [e for e in matches if id(e) not in tried]
+        if not matches:
+            if not measured_only:
+                trace.append(Step(what, "no artifact"))
+            return None
+        predicted: tuple[Entry, Any] | None = None
+        for entry in matches:
+            artifact = entry.load(self.problems)
+            if artifact is None:
+                tried.add(id(entry))
+                reasons.append(f"{entry.path}: unusable ({self._last_problem(entry)})")
+                trace.append(Step(what, reasons[-1]))
+                continue
+            if artifact.selection.rule == "predicted":
+                if predicted is None and not measured_only and self._usable(decl, artifact, entry, key, query, what,
+                                                                            tried, trace, reasons):
+                    predicted = (entry, artifact)
+                continue
+            if self._usable(decl, artifact, entry, key, query, what, tried, trace, reasons):
+                return entry, artifact
+        return predicted
+
+    def _usable(self, decl: KernelDecl, artifact: Any, entry: Entry, key: dict[str, KeyValue], query: DeviceQuery,
+                what: str, tried: set[int], trace: list[Step], reasons: list[str]) -> bool:
+        tried.add(id(entry))
+        refusal = self._refuse(decl, artifact, entry, key, query)
+        if refusal is None:
+            return True
+        reasons.append(f"{entry.path}: {refusal}")
+        trace.append(Step(what, reasons[-1]))
+        return False
 
     def _refuse(
         self, decl: KernelDecl, artifact: Any, entry: Entry, key: dict[str, KeyValue], query: DeviceQuery
@@ -349,3 +387,17 @@ class Resolver:
         return self.problems.problems()
 
 
+
+
+def _selection(artifact: Any) -> Literal["measured", "predicted", "imported"]:
+    rule = artifact.selection.rule
+    if rule == "predicted":
+        return "predicted"
+    return "imported" if rule == "imported" else "measured"
+
+
+def _how(artifact: Any) -> str:
+    if artifact.selection.rule == "predicted":
+        model = artifact.provenance.model
+        return f"predicted (not measured on this device; model {model.name} {model.version})" if model else "predicted"
+    return "imported (measured by another tool)"

@@ -116,3 +116,21 @@ def value_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]
         for i, v in enumerate(node):
             out.extend(value_paths(v, (*prefix, i)))
     return out
+
+
+def predicted_artifact_dict(**kwargs: Any) -> dict[str, Any]:
+    """A schema-valid predicted artifact (compiled candidates ranked by a model, nothing
+    timed) as plain JSON data; the arguments are :func:`artifact_dict`'s."""
+    data = artifact_dict(**kwargs)
+    winner = kwargs.get("winner_index", 0)
+    for i, cand in enumerate(data["candidates"]):
+        if cand["status"] == "ok":
+            cand["status"] = "compiled"
+            cand["predicted_us"] = cand.pop("timing")["median_us"]
+    data["winner"] = {"config": data["candidates"][winner]["config"]}
+    data["default"] = {"config": data["default"]["config"]}
+    data["selection"] = {"rule": "predicted"}
+    data["provenance"]["backend"] = "hip"
+    data["provenance"]["timing_protocol"] = None
+    data["provenance"]["model"] = {"name": "rmsnorm-ridge", "version": 1}
+    return data

@@ -77,7 +77,8 @@ def _explain(args: argparse.Namespace) -> int:
     if resolution.origin:
         where += f" {resolution.origin}" + (f" {resolution.version}" if resolution.version else "")
     borrowed = f", borrowed from {resolution.matched_device.describe()}" if resolution.borrowed and resolution.matched_device else ""
-    print(f"=> {config}  [{where}; device {resolution.layer}, key {resolution.key_match}{borrowed}]")
+    how = {"predicted": "; predicted (not measured on this device)", "imported": "; imported"}.get(resolution.selection or "", "")
+    print(f"=> {config}  [{where}; device {resolution.layer}, key {resolution.key_match}{borrowed}{how}]")
     return 0
 
 
@@ -97,6 +98,7 @@ def _doctor(args: argparse.Namespace) -> int:
         warnings.append(f"no device known ({how}): every call gets the default heuristic")
     elif not resolver.sources_for(device.arch):
         warnings.append(f"nothing installed serves {device.arch}: every call gets the default heuristic")
+    notes = _predicted_notes(resolver, device)
     for c in unexpected:
         warnings.append(f"unexpected collision: {c.winner} shadows {', '.join(c.shadowed)}; "
                         f"rank the packages with {PACKAGES_ENV} to choose")
@@ -110,6 +112,7 @@ def _doctor(args: argparse.Namespace) -> int:
                 "packages": [p.__dict__ for p in packages],
                 "problems": [p.__dict__ for p in real_problems],
                 "warnings": warnings,
+                "notes": notes,
                 "collisions": [
                     {"kernel": c.kernel, "key": dict(c.key), "device": c.device.describe(), "winner": c.winner,
                      "shadowed": list(c.shadowed), "expected": c.expected}
@@ -130,9 +133,31 @@ def _doctor(args: argparse.Namespace) -> int:
             print(f"problem: {problem}")
         for warning in warnings:
             print(f"warning: {warning}")
+        for note in notes:
+            print(f"note: {note}")
         count = len(real_problems) + len(warnings)
         print("ok" if not count else f"{len(real_problems)} problem(s), {len(warnings)} warning(s)")
     return 1 if real_problems or warnings else 0
+
+
+def _predicted_notes(resolver: Any, device: Any) -> list[str]:
+    """A line per kernel whose artifacts for ``device`` were predicted, not measured,
+    with the command that measures them."""
+    if device is None:
+        return []
+    by_kernel: dict[str, int] = {}
+    for entry in resolver.all_entries():
+        if entry.device.arch != device.arch:
+            continue
+        artifact = entry.load(resolver.problems)
+        if artifact is not None and artifact.selection.rule == "predicted" and (
+                device.product is None or artifact.device.product == device.product):
+            by_kernel[artifact.kernel.name] = by_kernel.get(artifact.kernel.name, 0) + 1
+    backend = "hip" if device.vendor == "amd" else "cuda"
+    return [f"{count} {kernel} artifacts for {device.describe()} are predicted (compiled and ranked by a model, "
+            f"never measured on this device): measure them here with `flyconfigs tune {kernel} --backend {backend} "
+            f"--key-grid … --out DIR` and publish the result as a newer version; measured beats predicted"
+            for kernel, count in sorted(by_kernel.items())]
 
 
 def register(sub: Any) -> None:

@@ -112,7 +112,16 @@ class GPUToolchain:
             if request is None:
                 raise TuneError(f"kernel {kernel.name!r} compiles on its first launch: there is nothing to read before it runs")
             requests.append(request)
-        backend = get_backend(self.name, arch=device.arch)
+        if self.name == "cuda":
+            # The driver reports an NVIDIA function's resources once it is loaded: this
+            # needs the GPU itself.
+            backend = get_backend("cuda")
+            if backend.device().arch != device.arch:
+                raise TuneError(f"predicting for {device.arch} reads resources through the driver: it needs that GPU, "
+                                f"and this one is {backend.device().arch}")
+            backend.activate()
+        else:
+            backend = get_backend(self.name, arch=device.arch)
         out: list[str | Resources] = []
         for config, result in zip(configs, backend.compile_many(requests, workers=self.workers), strict=True):
             if isinstance(result, CompileError):

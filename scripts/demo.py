@@ -23,7 +23,7 @@ from flyconfigs.registry.publish import publish_all, upload_files  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = {
     "sm90": "sm90:132:NVIDIA H200",
-    "gfx942": "gfx942:304:AMD Instinct MI300X:sramecc+,xnack-",
+    "gfx942": "MI300X",
 }
 KEYS = [
     ["M=4096", "N=8192", "dtype=bf16", "weight_dtype=bf16"],
@@ -79,8 +79,10 @@ def main() -> None:
         for key in KEYS:
             step(f"explain on {device}")
             flyconfigs("explain", "rmsnorm", *key, "--device", device)
-        step(f"the Triton family on {device}: fused residual add + RMSNorm")
-        flyconfigs("explain", "fused_add_rmsnorm", "M=2048", "N=3584", "dtype=bf16", "weight_dtype=bf16", "--device", device)
+        if target == "sm90":
+            step(f"the Triton family on {device}: fused residual add + RMSNorm")
+            flyconfigs("explain", "fused_add_rmsnorm", "M=2048", "N=3584", "dtype=bf16", "weight_dtype=bf16",
+                       "--device", device)
     step("a device no package serves falls back to the default heuristic")
     flyconfigs("explain", "rmsnorm", *KEYS[0], "--device", "sm80:108:NVIDIA A100-SXM4-80GB")
     print(f"\nwork folder: {work}")

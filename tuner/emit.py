@@ -40,7 +40,11 @@ def host() -> str:
 
 
 def command_line() -> list[str]:
-    return [os.path.basename(sys.argv[0]), *sys.argv[1:]] if sys.argv else []
+    """The command that ran, as a user would type it (``python -m flyconfigs`` is ``flyconfigs``)."""
+    if not sys.argv:
+        return []
+    program = os.path.basename(sys.argv[0])
+    return ["flyconfigs" if program == "__main__.py" else program, *sys.argv[1:]]
 
 
 def check_writable(folder: Path) -> None:

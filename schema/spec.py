@@ -31,7 +31,7 @@ def spec_file_name(kind: str, version: str = SCHEMA_VERSION) -> str:
 
 def generate(kind: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of ``kind`` at the current version."""
-    schema = KINDS[kind].model_json_schema(mode="validation")
+    schema = _closed(KINDS[kind].model_json_schema(mode="validation"))
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"urn:flyconfigs:schema:{kind}:{SCHEMA_VERSION}",
@@ -56,6 +56,19 @@ READER_ONLY = {
     ),
 }
 """What the reader checks beyond each JSON Schema document (written into it)."""
+
+
+def _closed(node: Any) -> Any:
+    """Every object whose names follow a pattern admits no other name: pydantic states
+    the pattern as ``patternProperties`` only, which alone lets any other name through."""
+    if isinstance(node, dict):
+        out = {k: _closed(v) for k, v in node.items()}
+        if "patternProperties" in out and "additionalProperties" not in out:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(node, list):
+        return [_closed(v) for v in node]
+    return node
 
 
 def render(kind: str) -> str:

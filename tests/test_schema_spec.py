@@ -90,8 +90,11 @@ def _mutated(change) -> dict:
         lambda d: d["candidates"][-1].update(timing=d["candidates"][0]["timing"]),
         lambda d: d["candidates"][-1].pop("message"),
         lambda d: d["device"].update(features=["xnack-", "xnack-"]),
+        lambda d: d["key"].update({"batch size": 2}),
+        lambda d: d["candidates"][0]["config"].update({"9lives": 1}),
     ],
-    ids=["newer-major", "timing-on-a-failed-candidate", "failed-candidate-without-message", "duplicate-features"],
+    ids=["newer-major", "timing-on-a-failed-candidate", "failed-candidate-without-message", "duplicate-features",
+         "key-name-outside-the-rule", "tunable-name-outside-the-rule"],
 )
 def test_the_spec_refuses_what_the_reader_refuses_where_json_schema_can_say_it(change) -> None:
     document = _mutated(change)

@@ -9,7 +9,7 @@ for each held-out key from that key's timed candidates, and the pick's time is c
 with the tuned winner): the figure that matters is how the model does on row lengths it
 has not seen.  Keys it will be scored on must not be in FOLDER.
 
-    python bench/fit_rmsnorm_model.py artifacts/sm90 --out kernels/rmsnorm_model.json
+    python bench/fit_rmsnorm_model.py artifacts/sm90 --preset perf --out kernels/rmsnorm_model.json
 """
 
 from __future__ import annotations
@@ -73,8 +73,16 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--version", type=int, default=1)
+    parser.add_argument("--preset", help="fit only on the keys of this preset of the kernel (e.g. perf)")
     args = parser.parse_args()
     paths = sorted(args.folder.glob("rmsnorm-*.json"))
+    if args.preset:
+        from flyconfigs.kernels.rmsnorm import SPEC
+        from flyconfigs.schema.canonical import canonical_text
+        from flyconfigs.tuner.grid import parse_grids
+
+        wanted = {canonical_text(k) for k in parse_grids([args.preset], SPEC)}
+        paths = [p for p in paths if canonical_text(dict(load_artifact(p).key)) in wanted]
     artifacts = [load_artifact(p) for p in paths]
     artifacts = [a for a in artifacts if a.selection.measured and _timed(a)]
     x, y, group = _rows(artifacts)

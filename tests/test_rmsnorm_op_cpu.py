@@ -38,3 +38,27 @@ def test_the_declaration_needs_no_torch() -> None:
     code = "import sys, flyconfigs.kernels.rmsnorm as r; print(r.SPEC.name, 'torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
     assert done.stdout.split() == ["rmsnorm", "False"], done.stderr
+
+
+def test_the_shared_memory_rule_matches_what_the_compiler_refused_on_the_h200() -> None:
+    """Every committed sm90 RMSNorm candidate that NVRTC refused for too much shared data
+    is one the spec now refuses, and every one it compiled and timed is still accepted."""
+    import json
+    from pathlib import Path
+
+    from flyconfigs.kernels.rmsnorm import SPEC
+    from flyconfigs.registry.device import DeviceQuery
+
+    device = DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ())
+    refused = accepted = 0
+    for path in sorted((Path(__file__).resolve().parents[1] / "artifacts" / "sm90").glob("rmsnorm-*.json")):
+        artifact = json.loads(path.read_text())
+        for candidate in artifact["candidates"]:
+            why = SPEC.check_config(candidate["config"], artifact["key"], device)
+            if candidate["status"] == "compile_error" and "too much shared data" in candidate["message"]:
+                assert why is not None and "shared memory" in why, (artifact["key"], candidate["config"])
+                refused += 1
+            elif candidate["status"] == "ok":
+                assert why is None, (artifact["key"], candidate["config"], why)
+                accepted += 1
+    assert refused >= 50 and accepted >= 5000

@@ -94,7 +94,7 @@ class FusedAddRMSNormSpec:
     def key_axes(self) -> tuple[KeyAxis, ...]:
         return (
             KeyAxis("M", int, ordinal=True, minimum=1, maximum=MAX_INDEX),
-            KeyAxis("N", int, minimum=1, maximum=MAX_INDEX),
+            KeyAxis("N", int, ordinal=True, minimum=1, maximum=MAX_INDEX),
             KeyAxis("dtype", str, choices=DTYPES),
             KeyAxis("weight_dtype", str, choices=DTYPES),
         )

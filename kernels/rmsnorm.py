@@ -88,7 +88,7 @@ class RMSNormSpec:
     def key_axes(self) -> tuple[KeyAxis, ...]:
         return (
             KeyAxis("M", int, ordinal=True, minimum=1, maximum=MAX_INDEX),
-            KeyAxis("N", int, minimum=1, maximum=MAX_INDEX),
+            KeyAxis("N", int, ordinal=True, minimum=1, maximum=MAX_INDEX),
             KeyAxis("dtype", str, choices=DTYPES),
             KeyAxis("weight_dtype", str, choices=DTYPES),
         )

@@ -28,7 +28,7 @@ def test_list_and_show(site: SiteDir, capsys: pytest.CaptureFixture[str]) -> Non
     assert (package["distribution"], package["artifacts"]) == ("flyconfigs-gfx942", 1)
     assert main(["show", "rmsnorm", "--json"]) == 0
     shown = _json(capsys)
-    assert [a["name"] for a in shown["axes"] if a["ordinal"]] == ["M"]
+    assert [a["name"] for a in shown["axes"] if a["ordinal"]] == ["M", "N"]
     assert shown["artifacts"][0]["key"] == KEY
 
 

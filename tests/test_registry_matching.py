@@ -21,7 +21,9 @@ def _entry(rank: int, **key: object) -> Entry:
 def test_nearest_is_by_log2_distance_on_ordinal_axes_and_a_tie_goes_to_the_larger() -> None:
     pool = [_entry(0, M=1024), _entry(0, M=16384), _entry(0, M=8192), _entry(0, M=4096, N=4096)]
     ordered = [e.key["M"] for e in nearest_matches(pool, dict(KEY), SPEC)]
-    assert ordered == [8192, 16384, 1024]  # 2048 would tie with 8192; N=4096 is never near
+    # M and N are both ordinal: M=8192 and (M=4096, N=4096) are one step away each, the
+    # tie going to the larger tuned values; M=16384 and M=1024 two steps.
+    assert ordered == [8192, 4096, 16384, 1024]
     assert nearest_matches([_entry(0, M=2048), _entry(0, M=8192)], dict(KEY), SPEC)[0].key["M"] == 8192
     assert exact_matches(pool, {**KEY, "M": 1024}) == [pool[0]]
 

@@ -88,7 +88,13 @@ def test_nearest_key_on_ordinal_axes_only(site: SiteDir) -> None:
     assert resolve("rmsnorm", key(M=3000), H200_SPEC).matched_key == key(M=4096)
     tie = resolve("rmsnorm", key(M=2048), H200_SPEC)
     assert (tie.key_match, tie.matched_key) == ("nearest", key(M=4096))
-    assert resolve("rmsnorm", key(M=65536, N=4096), H200_SPEC).source == "default"
+    # N is ordinal too: a row length between tuned ones borrows the nearest config, which
+    # must pass the kernel's check for the asked N before it is served.
+    between = resolve("rmsnorm", key(M=65536, N=6144), H200_SPEC)
+    assert (between.key_match, between.matched_key) == ("nearest", key(M=4096))
+    from flyconfigs.kernels.rmsnorm import SPEC
+
+    assert SPEC.check_config(between.config, key(M=65536, N=6144), None) is None
     fp16 = resolve("rmsnorm", key(M=7, dtype="fp16", weight_dtype="fp16"), H200_SPEC)
     assert fp16.matched_key == key(M=65536, dtype="fp16", weight_dtype="fp16")
     assert resolve("rmsnorm", key(M=7, dtype="fp32", weight_dtype="fp32"), H200_SPEC).source == "default"

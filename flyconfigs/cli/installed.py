@@ -77,6 +77,8 @@ def _explain(args: argparse.Namespace) -> int:
     if resolution.origin:
         where += f" {resolution.origin}" + (f" {resolution.version}" if resolution.version else "")
     borrowed = f", borrowed from {resolution.matched_device.describe()}" if resolution.borrowed and resolution.matched_device else ""
+    if resolution.key_match == "nearest" and resolution.matched_key is not None:
+        borrowed = f" (tuned at {' '.join(f'{k}={v}' for k, v in resolution.matched_key.items())}){borrowed}"
     how = {"predicted": "; predicted (not measured on this device)", "imported": "; imported"}.get(resolution.selection or "", "")
     print(f"=> {config}  [{where}; device {resolution.layer}, key {resolution.key_match}{borrowed}{how}]")
     return 0

@@ -41,3 +41,27 @@ def write_result(name: str, payload: dict[str, Any], out: Path | None = None) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"benchmark": name, "machine": machine(), **payload}, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def write_graph_run(out: Path, benchmark: str, rows: list[dict[str, Any]], device: Any, started: float,
+                    summary: dict[str, Any] | None) -> None:
+    """Write a graph-replay benchmark's rows so far to ``out`` (``complete`` once a
+    ``summary`` is given): the machine, the device, torch's version and the protocol."""
+    import time
+
+    import torch
+
+    payload = {
+        "benchmark": benchmark,
+        "machine": machine(),
+        "device": device.model_dump(mode="json"),
+        "torch": torch.__version__,
+        "protocol": "K calls over rotated copies (>= 3x L2 where memory allows) captured in one graph; "
+                    "interleaved replays; per-call = replay time / K; median of samples",
+        "wall_s": time.time() - started,
+        "complete": summary is not None,
+        "summary": summary,
+        "rows": rows,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine  # noqa: E402
+from _common import write_graph_run  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels import fused_add_rms_norm  # noqa: E402
@@ -158,7 +158,7 @@ def main() -> None:
               flush=True)
         del runs
         torch.cuda.empty_cache()
-        _write(args.out, rows, device, started, None)
+        write_graph_run(args.out, "fused-add-rmsnorm", rows, device, started, None)
 
     def geomean(key: str) -> float:
         vals = [r["ratios"][key] for r in rows]
@@ -168,25 +168,8 @@ def main() -> None:
     summary["shapes"] = len(rows)
     summary["min_speedup_vs_best_peer"] = min(r["ratios"]["flyconfigs_speedup_vs_best_peer"] for r in rows)
     summary["served_from"] = sorted({r["served_from"] for r in rows})
-    _write(args.out, rows, device, started, summary)
+    write_graph_run(args.out, "fused-add-rmsnorm", rows, device, started, summary)
     print(json.dumps(summary, indent=1))
-
-
-def _write(out: Path, rows: list[dict[str, Any]], device: Any, started: float, summary: dict[str, Any] | None) -> None:
-    payload = {
-        "benchmark": "fused-add-rmsnorm",
-        "machine": machine(),
-        "device": device.model_dump(mode="json"),
-        "torch": torch.__version__,
-        "protocol": "K calls over rotated copies (>= 3x L2 where memory allows) captured in one graph; "
-                    "interleaved replays; per-call = replay time / K; median of samples",
-        "wall_s": time.time() - started,
-        "complete": summary is not None,
-        "summary": summary,
-        "rows": rows,
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

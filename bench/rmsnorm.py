@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine  # noqa: E402
+from _common import write_graph_run  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels import rms_norm  # noqa: E402
@@ -161,7 +161,7 @@ def main() -> None:
         print(f"{m:>6} x {n:<6} {dtype}/{wdtype}: {line}", flush=True)
         del runs
         torch.cuda.empty_cache()
-        _write(args.out, rows, device, started, None)
+        write_graph_run(args.out, "rmsnorm", rows, device, started, None)
 
     def geomean(key: str) -> float | None:
         vals = [r["ratios"][key] for r in rows if key in r["ratios"]]
@@ -174,25 +174,8 @@ def main() -> None:
     if rows and "flyconfigs" in rows[0]["results"] and "flyconfigs-default" in rows[0]["results"]:
         within = [r["results"]["flyconfigs-default"]["median_us"] <= 1.10 * r["results"]["flyconfigs"]["median_us"] for r in rows]
         summary["default_within_10pct_of_served_fraction"] = sum(within) / len(within)
-    _write(args.out, rows, device, started, summary)
+    write_graph_run(args.out, "rmsnorm", rows, device, started, summary)
     print(json.dumps(summary, indent=1))
-
-
-def _write(out: Path, rows: list[dict[str, Any]], device: Any, started: float, summary: dict[str, Any] | None) -> None:
-    payload = {
-        "benchmark": "rmsnorm",
-        "machine": machine(),
-        "device": device.model_dump(mode="json"),
-        "torch": torch.__version__,
-        "protocol": "K calls over rotated copies (>= 3x L2 where memory allows) captured in one graph; "
-                    "interleaved replays; per-call = replay time / K; median of samples",
-        "wall_s": time.time() - started,
-        "complete": summary is not None,
-        "summary": summary,
-        "rows": rows,
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

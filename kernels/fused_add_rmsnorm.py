@@ -26,14 +26,21 @@ Tunables (Triton's ``num_warps`` and ``num_stages`` are launch options, the rest
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import metadata, resources
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from flyconfigs.errors import InvalidKeyError
-from flyconfigs.registry.declarations import KeyAxis, KeyValue, normalize_key
+from flyconfigs.kernels.rownorm import (
+    ELEMENT_BYTES,
+    KEY_AXES,
+    check_row_key,
+    complete_row_key,
+    source_sha256,
+    source_text,
+)
+from flyconfigs.registry.declarations import KeyAxis, KeyValue
 from flyconfigs.registry.device import DeviceQuery
 
 if TYPE_CHECKING:
@@ -42,8 +49,6 @@ if TYPE_CHECKING:
 
 __all__ = ["HIDDEN_SIZE_GRID", "SPEC", "TUNABLES", "FusedAddRMSNormSpec", "reference_fused_add_rms_norm", "traffic_bytes"]
 
-DTYPES = ("bf16", "fp16", "fp32")
-ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 BLOCK_N = tuple(1 << p for p in range(5, 16))  # 32 … 32768
 ROWS = (1, 2, 4, 8, 16)
 WARPS = (1, 2, 4, 8, 16, 32)
@@ -53,7 +58,6 @@ MAX_TILE = 16384
 MAX_PER_THREAD = 64
 SPACE_PER_THREAD = (4, 32)
 """Elements per thread the space searches: fewer leave threads idle on loads, more spill."""
-MAX_INDEX = 2**31 - 1
 TUNABLES: dict[str, tuple[int, ...]] = {
     "block_n": BLOCK_N,
     "rows_per_program": ROWS,
@@ -92,26 +96,19 @@ class FusedAddRMSNormSpec:
 
     @property
     def key_axes(self) -> tuple[KeyAxis, ...]:
-        return (
-            KeyAxis("M", int, ordinal=True, minimum=1, maximum=MAX_INDEX),
-            KeyAxis("N", int, ordinal=True, minimum=1, maximum=MAX_INDEX),
-            KeyAxis("dtype", str, choices=DTYPES),
-            KeyAxis("weight_dtype", str, choices=DTYPES),
-        )
+        return KEY_AXES
 
     def source(self) -> str:
         """The Triton source of the kernel."""
-        return resources.files("flyconfigs.kernels").joinpath(self.source_file).read_text(encoding="utf-8")
+        return source_text(self.source_file)
 
     def source_sha256(self) -> str:
         """sha256 of :meth:`source`, recorded in every artifact."""
-        return hashlib.sha256(self.source().encode("utf-8")).hexdigest()
+        return source_sha256(self.source_file)
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` validated against the axes; the weight is the activation dtype or fp32."""
-        norm = normalize_key(self, key)
-        if norm["weight_dtype"] not in (norm["dtype"], "fp32"):
-            raise InvalidKeyError(f"weight_dtype {norm['weight_dtype']!r} must equal dtype {norm['dtype']!r} or be 'fp32'")
+        norm = check_row_key(self, key)
         if int(norm["N"]) > BLOCK_N[-1] * 64:
             raise InvalidKeyError(f"key axis 'N' of {self.name!r} must be <= {BLOCK_N[-1] * 64}, got {norm['N']}")
         return norm
@@ -215,11 +212,8 @@ class FusedAddRMSNormSpec:
         return {"hidden": HIDDEN_SIZE_GRID, "smoke": SMOKE_GRID}
 
     def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
-        """``key`` with ``weight_dtype`` defaulting to ``dtype``."""
-        out = dict(key)
-        if "dtype" in out and "weight_dtype" not in out:
-            out["weight_dtype"] = out["dtype"]
-        return out
+        """``key`` with ``weight_dtype`` defaulting to ``dtype`` (see :func:`complete_row_key`)."""
+        return complete_row_key(key)
 
     def build(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], device: DeviceQuery) -> None:
         """Nothing ahead: Triton compiles each variant on its first launch (in the

@@ -22,14 +22,21 @@ Tunables (see ``rmsnorm.cu``):
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from flyconfigs.registry.declarations import KeyAxis, KeyValue, normalize_key
+from flyconfigs.kernels.rownorm import (
+    DTYPES,
+    ELEMENT_BYTES,
+    KEY_AXES,
+    check_row_key,
+    complete_row_key,
+    source_sha256,
+    source_text,
+)
+from flyconfigs.registry.declarations import KeyAxis, KeyValue
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import wave_size_of_arch
 
@@ -40,8 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DTYPES", "ELEMENT_BYTES", "PERF_GRID", "SPEC", "TUNABLES", "RMSNormSpec", "reference_rms_norm", "traffic_bytes"]
 
-DTYPES = ("bf16", "fp16", "fp32")
-ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 THREADS = (8, 16, 32, 64, 128, 256, 512, 1024)
 ROWS = (1, 2, 4, 8, 16, 32)
 VECTOR_BYTES = (16, 8, 4, 0)
@@ -50,8 +55,6 @@ OCCUPANCY = (0, 2)
 MAX_REG_FLOATS = 64
 MAX_SMEM_BYTES = 48 * 1024
 MAX_BLOCK = 1024
-MAX_INDEX = 2**31 - 1
-"""The kernel takes the row count as a 32-bit int and the row length as a compile-time int."""
 PERF_GRID = (
     "M=1,16,128,1024,4096,16384,65536 N=1024,2048,4096,5120,8192,16384 dtype=bf16",
     "M=4096,65536 N=4096,8192 dtype=fp16,fp32",
@@ -86,32 +89,20 @@ class RMSNormSpec:
 
     @property
     def key_axes(self) -> tuple[KeyAxis, ...]:
-        return (
-            KeyAxis("M", int, ordinal=True, minimum=1, maximum=MAX_INDEX),
-            KeyAxis("N", int, ordinal=True, minimum=1, maximum=MAX_INDEX),
-            KeyAxis("dtype", str, choices=DTYPES),
-            KeyAxis("weight_dtype", str, choices=DTYPES),
-        )
+        return KEY_AXES
 
     def source(self) -> str:
         """The single C++ source, for hipRTC and NVRTC alike."""
-        return resources.files("flyconfigs.kernels").joinpath(self.source_file).read_text(encoding="utf-8")
+        return source_text(self.source_file)
 
     def source_sha256(self) -> str:
         """sha256 of :meth:`source`, recorded in every artifact."""
-        return hashlib.sha256(self.source().encode("utf-8")).hexdigest()
+        return source_sha256(self.source_file)
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` validated (see :func:`~flyconfigs.registry.normalize_key`); the weight
         must be the activation dtype or fp32."""
-        norm = normalize_key(self, key)
-        if norm["weight_dtype"] not in (norm["dtype"], "fp32"):
-            from flyconfigs.errors import InvalidKeyError
-
-            raise InvalidKeyError(
-                f"weight_dtype {norm['weight_dtype']!r} must equal dtype {norm['dtype']!r} or be 'fp32'"
-            )
-        return norm
+        return check_row_key(self, key)
 
     def traffic(self, key: Mapping[str, KeyValue]) -> int:
         """Bytes one call must move (see :func:`traffic_bytes`)."""
@@ -264,11 +255,8 @@ class RMSNormSpec:
         return {"perf": PERF_GRID}
 
     def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
-        """``key`` with ``weight_dtype`` defaulting to ``dtype``, as a grid may leave it out."""
-        out = dict(key)
-        if "dtype" in out and "weight_dtype" not in out:
-            out["weight_dtype"] = out["dtype"]
-        return out
+        """``key`` with ``weight_dtype`` defaulting to ``dtype`` (see :func:`complete_row_key`)."""
+        return complete_row_key(key)
 
     def build(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], device: DeviceQuery) -> CompileRequest:
         """The single source specialised for ``config`` and ``key`` on ``device``'s wave size."""

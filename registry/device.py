@@ -129,18 +129,17 @@ def parse_device_spec(spec: str, where: str = DEVICE_ENV) -> DeviceQuery:
         raise
     except ArtifactError as exc:
         raise InvalidDeviceError(exc.file, exc.problems) from None
-    from flyconfigs.registry.products import find_product
-
-    known = find_product(text) if ":" not in text else None
-    if known is not None:
-        return DeviceQuery.of(known.device.identity)
     parts = text.split(":", 3)
     arch = parts[0]
     try:
         vendor = vendor_of_arch(arch)
     except ValueError as exc:
-        from flyconfigs.registry.products import product_catalog
+        # Not an arch: a product name of the catalog (read only for such a spec).
+        from flyconfigs.registry.products import find_product, product_catalog
 
+        known = find_product(text) if ":" not in text else None
+        if known is not None:
+            return DeviceQuery.of(known.device.identity)
         names = ", ".join(p.device.product for p in product_catalog().products)
         raise InvalidDeviceError(where, [FieldProblem("arch", f"{exc}, or a product name ({names})")]) from None
     cus = None

@@ -123,7 +123,7 @@ def predicted_artifact_dict(**kwargs: Any) -> dict[str, Any]:
     timed) as plain JSON data; the arguments are :func:`artifact_dict`'s."""
     data = artifact_dict(**kwargs)
     winner = kwargs.get("winner_index", 0)
-    for i, cand in enumerate(data["candidates"]):
+    for cand in data["candidates"]:
         if cand["status"] == "ok":
             cand["status"] = "compiled"
             cand["predicted_us"] = cand.pop("timing")["median_us"]

@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JSON_FORMAT", "Handler", "Usage", "add_command", "emit_json", "iter_json_files", "parse_key"]
+__all__ = ["JSON_FORMAT", "Handler", "Usage", "add_command", "add_grid_arguments", "emit_json", "grid_extra",
+           "iter_json_files", "parse_key"]
 
 JSON_FORMAT = 1
 Handler = Callable[[argparse.Namespace], int]
@@ -57,3 +58,17 @@ def iter_json_files(paths: Sequence[str]) -> list[Path]:
         else:
             raise Usage(f"{raw}: no such file or directory")
     return files
+
+
+def add_grid_arguments(p: argparse.ArgumentParser) -> None:
+    """``--key-grid`` and ``--dtype``, as ``tune`` and ``predict`` take them."""
+    p.add_argument("--key-grid", action="append", metavar="GRID",
+                   help="'M=1,16 N=4096 dtype=bf16', @FILE, or a preset of the kernel (default 'perf', "
+                        "the benchmark grid); repeatable")
+    p.add_argument("--dtype", action="append", help="values of the dtype axis for grids that name none (comma-separated)")
+
+
+def grid_extra(args: argparse.Namespace) -> dict[str, list[str]] | None:
+    """The axis values ``--dtype`` gives for grids that name no dtype, or ``None``."""
+    dtypes = [d for item in args.dtype or [] for d in item.split(",")]
+    return {"dtype": dtypes} if dtypes else None

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flyconfigs.cli._common import Usage, add_command, emit_json
+from flyconfigs.cli._common import Usage, add_command, add_grid_arguments, emit_json, grid_extra
 
 __all__ = ["register"]
 
@@ -29,8 +29,7 @@ def _predict(args: argparse.Namespace) -> int:
     if args.target is not None and args.target != device.arch:
         raise Usage(f"--target {args.target} but {device.product} is {device.arch}")
     kernel = tunable_kernel(args.kernel)
-    dtypes = [d for item in args.dtype or [] for d in item.split(",")]
-    keys = parse_grids(args.key_grid or ["perf"], kernel, {"dtype": dtypes} if dtypes else None)
+    keys = parse_grids(args.key_grid or ["perf"], kernel, grid_extra(args))
     toolchain = GPUToolchain("hip" if device.vendor == "amd" else "cuda", available_cpus())
 
     def on(event: str, data: dict[str, Any]) -> None:
@@ -62,9 +61,7 @@ def register(sub: Any) -> None:
     p.add_argument("kernel")
     p.add_argument("--device", required=True, help="a product of the catalog: MI300X, 'AMD Instinct MI325X', …")
     p.add_argument("--target", help="the arch the product must have (a check), e.g. gfx942")
-    p.add_argument("--key-grid", action="append", metavar="GRID",
-                   help="as for tune: an expression, @FILE or a preset of the kernel (default 'perf'); repeatable")
-    p.add_argument("--dtype", action="append", help="values of the dtype axis for grids that name none")
+    add_grid_arguments(p)
     p.add_argument("--out", default="predicted", help="folder for the artifacts (default: predicted)")
     p.add_argument("--budget", type=int, help="at most this many candidates per key (the default is always one)")
     p.add_argument("--resume", action="store_true", help="skip keys already predicted with the same source and toolchain")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flyconfigs.cli._common import add_command, emit_json
+from flyconfigs.cli._common import add_command, add_grid_arguments, emit_json, grid_extra
 
 __all__ = ["register"]
 
@@ -65,8 +65,7 @@ def _tune(args: argparse.Namespace) -> int:
     from flyconfigs.tuner.run import TuneOptions
     from flyconfigs.tuner.session import device_ordinals, run_session
 
-    dtypes = [d for item in args.dtype or [] for d in item.split(",")]
-    extra = {"dtype": dtypes} if dtypes else None
+    extra = grid_extra(args)
     ordinals = device_ordinals(args.devices, args.backend) if args.devices else [args.device]
     on, close = _progress_bar(sys.stderr.isatty())
     try:
@@ -91,10 +90,7 @@ def register(sub: Any) -> None:
     """Add ``tune``."""
     p = add_command(sub, "tune", _tune, "compile, verify and time every variant of a kernel on this GPU; emit artifacts")
     p.add_argument("kernel")
-    p.add_argument("--key-grid", action="append", metavar="GRID",
-                   help="'M=1,16 N=4096 dtype=bf16', @FILE, or a preset of the kernel (default 'perf', "
-                        "the benchmark grid); repeatable")
-    p.add_argument("--dtype", action="append", help="values of the dtype axis for grids that name none (comma-separated)")
+    add_grid_arguments(p)
     p.add_argument("--out", default="tuned", help="folder for the artifacts (default: tuned)")
     p.add_argument("--backend", choices=["cuda", "hip", "simulated"], help="default: the GPU found; 'simulated' is the test backend")
     p.add_argument("--device", type=int, default=0, help="GPU ordinal (default 0)")

@@ -1,0 +1,54 @@
+"""What the row-normalisation families (RMSNorm, fused add + RMSNorm) share: their key —
+``M`` rows and rows of ``N`` (both ordinal), the activation dtype, and the weight dtype,
+which is the activation's or fp32 — and how their source digest is taken.  Imports
+neither torch nor a GPU runtime."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from importlib import resources
+
+from flyconfigs.errors import InvalidKeyError
+from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue, normalize_key
+
+__all__ = ["DTYPES", "ELEMENT_BYTES", "KEY_AXES", "MAX_INDEX", "check_row_key", "complete_row_key", "source_sha256",
+           "source_text"]
+
+DTYPES = ("bf16", "fp16", "fp32")
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+MAX_INDEX = 2**31 - 1
+"""The kernels take the row count as a 32-bit int."""
+KEY_AXES = (
+    KeyAxis("M", int, ordinal=True, minimum=1, maximum=MAX_INDEX),
+    KeyAxis("N", int, ordinal=True, minimum=1, maximum=MAX_INDEX),
+    KeyAxis("dtype", str, choices=DTYPES),
+    KeyAxis("weight_dtype", str, choices=DTYPES),
+)
+
+
+def check_row_key(decl: KernelDecl, key: Mapping[str, object]) -> dict[str, KeyValue]:
+    """``key`` validated against ``decl``'s axes (see :func:`~flyconfigs.registry.normalize_key`);
+    the weight must be the activation dtype or fp32."""
+    norm = normalize_key(decl, key)
+    if norm["weight_dtype"] not in (norm["dtype"], "fp32"):
+        raise InvalidKeyError(f"weight_dtype {norm['weight_dtype']!r} must equal dtype {norm['dtype']!r} or be 'fp32'")
+    return norm
+
+
+def complete_row_key(key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
+    """``key`` with ``weight_dtype`` defaulting to ``dtype``, as a grid may leave it out."""
+    out = dict(key)
+    if "dtype" in out and "weight_dtype" not in out:
+        out["weight_dtype"] = out["dtype"]
+    return out
+
+
+def source_text(file: str) -> str:
+    """A kernel source shipped in ``flyconfigs.kernels``."""
+    return resources.files("flyconfigs.kernels").joinpath(file).read_text(encoding="utf-8")
+
+
+def source_sha256(file: str) -> str:
+    """sha256 of :func:`source_text`, recorded in every artifact."""
+    return hashlib.sha256(source_text(file).encode("utf-8")).hexdigest()

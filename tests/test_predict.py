@@ -28,7 +28,7 @@ from flyconfigs.cli import main
 buffer = io.StringIO()
 with contextlib.redirect_stdout(buffer):
     code = main(["predict", "rmsnorm", "--device", "MI300X", "--target", "gfx942", "--key-grid",
-                 "M=1,4096 N=4096 dtype=bf16", "--budget", "10", "--out", {str(out)!r}, "--json"])
+                 "M=1,4096 N=4096 dtype=bf16", "--budget", "6", "--out", {str(out)!r}, "--json"])
 print(json.dumps({{"code": code, **json.loads(buffer.getvalue())}}))
 """)
     assert summary["code"] == 0 and summary["predicted"] == 2

@@ -6,6 +6,9 @@ Used by the main job (scripts/demo.py) and the end-to-end tests.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import shutil
 import socket
@@ -13,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -27,17 +31,31 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@contextlib.contextmanager
+def _exclusive(name: str) -> Iterator[None]:
+    """Hold an exclusive lock named ``name`` across processes (tests run in several)."""
+    CACHE.parent.mkdir(parents=True, exist_ok=True)
+    with open(CACHE.parent / f".{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def dependency_wheels(dest: Path) -> list[Path]:
     """Copy the wheels of the loader's dependencies into ``dest`` (downloaded once into a
     cache folder) and return them."""
     marker = CACHE / ".complete"
-    if not marker.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--dest", str(CACHE), *LOADER_REQUIREMENTS],
-            check=True,
-        )
-        marker.touch()
+    with _exclusive("wheelhouse"):
+        if not marker.exists():
+            CACHE.mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--dest", str(CACHE),
+                 *LOADER_REQUIREMENTS],
+                check=True,
+            )
+            marker.touch()
     copied = []
     for wheel in sorted(CACHE.glob("*.whl")):
         shutil.copy2(wheel, dest / wheel.name)
@@ -99,12 +117,14 @@ class LocalIndex:
 
 
 def build_core_wheel(root: Path, out: Path) -> Path:
-    """Build the flyconfigs wheel from the checkout at ``root`` into ``out``."""
+    """Build the flyconfigs wheel from the checkout at ``root`` into ``out``.  Builds of
+    one checkout take turns: setuptools works in the checkout's own ``build/`` folder."""
     from build import ProjectBuilder
     from pyproject_hooks import quiet_subprocess_runner
 
     builder = ProjectBuilder(root, python_executable=sys.executable, runner=quiet_subprocess_runner)
-    return Path(builder.build("wheel", out))
+    with _exclusive("build-" + hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]):
+        return Path(builder.build("wheel", out))
 
 
 def fresh_venv(path: Path) -> Path:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up .venv with everything the tests need (the compile-only ROCm prefix for the
 # gfx942 hipRTC tests and the real flydsl package for the FlyDSL interop test included)
-# and runs the test suite.  "No tests collected" fails.
+# and runs the test suite, one pytest process per core (at most 4).  "No tests collected"
+# fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -10,7 +11,7 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q 'flydsl==0.4.2' || echo "test.sh: flydsl 0.4.2 could not be installed; the FlyDSL interop test will skip" >&2
 bash scripts/rocm-prefix.sh || echo "test.sh: the ROCm compile-only prefix could not be built; the hipRTC tests will skip" >&2
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest -n auto --maxprocesses 4 "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

@@ -11,7 +11,7 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q 'flydsl==0.4.2' || echo "test.sh: flydsl 0.4.2 could not be installed; the FlyDSL interop test will skip" >&2
 bash scripts/rocm-prefix.sh || echo "test.sh: the ROCm compile-only prefix could not be built; the hipRTC tests will skip" >&2
 set +e
-.venv/bin/python -m pytest -n auto --maxprocesses 4 "$@"
+.venv/bin/python -m pytest -n auto --maxprocesses 4 --dist loadfile "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

@@ -57,7 +57,7 @@ except CompileError as exc:
 
 
 EXHAUSTIVE = os.environ.get("FLYCONFIGS_EXHAUSTIVE") == "1"
-SAMPLE = 12
+SAMPLE = 8
 
 
 def _compile_space(sample: int | None) -> list[dict[str, object]]:

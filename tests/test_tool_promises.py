@@ -22,7 +22,7 @@ from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.registry import publish as publish_module
 from flyconfigs.registry.publish import publish, publish_all, upload_files
 from flyconfigs.schema import Artifact, write_atomic
-from flyconfigs.tuner.run import TuneOptions, _spread_cross_checks, tune
+from flyconfigs.tuner.run import TuneOptions, spread_cross_checks, tune
 from flyconfigs.tuner.simulated import SIMULATED_DEVICE, SimulatedToolchain, config_name
 from flyconfigs.tuner.worker import Worker
 
@@ -141,13 +141,34 @@ def test_malformed_cache_metadata_is_a_miss(tmp_path: Path, meta: str) -> None:
 def test_cross_checks_spread_evenly_over_identical_devices() -> None:
     identities = ["h200"] * 4
     first = {index: index % 4 for index in range(40)}  # every worker tuned a quarter first
-    pinned = _spread_cross_checks(first, identities)
+    pinned = spread_cross_checks(first, identities)
     assert sorted(len(p) for p in pinned) == [10, 10, 10, 10]
     for slot, keys in enumerate(pinned):
         assert all(first[k] != slot for k in keys)
-    skewed = _spread_cross_checks({i: 0 for i in range(30)}, identities)
+    skewed = spread_cross_checks({i: 0 for i in range(30)}, identities)
     assert [len(p) for p in skewed] == [0, 10, 10, 10]
-    assert _spread_cross_checks({0: 0}, ["h200", "mi300x"]) == [[], []]
+    assert spread_cross_checks({0: 0}, ["h200", "mi300x"]) == [[], []]
+
+
+def test_cross_checks_go_to_another_node_as_far_as_an_even_spread_allows() -> None:
+    identities, nodes = ["h200"] * 4, ["a", "a", "b", "b"]
+    # Node a tuned ten keys first, node b two: 3 checks each, b's GPUs take only a's keys.
+    first = {**{i: i % 2 for i in range(10)}, 10: 2, 11: 3}
+    pinned = spread_cross_checks(first, identities, nodes)
+    assert [len(p) for p in pinned] == [3, 3, 3, 3]
+    assert all(nodes[first[k]] == "a" for k in pinned[2] + pinned[3])
+    assert {10, 11} <= set(pinned[0] + pinned[1])
+    assert all(first[k] != slot for slot, keys in enumerate(pinned) for k in keys)
+    # GPU 0 tuned half the keys first: still 3 each, and only the two keys that node b
+    # has no room for are checked on their own node (by the other GPU there).
+    lopsided = {**{i: 0 for i in range(6)}, 6: 1, 7: 1, 8: 2, 9: 2, 10: 3, 11: 3}
+    pinned = spread_cross_checks(lopsided, identities, nodes)
+    assert [len(p) for p in pinned] == [3, 3, 3, 3]
+    assert sum(nodes[slot] == nodes[lopsided[k]] for slot, keys in enumerate(pinned) for k in keys) == 2
+    assert all(lopsided[k] != slot for slot, keys in enumerate(pinned) for k in keys)
+    # A worker that is gone checks nothing; its twins share its part.
+    gone = spread_cross_checks(first, identities, nodes, alive=[True, True, True, False])
+    assert gone[3] == [] and sorted(len(p) for p in gone[:3]) == [4, 4, 4]
 
 
 def test_a_failing_worker_stops_the_run_and_every_failure_is_reported(tmp_path: Path) -> None:

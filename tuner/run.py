@@ -40,7 +40,8 @@ from flyconfigs.tuner.select import decide, near_ties
 from flyconfigs.tuner.timing import Measurement, plan_rotation, summarize
 from flyconfigs.tuner.worker import Worker, WorkerLost
 
-__all__ = ["KeyResult", "Progress", "TuneOptions", "TuneReport", "candidate_configs", "tune"]
+__all__ = ["KeyResult", "KeyTuner", "Progress", "TuneOptions", "TuneReport", "add_seconds", "candidate_configs",
+           "disagreements", "spread_cross_checks", "tune"]
 
 
 class Toolchain(Protocol):
@@ -94,6 +95,12 @@ class TuneReport:
     seconds: dict[str, float] = field(default_factory=lambda: {"compile": 0.0, "verify": 0.0, "time": 0.0, "total": 0.0})
     worker_restarts: int = 0
     disagreements: list[dict[str, Any]] = field(default_factory=list)
+    workers: list[str] = field(default_factory=list)
+    """Where it tuned, one entry per worker: ``HOST GPU ORDINAL`` (a fleet adds the node)."""
+    left_out: list[str] = field(default_factory=list)
+    """GPUs a fleet did not tune on, each with the reason (not the target, failed to start)."""
+    lost: list[str] = field(default_factory=list)
+    """Workers a fleet lost mid-run, each with what happened; their keys went back in the queue."""
 
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -134,10 +141,10 @@ def tune(
     emit.check_writable(out)
     checked = [kernel.check_key(k) for k in keys]
     devices = [Device.model_validate(w.device) for w in workers]
-    report = TuneReport(devices[0])
+    report = TuneReport(devices[0], workers=[f"{emit.host()} GPU {d.ordinal if d.ordinal is not None else 0}" for d in devices])
     notify = _locked(progress or (lambda event, data: None))
-    versions = {**toolchain.versions(), **tool_versions(kernel), "driver": devices[0].driver_version or "unknown"}
-    ctx = _Context(kernel, toolchain, options, versions, kernel.source_sha256(), notify)
+    tuners = [KeyTuner(kernel, toolchain, w, d, options, notify=notify) for w, d in zip(workers, devices, strict=True)]
+    versions, source_sha = tuners[0].versions, tuners[0].source_sha
     started = time.perf_counter()
     notify("start", {"keys": len(checked), "device": ", ".join(sorted({d.identity.describe() for d in devices})),
                      "workers": len(workers)})
@@ -156,52 +163,133 @@ def tune(
             except queue.Empty:
                 return
             key = checked[index]
-            if options.resume and emit.already_tuned(out, kernel.name, key, devices[slot].identity, ctx.source_sha,
-                                                     versions):
+            if options.resume and emit.already_tuned(out, kernel.name, key, devices[slot].identity, source_sha, versions):
                 results[index] = KeyResult(key, None, skipped=True)
                 notify("skip", {"key": key})
                 continue
-            result, artifact = _tune_key(ctx, key, workers[slot], devices[slot], report, lock)
+            result, artifact = tuners[slot].tune(key)
             result.path = emit.write_artifact(out, artifact)
             with lock:
+                add_seconds(report, result)
                 results[index] = result
                 winners.setdefault(index, []).append((slot, artifact))
             notify("key", {"key": key, "result": result})
 
     _run_all(run_worker, len(workers), stop)
     if cross_check and len(workers) > 1:
-        pinned = _spread_cross_checks({i: found[0][0] for i, found in winners.items()}, [d.identity for d in devices])
+        pinned = spread_cross_checks({i: found[0][0] for i, found in winners.items()}, [d.identity for d in devices])
 
         def recheck(slot: int) -> None:
             for index in pinned[slot]:
                 if stop.is_set():
                     return
-                _, artifact = _tune_key(ctx, checked[index], workers[slot], devices[slot], report, lock)
+                result, artifact = tuners[slot].tune(checked[index])
                 with lock:
+                    add_seconds(report, result)
                     winners[index].append((slot, artifact))
                 notify("cross-check", {"key": checked[index]})
 
         _run_all(recheck, len(workers), stop)
-        report.disagreements = [_disagreement(checked[i], found) for i, found in sorted(winners.items())
-                                if len(found) > 1 and not same_value(found[0][1].winner.config, found[1][1].winner.config)]
+        report.disagreements = disagreements(checked, winners)
     report.results = [results[i] for i in sorted(results)]
     report.seconds["total"] = time.perf_counter() - started
     report.worker_restarts = sum(w.restarts for w in workers)
     return report
 
 
-def _spread_cross_checks(first: dict[int, int], identities: Sequence[Any]) -> list[list[int]]:
+def add_seconds(report: TuneReport, result: KeyResult) -> None:
+    """Add one key's phase times to the run's."""
+    for name, value in result.seconds.items():
+        report.seconds[name] = report.seconds.get(name, 0.0) + value
+
+
+def spread_cross_checks(first: dict[int, int], identities: Sequence[Any], nodes: Sequence[str] | None = None,
+                        alive: Sequence[bool] | None = None) -> list[list[int]]:
     """For each key (tuned first on worker ``first[key]``), the worker that re-tunes it:
-    another worker of the same device identity, the least loaded one so far, so the
-    checks spread evenly over every twin.  Keys with no twin are not re-checked."""
+    another worker of the same device identity (still ``alive``, when that is given).
+
+    The checks spread evenly: the workers of one identity get their keys' count divided
+    among them, differing by one at most.  Within that, keys go to a worker on another
+    node when ``nodes`` names one with room.  Keys with no twin are not re-checked."""
+    count = len(identities)
+    usable = [alive is None or alive[s] for s in range(count)]
     pinned: list[list[int]] = [[] for _ in identities]
-    for index in sorted(first):
-        slot = first[index]
-        twins = [s for s in range(len(identities)) if s != slot and identities[s] == identities[slot]]
-        if twins:
-            chosen = min(twins, key=lambda s: (len(pinned[s]), s))
-            pinned[chosen].append(index)
+    groups: dict[int, list[int]] = {}
+    for slot in range(count):
+        if usable[slot]:
+            groups.setdefault(next(s for s in range(count) if identities[s] == identities[slot]), []).append(slot)
+    for group in groups.values():
+        keys = [i for i in sorted(first) if identities[first[i]] == identities[group[0]]
+                and any(s != first[i] for s in group)]
+        own = {s: sum(1 for i in keys if first[i] == s) for s in group}
+        base, extra = divmod(len(keys), len(group))
+        # The extra checks go to the workers that tuned the fewest of these keys first.
+        ranked = sorted(group, key=lambda s: (own[s], s))
+        target = {s: base + (1 if n < extra else 0) for n, s in enumerate(ranked)}
+        where = _place_checks(keys, first, group, target, nodes)
+        for index, slot in where.items():
+            pinned[slot].append(index)
+    for chosen in pinned:
+        chosen.sort()
     return pinned
+
+
+def _place_checks(keys: list[int], first: dict[int, int], group: list[int], target: dict[int, int],
+                  nodes: Sequence[str] | None) -> dict[int, int]:
+    """Each key to a worker of ``group`` other than its first, at most ``target`` each:
+    greedily (another node first), then moved along augmenting paths until no worker
+    is over its target."""
+    def allowed(index: int) -> list[int]:
+        others = [s for s in group if s != first[index]]
+        if nodes is None:
+            return others
+        return sorted(others, key=lambda s: nodes[s] == nodes[first[index]])  # another node first
+
+    load = dict.fromkeys(group, 0)
+    where: dict[int, int] = {}
+    for index in keys:
+        choices = allowed(index)
+        room = [s for s in choices if load[s] < target[s]]
+        elsewhere = [s for s in room if nodes is not None and nodes[s] != nodes[first[index]]]
+        slot = min(elsewhere or room or choices, key=lambda s: (load[s], s))
+        where[index] = slot
+        load[slot] += 1
+    for start in group:
+        while load[start] > target[start]:
+            parent: dict[int, tuple[int, int]] = {}
+            frontier, end = [start], None
+            while frontier and end is None:
+                step = []
+                for u in frontier:
+                    for index in (i for i, s in where.items() if s == u):
+                        for v in allowed(index):
+                            if v != start and v not in parent:
+                                parent[v] = (u, index)
+                                if load[v] < target[v]:
+                                    end = v
+                                    break
+                                step.append(v)
+                        if end is not None:
+                            break
+                    if end is not None:
+                        break
+                frontier = step
+            if end is None:
+                break
+            v = end
+            while v != start:
+                u, index = parent[v]
+                where[index] = v
+                load[v] += 1
+                load[u] -= 1
+                v = u
+    return where
+
+
+def disagreements(keys: Sequence[dict[str, Any]], found: dict[int, list[tuple[int, Artifact]]]) -> list[dict[str, Any]]:
+    """The keys whose first two tunings chose different winners, in key order."""
+    return [_disagreement(keys[i], pair) for i, pair in sorted(found.items())
+            if len(pair) > 1 and not same_value(pair[0][1].winner.config, pair[1][1].winner.config)]
 
 
 def _run_all(target: Callable[[int], None], count: int, stop: threading.Event | None = None) -> None:
@@ -249,6 +337,7 @@ def _disagreement(key: dict[str, Any], found: list[tuple[int, Artifact]]) -> dic
     return {
         "key": key,
         "devices": [a.device.ordinal, b.device.ordinal],
+        "hosts": [a.provenance.host, b.provenance.host],
         "winners": [dict(a.winner.config), dict(b.winner.config)],
         "medians_us": [ta.median_us if ta else None, tb.median_us if tb else None],
         "within_noise": bool(ta and tb and band is not None and abs(ta.median_us - tb.median_us) <= band * min(ta.median_us, tb.median_us)),
@@ -265,6 +354,7 @@ class _Context:
     versions: dict[str, str]
     source_sha: str
     notify: Progress
+    command: list[str]
 
 
 @dataclass(frozen=True)
@@ -290,30 +380,48 @@ class _Selected:
     kept_default: bool
 
 
-def _tune_key(ctx: _Context, key: dict[str, Any], worker: Worker, device: Device, report: TuneReport,
-              lock: threading.Lock) -> tuple[KeyResult, Artifact]:
-    clock = time.perf_counter
-    seconds: dict[str, float] = {}
-    t0 = clock()
-    plan = _plan(ctx, key, device)
-    status = _compile(ctx, key, plan, device)
-    seconds["compile"] = clock() - t0
-    t0 = clock()
-    status = _verify(ctx, key, plan, status, worker)
-    seconds["verify"] = clock() - t0
-    t0 = clock()
-    selected = _select(ctx, key, plan, status, worker)
-    seconds["time"] = clock() - t0
-    artifact = _artifact(ctx, key, device, plan, status, selected)
-    with lock:
-        for name, value in seconds.items():
-            report.seconds[name] += value
-    counts: dict[str, int] = {}
-    for s in status:
-        counts[s.status] = counts.get(s.status, 0) + 1
-    result = KeyResult(key, None, False, len(plan.configs), counts, selected.timings[selected.winner_index].median_us,
-                       selected.timings[plan.default_index].median_us, seconds)
-    return result, artifact
+class KeyTuner:
+    """The per-key pipeline on one measuring worker: plan, compile, verify, time, select,
+    and the artifact.  Local runs make one per worker; a fleet makes one per GPU actor.
+
+    ``versions`` are what artifacts record as ``backend_versions`` (the toolchain's, the
+    kernel's tools' and the device driver's); ``command`` the command line recorded as
+    provenance (default: this process's)."""
+
+    def __init__(self, kernel: TunableKernel, toolchain: Toolchain, worker: Worker, device: Device,
+                 options: TuneOptions = TuneOptions(), notify: Progress | None = None,
+                 command: list[str] | None = None) -> None:
+        self.worker = worker
+        self.device = device
+        self.versions = {**toolchain.versions(), **tool_versions(kernel), "driver": device.driver_version or "unknown"}
+        self.source_sha = kernel.source_sha256()
+        self._ctx = _Context(kernel, toolchain, options, self.versions, self.source_sha,
+                             notify or (lambda event, data: None),
+                             emit.command_line() if command is None else list(command))
+
+    def tune(self, key: dict[str, Any]) -> tuple[KeyResult, Artifact]:
+        """Tune one checked key; the artifact is not written (the caller emits it).
+        Raises :class:`TuneError` when the default fails or the worker is lost while timing."""
+        ctx, worker, device = self._ctx, self.worker, self.device
+        clock = time.perf_counter
+        seconds: dict[str, float] = {}
+        t0 = clock()
+        plan = _plan(ctx, key, device)
+        status = _compile(ctx, key, plan, device)
+        seconds["compile"] = clock() - t0
+        t0 = clock()
+        status = _verify(ctx, key, plan, status, worker)
+        seconds["verify"] = clock() - t0
+        t0 = clock()
+        selected = _select(ctx, key, plan, status, worker)
+        seconds["time"] = clock() - t0
+        artifact = _artifact(ctx, key, device, plan, status, selected)
+        counts: dict[str, int] = {}
+        for s in status:
+            counts[s.status] = counts.get(s.status, 0) + 1
+        result = KeyResult(key, None, False, len(plan.configs), counts, selected.timings[selected.winner_index].median_us,
+                           selected.timings[plan.default_index].median_us, seconds)
+        return result, artifact
 
 
 def candidate_configs(kernel: TunableKernel, key: dict[str, Any], device: Device, budget: int | None) -> list[dict[str, Any]]:
@@ -428,7 +536,7 @@ def _artifact(ctx: _Context, key: dict[str, Any], device: Device, plan: _Plan, s
             host=emit.host(),
             created=emit.now_utc(),
             git_revision=emit.git_revision(),
-            command=emit.command_line(),
+            command=ctx.command,
         ),
     )
 

@@ -12,12 +12,13 @@ from typing import Any
 
 from flyconfigs.errors import InvalidKeyError, TuneError
 from flyconfigs.kernels.plugin import key_presets, tunable_kernel
+from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import Device
 from flyconfigs.tuner.grid import parse_grids
 from flyconfigs.tuner.run import Progress, TuneOptions, TuneReport, tune
 from flyconfigs.tuner.worker import Worker, available_cpus
 
-__all__ = ["SessionResult", "device_ordinals", "run_session"]
+__all__ = ["RayFleet", "SessionResult", "device_ordinals", "run_session"]
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,23 @@ def _workers(kernel: str, backend: str | None, ordinals: Sequence[int]) -> tuple
     return workers, GPUToolchain("hip" if vendor == "amd" else "cuda", available_cpus())
 
 
+@dataclass(frozen=True)
+class RayFleet:
+    """Tune on a Ray cluster instead of this host's GPUs: ``address`` None starts a
+    local cluster with this machine's GPUs, ``auto`` joins the running one, else the
+    cluster at that address; ``target`` the device to tune for (default: the device
+    most of the cluster's GPUs are)."""
+
+    address: str | None = None
+    target: DeviceQuery | None = None
+
+
 def run_session(kernel: str, grids: Sequence[str], extra: Mapping[str, Sequence[Any]] | None, out: Path,
                 backend: str | None, ordinals: Sequence[int], options: TuneOptions, progress: Progress | None = None,
-                cross_check: bool = False) -> SessionResult:
+                cross_check: bool = False, fleet: RayFleet | None = None) -> SessionResult:
     """Tune ``kernel`` (an entry-point name) over ``grids`` into ``out`` on ``ordinals``
-    of ``backend``; ``extra`` gives values for axes a grid does not name.
+    of ``backend`` — or on every matching GPU of a Ray cluster with ``fleet`` — ;
+    ``extra`` gives values for axes a grid does not name.
 
     Raises :class:`UnknownKernelError`, :class:`InvalidKeyError` or
     :class:`TuneError`; the workers are always closed."""
@@ -84,13 +97,21 @@ def run_session(kernel: str, grids: Sequence[str], extra: Mapping[str, Sequence[
     if not grids:
         raise InvalidKeyError(f"no key grid for {kernel!r}: give --key-grid (presets: {', '.join(key_presets(decl)) or 'none'})")
     keys = parse_grids(list(grids), decl, extra)
-    workers, toolchain = _workers(kernel, backend, ordinals)
-    try:
-        report = tune(decl, keys, out, workers, toolchain, options, progress, cross_check=cross_check)
-    finally:
-        getattr(toolchain, "close", lambda: None)()
-        for worker in workers:
-            worker.close()
+    toolchain: Any = None
+    if fleet is not None:
+        from flyconfigs.tuner.fleet import tune_fleet
+
+        report = tune_fleet(kernel, keys, out, backend, options, progress, cross_check=cross_check,
+                            address=fleet.address, target=fleet.target)
+        workers: list[Worker] = []
+    else:
+        workers, toolchain = _workers(kernel, backend, ordinals)
+        try:
+            report = tune(decl, keys, out, workers, toolchain, options, progress, cross_check=cross_check)
+        finally:
+            getattr(toolchain, "close", lambda: None)()
+            for worker in workers:
+                worker.close()
     summary = {
         "device": report.device.model_dump(mode="json"),
         "keys": len(report.results),
@@ -98,9 +119,12 @@ def run_session(kernel: str, grids: Sequence[str], extra: Mapping[str, Sequence[
         "skipped": sum(r.skipped for r in report.results),
         "seconds": report.seconds,
         "worker_restarts": report.worker_restarts,
-        "workers": len(workers),
-        "devices": list(ordinals),
+        "workers": len(report.workers),
+        "devices": list(ordinals) if fleet is None else None,
+        "tuned_on": report.workers,
         "disagreements": report.disagreements,
+        "left_out": report.left_out,
+        "lost": report.lost,
         "compiled": getattr(toolchain, "compiled", None),
         "compile_cache_hits": getattr(toolchain, "cached", None),
         "artifacts": [str(r.path) for r in report.results if r.path],

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flyconfigs.cli._common import add_command, add_grid_arguments, emit_json, grid_extra
+from flyconfigs.cli._common import Usage, add_command, add_grid_arguments, emit_json, grid_extra
 
 __all__ = ["register"]
 
@@ -39,6 +39,10 @@ def _progress_bar(enabled: bool) -> tuple[Callable[[str, dict[str, Any]], None],
                 key = " ".join(f"{k}={v}" for k, v in data["key"].items())
                 best = f", best so far {state['best']:.2f} us" if state["best"] is not None else ""
                 bar.set_postfix_str(f"{key}: candidate {data['index'] + 1}/{data['of']}{best}"[-100:])
+        elif event == "lost":
+            line = f"lost {data['worker']} ({data['reason']}); its key goes back in the queue"
+            bar = state["bar"]
+            (bar.write if bar is not None else lambda text: print(text, file=sys.stderr))(line)
         elif event in ("key", "skip"):
             key = " ".join(f"{k}={v}" for k, v in data["key"].items())
             if event == "key":
@@ -61,27 +65,49 @@ def _progress_bar(enabled: bool) -> tuple[Callable[[str, dict[str, Any]], None],
     return on, close
 
 
+def _fleet(args: argparse.Namespace) -> Any:
+    """The Ray fleet ``--ray``/``--target`` ask for, or None for this host's GPUs."""
+    from flyconfigs.registry.device import parse_device_spec
+    from flyconfigs.tuner.session import RayFleet
+
+    if args.ray is None:
+        if args.target is not None:
+            raise Usage("--target chooses the GPUs of a Ray cluster: it needs --ray")
+        return None
+    if args.devices:
+        raise Usage("--devices and --ray exclude each other: a Ray run tunes on every GPU of the cluster")
+    target = parse_device_spec(args.target, "--target") if args.target is not None else None
+    return RayFleet(None if args.ray == "local" else args.ray, target)
+
+
 def _tune(args: argparse.Namespace) -> int:
     from flyconfigs.tuner.run import TuneOptions
     from flyconfigs.tuner.session import device_ordinals, run_session
 
     extra = grid_extra(args)
+    fleet = _fleet(args)
     ordinals = device_ordinals(args.devices, args.backend) if args.devices else [args.device]
     on, close = _progress_bar(sys.stderr.isatty())
     try:
         result = run_session(args.kernel, args.key_grid or ["perf"], extra, Path(args.out), args.backend, ordinals,
-                             TuneOptions(budget=args.budget, resume=args.resume), on, cross_check=args.cross_check)
+                             TuneOptions(budget=args.budget, resume=args.resume), on, cross_check=args.cross_check,
+                             fleet=fleet)
     finally:
         close()
     report, summary = result.report, result.summary
     if args.json:
         emit_json({"command": "tune", **summary})
     else:
+        for line in report.left_out:
+            print(f"left out {line}", file=sys.stderr)
+        for line in report.lost:
+            print(f"lost mid-run {line}", file=sys.stderr)
         for d in report.disagreements:
             print(f"disagreement on {d['key']}: devices {d['devices']} chose {d['winners']} "
                   f"({'within' if d['within_noise'] else 'beyond'} the noise band)", file=sys.stderr)
         seconds = report.seconds
-        print(f"tuned {summary['tuned']} keys ({summary['skipped']} skipped) into {args.out} in {seconds['total']:.1f} s "
+        where = f" on {len(report.workers)} GPUs" if len(report.workers) > 1 else ""
+        print(f"tuned {summary['tuned']} keys ({summary['skipped']} skipped){where} into {args.out} in {seconds['total']:.1f} s "
               f"(compile {seconds['compile']:.1f} s, verify {seconds['verify']:.1f} s, time {seconds['time']:.1f} s)")
     return 0
 
@@ -96,7 +122,13 @@ def register(sub: Any) -> None:
     p.add_argument("--device", type=int, default=0, help="GPU ordinal (default 0)")
     p.add_argument("--devices", help="tune on several GPUs: 'all' or ordinals like 0,1 (a worker process each; "
                    "an ordinal may repeat to run two workers on one GPU)")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="tune on every GPU of a Ray cluster (pip install 'flyconfigs[ray]'): alone, a local cluster "
+                        "with this machine's GPUs; 'auto' the running cluster; or its address")
+    p.add_argument("--target", metavar="DEVICE",
+                   help="with --ray: tune on the GPUs that are this device (sm90, sm90:132:NVIDIA H200, H200, …); "
+                        "default: the device most of the cluster's GPUs are")
     p.add_argument("--cross-check", action="store_true",
-                   help="re-tune every key on a second identical GPU and report winners that differ")
+                   help="re-tune every key on a second identical GPU (another node first) and report winners that differ")
     p.add_argument("--budget", type=int, help="at most this many candidates per key (the default is always one)")
     p.add_argument("--resume", action="store_true", help="skip keys already tuned with the same kernel source and toolchain")

@@ -1,0 +1,214 @@
+"""Tuning on a Ray cluster (``flyconfigs tune --ray``) with a real local Ray cluster.
+
+Ray is real: a head and a second node (``ray.cluster_utils.Cluster``, one raylet each)
+offering fake GPU resources, one actor per GPU, each with its measuring worker process.
+The measurements are the test backend's (no GPU here).  A heterogeneous cluster is
+tested where it is decided (which GPUs a run takes, and what it says of the others):
+another raylet per device kind costs more time than the decision is worth here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'flyconfigs[ray]')")
+
+from flyconfigs.kernels.plugin import tunable_kernel  # noqa: E402
+from flyconfigs.registry.device import DeviceQuery  # noqa: E402
+from flyconfigs.schema import load_artifact  # noqa: E402
+from flyconfigs.schema.models import Device, DeviceIdentity  # noqa: E402
+from flyconfigs.tuner.fleet import _choose, _Slot, identity_matches, tune_fleet  # noqa: E402
+from flyconfigs.tuner.grid import parse_grids  # noqa: E402
+from flyconfigs.tuner.run import TuneOptions  # noqa: E402
+from flyconfigs.tuner.simulated import config_name  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+
+GRID = "M=1,16,128,1024 N=1024,2048,4096 dtype=bf16"
+KEYS = parse_grids([GRID], tunable_kernel("rmsnorm"), None)
+OPTIONS = TuneOptions(budget=6)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Fleet:
+    """The running test cluster: node ids by role and the address drivers join."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+        self.address: str = cluster.address
+        self.head = cluster.head_node.node_id
+        self.nodes = {n.node_id for n in cluster.list_all_nodes()}
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[Fleet]:
+    from ray.cluster_utils import Cluster
+
+    fast_failure_detection = {"health_check_period_ms": 500, "health_check_failure_threshold": 2}
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "num_gpus": 2, "include_dashboard": False, "object_store_memory": 80 << 20,
+        "_system_config": fast_failure_detection})
+    cluster.add_node(num_cpus=1, num_gpus=2, object_store_memory=80 << 20)
+    ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+    found = Fleet(cluster)
+    try:
+        yield found
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _artifacts(folder: Path) -> dict[str, Any]:
+    return {p.name: load_artifact(p) for p in sorted(folder.glob("*.json"))}
+
+
+def _key_of(artifact: Any) -> tuple[Any, ...]:
+    return tuple(sorted(artifact.key.items()))
+
+
+def test_a_killed_driver_is_resumed_and_only_unfinished_keys_are_redone_through_the_cli(fleet: Fleet, tmp_path: Path) -> None:
+    out = tmp_path / "tuned"
+    driver = (
+        "import sys\nfrom pathlib import Path\n"
+        "from flyconfigs.tuner.fleet import tune_fleet\nfrom flyconfigs.tuner.run import TuneOptions\n"
+        f"keys = {KEYS!r}\n"
+        f"tune_fleet('rmsnorm', keys, Path({str(out)!r}), 'simulated', TuneOptions(budget=6), address={fleet.address!r},"
+        " measurer_options={'delay_s': 0.08})\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while len(list(out.glob("*.json"))) < 3 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None, process.stderr.read().decode()[-3000:] if process.stderr else ""
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    if process.stderr:
+        process.stderr.close()
+    before = {name: (out / name).read_bytes() for name in _artifacts(out)}
+    assert 3 <= len(before) < len(KEYS)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "flyconfigs", "tune", "rmsnorm", "--backend", "simulated", "--key-grid", GRID,
+         "--budget", "6", "--ray", fleet.address, "--resume", "--out", str(out), "--json"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    assert summary["skipped"] == len(before) and summary["tuned"] == len(KEYS) - len(before)
+    found = _artifacts(out)
+    assert sorted(_key_of(a) for a in found.values()) == sorted(tuple(sorted(k.items())) for k in KEYS)
+    assert all((out / name).read_bytes() == raw for name, raw in before.items()), "a finished key was redone"
+    assert not [p for p in out.iterdir() if p.suffix != ".json"], "temporary files left behind"
+
+    assert summary["workers"] == 4 and len(summary["tuned_on"]) == 4
+    assert summary["left_out"] == [] and summary["lost"] == []
+    # Each artifact says which node and GPU measured it, and the command the driver ran.
+    host = socket.gethostname()
+    for artifact in found.values():
+        assert artifact.device.compute_units == 4 and artifact.device.ordinal in (0, 1)
+        assert artifact.provenance.host == host and artifact.provenance.backend == "simulated"
+    resumed = [a for name, a in found.items() if name not in before]
+    assert resumed and all(a.provenance.command[:3] == ["flyconfigs", "tune", "rmsnorm"] for a in resumed)
+
+
+def test_an_actor_and_a_node_lost_mid_run_lose_no_key_and_the_cross_check_spreads_over_the_rest(
+        fleet: Fleet, tmp_path: Path) -> None:
+    extra = fleet.cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=80 << 20)
+    decl = tunable_kernel("rmsnorm")
+    default = decl.default_config(KEYS[0], DeviceQuery("nvidia", "simulated"))
+    crashing = next(c for c in decl.space(KEYS[0], DeviceQuery("nvidia", "simulated")) if c != default)
+    dispatched: list[dict[str, Any]] = []
+    killed: dict[str, str] = {}
+    first: dict[str, str] = {}
+    checks: list[tuple[dict[str, Any], str]] = []
+
+    def progress(event: str, data: dict[str, Any]) -> None:
+        if event == "key":
+            first[json.dumps(data["key"], sort_keys=True)] = data["worker"]
+        elif event == "cross-check":
+            checks.append((data["key"], data["worker"]))
+        elif event == "dispatch" and not checks and len(first) < len(KEYS):
+            dispatched.append(data)
+            if len(dispatched) >= 6 and "actor" not in killed and extra.node_id[:8] not in data["worker"]:
+                killed["actor"] = data["worker"]
+                ray.kill(data["actor"])
+            if "node" not in killed and extra.node_id[:8] in data["worker"]:
+                killed["node"] = data["worker"]
+                fleet.cluster.remove_node(extra)
+
+    try:
+        report = tune_fleet("rmsnorm", KEYS, tmp_path, "simulated", OPTIONS, progress, cross_check=True,
+                            measurer_options={"delay_s": 0.05, "behaviour": {config_name(crashing): "crash"}})
+    finally:
+        if "node" not in killed:
+            fleet.cluster.remove_node(extra)
+    assert set(killed) == {"actor", "node"}, killed
+    assert len(report.lost) == 2
+    assert any(line.startswith(killed["actor"]) for line in report.lost)
+    assert any(line.startswith(killed["node"]) for line in report.lost)
+    # Every key tuned exactly once, the two keys in flight on the lost workers included.
+    found = _artifacts(tmp_path)
+    assert sorted(_key_of(a) for a in found.values()) == sorted(tuple(sorted(k.items())) for k in KEYS)
+    assert len(report.results) == len(KEYS) and not any(r.skipped for r in report.results)
+    lost_keys = [d["key"] for d in dispatched if d["worker"] in killed.values()][-2:]
+    assert all(any(a.key == k for a in found.values()) for k in lost_keys)
+    # A candidate that kills the measuring process restarts that process, not the actor.
+    assert report.worker_restarts >= 1
+    # The cross-check: every key re-tuned once more, never on the GPU that tuned it
+    # first, spread evenly over the three GPUs left (4 each); cross-checks write nothing.
+    assert len(checks) == len(KEYS) and report.disagreements == []
+    per_worker: dict[str, int] = {}
+    for key, worker in checks:
+        assert worker != first[json.dumps(key, sort_keys=True)] and worker not in killed.values(), (key, worker)
+        per_worker[worker] = per_worker.get(worker, 0) + 1
+    assert sorted(per_worker.values()) == [4, 4, 4], per_worker
+    assert len(_artifacts(tmp_path)) == len(KEYS)
+
+
+def test_the_target_chooses_the_gpus_and_says_which_it_left_out() -> None:
+    h200 = DeviceIdentity(vendor="nvidia", arch="sm90", product="NVIDIA H200", compute_units=132)
+    h100 = DeviceIdentity(vendor="nvidia", arch="sm90", product="NVIDIA H100 80GB HBM3", compute_units=132)
+    assert identity_matches(DeviceQuery("nvidia", "sm90"), h200) and identity_matches(DeviceQuery("nvidia", "sm90"), h100)
+    assert identity_matches(DeviceQuery("nvidia", "sm90", "NVIDIA H200"), h200)
+    assert not identity_matches(DeviceQuery("nvidia", "sm90", "NVIDIA H200"), h100)
+    assert not identity_matches(DeviceQuery("nvidia", "sm90", None, 114), h200)
+    assert not identity_matches(DeviceQuery("amd", "gfx942"), h200)
+
+    def slot(node: str, gpu: int, identity: DeviceIdentity) -> _Slot:
+        device = Device(**identity.model_dump(), wave_size=32, ordinal=gpu)
+        return _Slot(None, node * 4, f"host-{node}", gpu, device, {}, "0" * 64)
+
+    slots = [slot("a", 0, h100), slot("a", 1, h100), slot("b", 0, h200), slot("b", 1, h200), slot("c", 0, h200)]
+    chosen, left_out, wanted = _choose(slots, None)  # default: the device most GPUs are
+    assert [s.host for s in chosen] == ["host-b", "host-b", "host-c"] and "NVIDIA H200" in wanted
+    assert left_out == ["host-a (node aaaa): GPU 0, 1 is sm90 'NVIDIA H100 80GB HBM3' 132 CUs, not the target "
+                        "sm90 'NVIDIA H200' 132 CUs"]
+    chosen, left_out, _ = _choose(slots, DeviceQuery("nvidia", "sm90", "NVIDIA H100 80GB HBM3"))
+    assert [(s.host, s.gpu) for s in chosen] == [("host-a", 0), ("host-a", 1)] and len(left_out) == 2
+    assert _choose(slots, DeviceQuery("amd", "gfx942"))[0] == []
+
+
+def test_without_ray_the_option_says_how_to_get_it(tmp_path: Path) -> None:
+    code = ("import sys; sys.modules['ray'] = None\nfrom flyconfigs.cli import main\n"
+            f"sys.exit(main(['tune', 'rmsnorm', '--backend', 'simulated', '--ray', '--key-grid', 'M=1 N=1024 dtype=bf16', "
+            f"'--out', {str(tmp_path / 'x')!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 1 and "pip install 'flyconfigs[ray]'" in done.stderr, done.stderr
+    usage = subprocess.run([sys.executable, "-m", "flyconfigs", "tune", "rmsnorm", "--backend", "simulated", "--devices", "0,1",
+                            "--ray", "--out", str(tmp_path / "y")], capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 2 and "--devices and --ray exclude each other" in usage.stderr
+    target = subprocess.run([sys.executable, "-m", "flyconfigs", "tune", "rmsnorm", "--target", "sm90", "--out",
+                             str(tmp_path / "z")], capture_output=True, text=True, timeout=120)
+    assert target.returncode == 2 and "--target" in target.stderr and "needs --ray" in target.stderr

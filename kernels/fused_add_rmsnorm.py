@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from flyconfigs.errors import InvalidKeyError
 from flyconfigs.kernels.rownorm import (
     ELEMENT_BYTES,
+    HIDDEN_SIZE_GRID,
     KEY_AXES,
     check_row_key,
     complete_row_key,
@@ -64,14 +65,6 @@ TUNABLES: dict[str, tuple[int, ...]] = {
     "num_warps": WARPS,
     "num_stages": STAGES,
 }
-_HIDDEN = "128,256,896,1024,1536,2048,2560,3072,3584,4096,5120,6144,7168,8192,12288,16384"
-HIDDEN_SIZE_GRID = (
-    f"M={','.join(str(1 << p) for p in range(17))} N={_HIDDEN} dtype=bf16",
-    f"M=1,16,256,4096,65536 N={_HIDDEN} dtype=fp16",
-    f"M=1,16,256,4096,65536 N={_HIDDEN} dtype=bf16 weight_dtype=fp32",
-)
-"""The hidden sizes of popular models: bf16 on every power-of-two M to 65536, and fp16
-and bf16 with an fp32 weight on five M (the ``hidden`` preset)."""
 SMOKE_GRID = ("M=1,4096 N=1024,4096 dtype=bf16",)
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from flyconfigs.kernels.rownorm import (
     DTYPES,
     ELEMENT_BYTES,
+    HIDDEN_SIZE_GRID,
     KEY_AXES,
     check_row_key,
     complete_row_key,
@@ -251,8 +252,9 @@ class RMSNormSpec:
 
     @property
     def presets(self) -> dict[str, tuple[str, ...]]:
-        """Named key grids: ``perf`` is the benchmark grid of ``bench/rmsnorm.py``."""
-        return {"perf": PERF_GRID}
+        """Named key grids: ``perf`` is the benchmark grid of ``bench/rmsnorm.py``,
+        ``hidden`` the hidden sizes of popular models."""
+        return {"perf": PERF_GRID, "hidden": HIDDEN_SIZE_GRID}
 
     def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
         """``key`` with ``weight_dtype`` defaulting to ``dtype`` (see :func:`complete_row_key`)."""

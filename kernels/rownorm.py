@@ -12,7 +12,7 @@ from importlib import resources
 from flyconfigs.errors import InvalidKeyError
 from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue, normalize_key
 
-__all__ = ["DTYPES", "ELEMENT_BYTES", "KEY_AXES", "MAX_INDEX", "check_row_key", "complete_row_key", "source_sha256",
+__all__ = ["DTYPES", "ELEMENT_BYTES", "HIDDEN_SIZE_GRID", "KEY_AXES", "MAX_INDEX", "check_row_key", "complete_row_key", "source_sha256",
            "source_text"]
 
 DTYPES = ("bf16", "fp16", "fp32")
@@ -25,6 +25,14 @@ KEY_AXES = (
     KeyAxis("dtype", str, choices=DTYPES),
     KeyAxis("weight_dtype", str, choices=DTYPES),
 )
+_HIDDEN = "128,256,896,1024,1536,2048,2560,3072,3584,4096,5120,6144,7168,8192,12288,16384"
+HIDDEN_SIZE_GRID = (
+    f"M={','.join(str(1 << p) for p in range(17))} N={_HIDDEN} dtype=bf16",
+    f"M=1,16,256,4096,65536 N={_HIDDEN} dtype=fp16",
+    f"M=1,16,256,4096,65536 N={_HIDDEN} dtype=bf16 weight_dtype=fp32",
+)
+"""The hidden sizes of popular models: bf16 on every power-of-two M to 65536, and fp16
+and bf16 with an fp32 weight on five M (both families' ``hidden`` preset)."""
 
 
 def check_row_key(decl: KernelDecl, key: Mapping[str, object]) -> dict[str, KeyValue]:

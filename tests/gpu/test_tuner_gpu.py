@@ -52,3 +52,20 @@ def test_two_workers_on_one_gpu_with_cross_check(tmp_path: Path) -> None:
     for d in report.disagreements:
         assert d["key"] in keys and len(d["winners"]) == 2
     print("disagreements between two workers on one GPU:", report.disagreements)
+
+
+def test_a_ray_run_on_this_gpu_tunes_with_the_real_backend(tmp_path: Path) -> None:
+    import pytest
+
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'flyconfigs[ray]')")
+    from flyconfigs.tuner.fleet import tune_fleet
+    from flyconfigs.tuner.run import TuneOptions as Options
+
+    keys = [{**KEY, "M": m} for m in (1, 4096)]
+    report = tune_fleet("rmsnorm", keys, tmp_path, "cuda", Options(budget=12))
+    assert report.lost == [] and len(report.workers) >= 1
+    for result in report.results:
+        artifact = load_artifact(result.path)
+        assert artifact.provenance.backend == "cuda" and artifact.device.product.startswith("NVIDIA")
+        assert artifact.device.ordinal is not None and artifact.provenance.host
+        assert artifact.winner.timing is not None and sum(c.status == "ok" for c in artifact.candidates) >= 4

@@ -61,4 +61,6 @@ def test_the_shared_memory_rule_matches_what_the_compiler_refused_on_the_h200() 
             elif candidate["status"] == "ok":
                 assert why is None, (artifact["key"], candidate["config"], why)
                 accepted += 1
-    assert refused >= 50 and accepted >= 5000
+    # Tunings made since the rule (2026.12.5 onwards) no longer try the configs NVRTC
+    # refused, so refusals appear only in older artifacts; every one found must be refused.
+    assert accepted >= 5000, (refused, accepted)

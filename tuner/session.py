@@ -103,7 +103,6 @@ def run_session(kernel: str, grids: Sequence[str], extra: Mapping[str, Sequence[
 
         report = tune_fleet(kernel, keys, out, backend, options, progress, cross_check=cross_check,
                             address=fleet.address, target=fleet.target)
-        workers: list[Worker] = []
     else:
         workers, toolchain = _workers(kernel, backend, ordinals)
         try:

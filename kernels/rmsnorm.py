@@ -164,6 +164,15 @@ class RMSNormSpec:
         Never empty: the default is always valid."""
         norm = self.check_key(key)
         w = wave or _wave_of(device)
+        out = self.candidates(norm, w)
+        default = self.default_config(norm, device, wave=w)
+        if default not in out:
+            out.insert(0, default)
+        return out
+
+    def candidates(self, norm: Mapping[str, KeyValue], w: int) -> list[dict[str, KeyValue]]:
+        """The configs :meth:`space` prunes to, before it adds the default (``norm`` a
+        checked key, ``w`` the wave size)."""
         m, n = int(norm["M"]), int(norm["N"])
         esize = ELEMENT_BYTES[str(norm["dtype"])]
         widths = [v for v in VECTOR_BYTES if v and v >= esize and (n * esize) % v == 0][:2] or [0]
@@ -188,9 +197,6 @@ class RMSNormSpec:
             }
             if self.valid(config, norm, w) is None:
                 out.append(config)
-        default = self.default_config(norm, device, wave=w)
-        if default not in out:
-            out.insert(0, default)
         return out
 
     # -- the default ------------------------------------------------------------------
@@ -198,11 +204,24 @@ class RMSNormSpec:
     def default_config(
         self, key: Mapping[str, KeyValue], device: DeviceQuery | None, wave: int | None = None
     ) -> dict[str, KeyValue]:
-        """The heuristic: the widest vector the row allows; for short rows a sub-warp or
-        warp per row and several rows per block; for longer rows enough threads that each
-        holds about 4 vectors in registers (64–1024 threads); more rows per block when
-        the rows are short and many."""
+        """The learned default (:mod:`flyconfigs.kernels.rmsnorm_default`): the config
+        whose shape came closest to the best at the nearest tuned keys of the reference
+        device, rows scaled by ``device``'s compute units; always a config of the key's
+        space.  Where the table lists no shape that is, :meth:`rule_of_thumb`."""
+        from flyconfigs.kernels import rmsnorm_default
+
         w = wave or _wave_of(device)
+        norm = {**key, "weight_dtype": key.get("weight_dtype", key["dtype"])}
+        units = device.compute_units if device is not None else None
+        chosen = rmsnorm_default.choose(rmsnorm_default.table(), norm, units, self.candidates(norm, w))
+        return dict(chosen) if chosen is not None else self.rule_of_thumb(norm, w)
+
+    def rule_of_thumb(self, key: Mapping[str, KeyValue], wave: int) -> dict[str, KeyValue]:
+        """The hand-written heuristic: the widest vector the row allows; for short rows a
+        sub-warp or warp per row and several rows per block; for longer rows enough
+        threads that each holds about 4 vectors in registers (64–1024 threads); more
+        rows per block when the rows are short and many.  Always valid."""
+        w = wave
         m, n = int(key["M"]), int(key["N"])
         esize = ELEMENT_BYTES[str(key["dtype"])]
         vbytes = next((v for v in (16, 8, 4) if v >= esize and (n * esize) % v == 0), 0)

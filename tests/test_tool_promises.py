@@ -19,6 +19,7 @@ from factories import MI300X, artifact_dict, make_artifact
 from flyconfigs.errors import PublishError, TuneError
 from flyconfigs.gpu.cache import CompileCache
 from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry import publish as publish_module
 from flyconfigs.registry.publish import publish, publish_all, upload_files
 from flyconfigs.schema import Artifact, write_atomic
@@ -173,10 +174,12 @@ def test_cross_checks_go_to_another_node_as_far_as_an_even_spread_allows() -> No
 
 def test_a_failing_worker_stops_the_run_and_every_failure_is_reported(tmp_path: Path) -> None:
     keys = [{"M": m, "N": 1024, "dtype": "bf16", "weight_dtype": "bf16"} for m in range(8, 48)]
-    default = SPEC.default_config(keys[0], None, wave=32)
+    device = DeviceQuery(**{k: SIMULATED_DEVICE[k] for k in ("vendor", "arch", "product", "compute_units")},
+                         features=())
+    defaults = {config_name(SPEC.default_config(key, device)) for key in keys}
     workers = [Worker("flyconfigs.tuner.simulated:SimulatedMeasurer", {"ordinal": i, "delay_s": 0.05}) for i in range(2)]
     # The default failing makes every key a TuneError: both workers fail on their first key.
-    toolchain = SimulatedToolchain({config_name(default): "error: simulated"})
+    toolchain = SimulatedToolchain(dict.fromkeys(defaults, "error: simulated"))
     try:
         with pytest.raises(TuneError, match="2 workers failed") as caught:
             tune(SPEC, keys, tmp_path, workers, toolchain, TuneOptions(budget=3))

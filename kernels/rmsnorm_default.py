@@ -1,0 +1,184 @@
+"""RMSNorm's learned default: what a key with no tuned config is served, on any device.
+
+The table (``rmsnorm_default.json``, written by ``bench/fit_rmsnorm_default.py``) holds,
+for each tuned key of one reference device, the few configs that came closest to that
+key's best, each as a *shape* relative to the key and its slowdown against the best::
+
+    (vectors per thread as a power of two, rows per block, vector bytes, row storage, occupancy)
+
+A shape becomes a config for any row length: the vector width gives the vectors in a
+row, and the threads are that count (rounded up to a power of two) divided by the
+vectors per thread.  For a key, :func:`choose` scores every shape by the slowdowns it
+had at the tuned row lengths nearest the asked one (two on each side, weighted by how
+close they are in log N, a shape missing from a cell counted as :data:`MISSING`) at the
+nearest tuned row count, and serves the best-scoring shape that is a valid config of the
+key's space.  Row counts are scaled by the device's compute units against the reference
+device's, so that a device twice as wide reads the row of half the rows.
+
+Imports nothing beyond the standard library: it runs on the serving path.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib.resources import files as resources_files
+from typing import Any
+
+__all__ = ["MISSING", "NEIGHBOURS", "DefaultTable", "Shape", "choose", "config_of", "shape_of", "table"]
+
+Shape = tuple[int, int, int, str, int]
+"""``(log2 vectors per thread, rows per block, vector bytes, row storage, occupancy)``."""
+
+MISSING = 0.35
+"""The log slowdown charged to a shape a cell does not list (about 1.4×, worse than any
+shape a cell keeps)."""
+NEIGHBOURS = 2
+"""Tuned row lengths used on each side of the asked one."""
+
+_ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
+def _pow2_ceil(value: int) -> int:
+    return 1 << max(0, (value - 1).bit_length())
+
+
+def shape_of(config: Mapping[str, Any], n: int, dtype: str) -> Shape:
+    """``config`` for row length ``n`` of ``dtype`` as a shape (see the module docstring)."""
+    esize = _ELEMENT_BYTES[dtype]
+    vbytes = int(config["vector_bytes"])
+    vectors = -(-n // max(1, (vbytes or esize) // esize))
+    shift = _pow2_ceil(vectors).bit_length() - int(config["threads"]).bit_length()
+    return (shift, int(config["rows_per_block"]), vbytes, str(config["row_storage"]), int(config["occupancy"]))
+
+
+def config_of(shape: Shape, n: int, dtype: str) -> dict[str, int | str] | None:
+    """The config ``shape`` stands for at row length ``n`` of ``dtype``; ``None`` when
+    its vector is narrower than an element."""
+    shift, rows, vbytes, storage, occupancy = shape
+    esize = _ELEMENT_BYTES[dtype]
+    if vbytes and vbytes < esize:
+        return None
+    vectors = -(-n // max(1, (vbytes or esize) // esize))
+    span = _pow2_ceil(vectors)
+    threads = span >> shift if shift >= 0 else span << -shift
+    if threads < 1:
+        return None
+    return {"threads": threads, "rows_per_block": rows, "vector_bytes": vbytes, "row_storage": storage,
+            "occupancy": occupancy}
+
+
+@dataclass(frozen=True)
+class DefaultTable:
+    """Cells ``(dtype, weight_dtype, M, N) -> {shape: log slowdown}`` measured on a
+    device of ``compute_units``."""
+
+    compute_units: int
+    cells: Mapping[tuple[str, str, int, int], Mapping[Shape, float]]
+
+    @functools.cached_property
+    def _lengths(self) -> dict[tuple[str, str, int], tuple[int, ...]]:
+        lengths: dict[tuple[str, str, int], set[int]] = {}
+        for dtype, weight, m, n in self.cells:
+            lengths.setdefault((dtype, weight, m), set()).add(n)
+        return {k: tuple(sorted(v)) for k, v in lengths.items()}
+
+    def _rows(self, dtype: str, weight: str) -> tuple[int, ...]:
+        return tuple(sorted({m for d, w, m in self._lengths if (d, w) == (dtype, weight)}))
+
+    def column(self, dtype: str, weight: str, m: float) -> tuple[str, str, int] | None:
+        """The tuned ``(dtype, weight, M)`` to read for ``m`` rows (reference-device
+        rows): the nearest M in log2 of the same dtypes, else of bf16 activations and
+        weights, which the table always covers best."""
+        for d, w in ((dtype, weight), ("bf16", "bf16")):
+            rows = self._rows(d, w)
+            if rows:
+                nearest = min(rows, key=lambda r: (abs(math.log2(r) - math.log2(max(m, 1.0))), r))
+                return d, w, nearest
+        return None
+
+    def scores(self, column: tuple[str, str, int], n: int) -> list[tuple[float, Shape]]:
+        """Every shape listed near ``n`` in ``column`` with its weighted slowdown, best first."""
+        lengths = self._lengths.get(column, ())
+        near = [x for x in lengths if x < n][-NEIGHBOURS:] + [x for x in lengths if x >= n][:NEIGHBOURS]
+        if n in lengths:
+            near = [n]
+        cells = [(1.0 / (abs(math.log(x / n)) + 0.05), self.cells[(*column, x)]) for x in near]
+        shapes = {s for _, cell in cells for s in cell}
+        scored = [(sum(w * cell.get(s, MISSING) for w, cell in cells), s) for s in shapes]
+        return sorted(scored)
+
+
+def choose(table: DefaultTable, key: Mapping[str, Any], compute_units: int | None,
+           candidates: Iterable[Mapping[str, Any]]) -> dict[str, int | str] | None:
+    """The config the table serves for ``key``: the best-scoring shape that is one of
+    ``candidates`` (the key's space on the device), or ``None`` when no listed shape is."""
+    m, n = int(key["M"]), int(key["N"])
+    dtype, weight = str(key["dtype"]), str(key["weight_dtype"])
+    rows = m * table.compute_units / compute_units if compute_units else float(m)
+    column = table.column(dtype, weight, rows)
+    if column is None:
+        return None
+    allowed = {_frozen(c) for c in candidates}
+    for _, shape in table.scores(column, n):
+        config = config_of(shape, n, dtype)
+        if config is not None and _frozen(config) in allowed:
+            return config
+    return None
+
+
+def _frozen(config: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(config.items()))
+
+
+def encode(table: DefaultTable) -> dict[str, Any]:
+    """``table`` as JSON data (what ``rmsnorm_default.json`` holds under ``table``)."""
+    return {
+        "compute_units": table.compute_units,
+        "shape_fields": ["log2_vectors_per_thread", "rows_per_block", "vector_bytes", "row_storage", "occupancy"],
+        "cells": [
+            {"dtype": d, "weight_dtype": w, "M": m, "N": n,
+             "shapes": [[*shape, round(slow, 4)] for shape, slow in sorted(cell.items(), key=lambda kv: kv[1])]}
+            for (d, w, m, n), cell in sorted(table.cells.items())
+        ],
+    }
+
+
+def decode(data: Mapping[str, Any]) -> DefaultTable:
+    """The table :func:`encode` wrote."""
+    cells: dict[tuple[str, str, int, int], dict[Shape, float]] = {}
+    for cell in data["cells"]:
+        shapes: dict[Shape, float] = {}
+        for shift, rows, vbytes, storage, occupancy, slow in cell["shapes"]:
+            shapes[(int(shift), int(rows), int(vbytes), str(storage), int(occupancy))] = float(slow)
+        cells[(str(cell["dtype"]), str(cell["weight_dtype"]), int(cell["M"]), int(cell["N"]))] = shapes
+    return DefaultTable(int(data["compute_units"]), cells)
+
+
+def build(measured: Sequence[tuple[Mapping[str, Any], Sequence[tuple[Mapping[str, Any], float]]]],
+          compute_units: int, keep: int, within: float) -> DefaultTable:
+    """A table from measured keys: for each ``(key, [(config, median µs), …])`` the
+    ``keep`` fastest shapes no more than ``within`` (log) slower than the key's best."""
+    cells: dict[tuple[str, str, int, int], dict[Shape, float]] = {}
+    for key, timed in measured:
+        n, dtype = int(key["N"]), str(key["dtype"])
+        best = min(t for _, t in timed)
+        cell: dict[Shape, float] = {}
+        for config, t in sorted(timed, key=lambda ct: ct[1]):
+            slow = math.log(t / best)
+            shape = shape_of(config, n, dtype)
+            if slow > within or len(cell) >= keep:
+                break
+            cell.setdefault(shape, slow)
+        cells[(dtype, str(key["weight_dtype"]), int(key["M"]), n)] = cell
+    return DefaultTable(compute_units, cells)
+
+
+@functools.cache
+def table() -> DefaultTable:
+    """The shipped table."""
+    text = resources_files("flyconfigs.kernels").joinpath("rmsnorm_default.json").read_text(encoding="utf-8")
+    return decode(json.loads(text)["table"])

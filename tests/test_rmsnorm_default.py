@@ -1,0 +1,103 @@
+"""RMSNorm's learned default: always a valid config, and as good as the H200's measurements
+say on row lengths it was not built from."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from importlib.resources import files as resources_files
+from pathlib import Path
+
+import pytest
+
+from flyconfigs.kernels import rmsnorm_default
+from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.schema import load_artifact
+
+SM90 = Path(__file__).resolve().parents[1] / "artifacts" / "sm90"
+H200 = DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ())
+MI300X = DeviceQuery("amd", "gfx942", "AMD Instinct MI300X", 304, ())
+
+
+@pytest.mark.parametrize("n", [128, 1000, 3584, 4099, 8192, 16384])
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_a_shape_stands_for_the_config_it_was_taken_from(n: int, dtype: str) -> None:
+    key = SPEC.check_key(SPEC.complete_key({"M": 64, "N": n, "dtype": dtype}))
+    for config in SPEC.candidates(key, 32):
+        assert rmsnorm_default.config_of(rmsnorm_default.shape_of(config, n, dtype), n, dtype) == config
+
+
+def test_the_default_is_a_valid_config_of_the_space_on_every_device() -> None:
+    rng = random.Random(7)
+    devices = [H200, MI300X, DeviceQuery("nvidia", "sm80", None, 108, None), None]
+    for _ in range(300):
+        key = SPEC.check_key(SPEC.complete_key({"M": rng.choice([1, 3, 17, 1000, 70000, rng.randint(1, 1 << 18)]),
+                                                "N": rng.choice([64, 777, 3584, 5000, 20000, rng.randint(1, 40000)]),
+                                                "dtype": rng.choice(["bf16", "fp16", "fp32"])}))
+        for device in devices:
+            config = SPEC.default_config(key, device)
+            assert SPEC.check_config(config, key, device) is None, (key, device, config)
+            assert config in SPEC.space(key, device)
+
+
+def test_an_empty_table_falls_back_to_the_rule_of_thumb(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rmsnorm_default, "table", lambda: rmsnorm_default.DefaultTable(132, {}))
+    key = SPEC.check_key(SPEC.complete_key({"M": 4096, "N": 4096, "dtype": "bf16"}))
+    assert SPEC.default_config(key, H200) == SPEC.rule_of_thumb(key, 32)
+
+
+def test_rows_are_read_at_the_reference_devices_scale() -> None:
+    wide, narrow = (0, 1, 16, "reg", 0), (2, 1, 16, "reg", 0)
+    table = rmsnorm_default.DefaultTable(100, {
+        ("bf16", "bf16", 64, 4096): {wide: 0.0, narrow: 0.1},
+        ("bf16", "bf16", 4096, 4096): {narrow: 0.0, wide: 0.1},
+    })
+    key = {"M": 1024, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
+    space = SPEC.candidates(key, 32)
+    # 1024 rows on a device of 400 CUs are 256 rows of the 100-CU reference: nearer 64.
+    assert rmsnorm_default.choose(table, key, 400, space) == rmsnorm_default.config_of(wide, 4096, "bf16")
+    # On a device of 25 CUs they are 4096 rows of the reference.
+    assert rmsnorm_default.choose(table, key, 25, space) == rmsnorm_default.config_of(narrow, 4096, "bf16")
+
+
+def test_a_row_length_between_tuned_ones_is_scored_by_both_sides() -> None:
+    a, b = (1, 1, 16, "reg", 0), (2, 1, 16, "reg", 0)
+    table = rmsnorm_default.DefaultTable(132, {
+        ("bf16", "bf16", 1, 2048): {a: 0.0, b: 0.05},
+        ("bf16", "bf16", 1, 8192): {b: 0.0},  # a is missing here: it costs MISSING
+    })
+    scores = dict((s, v) for v, s in table.scores(("bf16", "bf16", 1), 4096))
+    weight = 1.0 / (math.log(2) + 0.05)  # both tuned lengths are a factor of 2 away
+    assert scores[a] == pytest.approx(weight * (0.0 + rmsnorm_default.MISSING))
+    assert scores[b] == pytest.approx(weight * (0.05 + 0.0))
+
+
+def test_the_table_built_without_a_row_length_serves_it_within_10_percent_of_tuned() -> None:
+    """Leave-one-N-out on the H200's measured tunings: the goal is 80% of keys within 10%."""
+    artifacts = [a for a in map(load_artifact, sorted(SM90.glob("rmsnorm-sm90-*.json"))) if a.selection.measured]
+    assert len(artifacts) >= 400
+    timed = {id(a): [(dict(c.config), c.timing.median_us) for c in a.candidates if c.timing] for a in artifacts}
+    shipped = json.loads(resources_files("flyconfigs.kernels").joinpath("rmsnorm_default.json").read_text())
+    keep, within = shipped["fitted_on"]["keep"], shipped["fitted_on"]["within"]
+    within_goal = 0
+    for n in sorted({int(a.key["N"]) for a in artifacts}):
+        table = rmsnorm_default.build([(a.key, timed[id(a)]) for a in artifacts if a.key["N"] != n], 132, keep, within)
+        for artifact in (a for a in artifacts if a.key["N"] == n):
+            key = dict(artifact.key)
+            config = rmsnorm_default.choose(table, key, 132, SPEC.candidates(key, 32))
+            time = next(t for c, t in timed[id(artifact)] if c == config)
+            within_goal += time <= 1.10 * artifact.winner.timing.median_us  # type: ignore[union-attr]
+    assert within_goal / len(artifacts) >= 0.80
+    assert within_goal / len(artifacts) == pytest.approx(shipped["scores"]["leave_one_n_out"]["within_10_percent"])
+
+
+def test_the_shipped_table_is_the_one_built_from_every_measured_key() -> None:
+    shipped = json.loads(resources_files("flyconfigs.kernels").joinpath("rmsnorm_default.json").read_text())
+    artifacts = [a for a in map(load_artifact, sorted(SM90.glob("rmsnorm-sm90-*.json"))) if a.selection.measured]
+    rebuilt = rmsnorm_default.build(
+        [(a.key, [(dict(c.config), c.timing.median_us) for c in a.candidates if c.timing]) for a in artifacts],
+        132, shipped["fitted_on"]["keep"], shipped["fitted_on"]["within"])
+    assert rmsnorm_default.decode(shipped["table"]).cells.keys() == rebuilt.cells.keys()
+    assert rmsnorm_default.decode(shipped["table"]) == rmsnorm_default.decode(rmsnorm_default.encode(rebuilt))

@@ -7,8 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q --config-settings editable_mode=strict -e '.[dev,hip]' 'torch==2.13.0'
-.venv/bin/python -m pip install -q 'flydsl==0.4.2' || echo "test.sh: flydsl 0.4.2 could not be installed; the FlyDSL interop test will skip" >&2
+# --no-compile: byte-compiling all of torch and Ray at install takes longer than compiling
+# the modules the tests import when they first import them.
+.venv/bin/python -m pip install -q --no-compile --config-settings editable_mode=strict -e '.[dev,hip]' 'torch==2.13.0'
+.venv/bin/python -m pip install -q --no-compile 'flydsl==0.4.2' || echo "test.sh: flydsl 0.4.2 could not be installed; the FlyDSL interop test will skip" >&2
 bash scripts/rocm-prefix.sh || echo "test.sh: the ROCm compile-only prefix could not be built; the hipRTC tests will skip" >&2
 set +e
 .venv/bin/python -m pytest -n auto --maxprocesses 4 --dist loadfile "$@"

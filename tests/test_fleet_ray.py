@@ -31,7 +31,7 @@ from flyconfigs.schema.models import Device, DeviceIdentity  # noqa: E402
 from flyconfigs.tuner.fleet import _choose, _Slot, identity_matches, tune_fleet  # noqa: E402
 from flyconfigs.tuner.grid import parse_grids  # noqa: E402
 from flyconfigs.tuner.run import TuneOptions  # noqa: E402
-from flyconfigs.tuner.simulated import config_name  # noqa: E402
+from flyconfigs.tuner.simulated import SIMULATED_DEVICE, config_name  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
@@ -126,8 +126,10 @@ def test_an_actor_and_a_node_lost_mid_run_lose_no_key_and_the_cross_check_spread
         fleet: Fleet, tmp_path: Path) -> None:
     extra = fleet.cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=80 << 20)
     decl = tunable_kernel("rmsnorm")
-    default = decl.default_config(KEYS[0], DeviceQuery("nvidia", "simulated"))
-    crashing = next(c for c in decl.space(KEYS[0], DeviceQuery("nvidia", "simulated")) if c != default)
+    simulated = DeviceQuery.of(DeviceIdentity.model_validate(
+        {k: SIMULATED_DEVICE[k] for k in ("vendor", "arch", "product", "compute_units", "features")}))
+    default = decl.default_config(KEYS[0], simulated)  # as the run computes it
+    crashing = next(c for c in decl.space(KEYS[0], simulated) if c != default)
     dispatched: list[dict[str, Any]] = []
     killed: dict[str, str] = {}
     first: dict[str, str] = {}

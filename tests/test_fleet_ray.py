@@ -28,7 +28,7 @@ from flyconfigs.kernels.plugin import tunable_kernel  # noqa: E402
 from flyconfigs.registry.device import DeviceQuery  # noqa: E402
 from flyconfigs.schema import load_artifact  # noqa: E402
 from flyconfigs.schema.models import Device, DeviceIdentity  # noqa: E402
-from flyconfigs.tuner.fleet import _choose, _Slot, identity_matches, tune_fleet  # noqa: E402
+from flyconfigs.tuner.fleet import _choose, _Slot, identity_matches, reassign_check, tune_fleet  # noqa: E402
 from flyconfigs.tuner.grid import parse_grids  # noqa: E402
 from flyconfigs.tuner.run import TuneOptions  # noqa: E402
 from flyconfigs.tuner.simulated import SIMULATED_DEVICE, config_name  # noqa: E402
@@ -214,3 +214,16 @@ def test_without_ray_the_option_says_how_to_get_it(tmp_path: Path) -> None:
     target = subprocess.run([sys.executable, "-m", "flyconfigs", "tune", "rmsnorm", "--target", "sm90", "--out",
                              str(tmp_path / "z")], capture_output=True, text=True, timeout=120)
     assert target.returncode == 2 and "--target" in target.stderr and "needs --ray" in target.stderr
+
+
+def test_a_check_lost_during_the_cross_check_goes_where_the_spread_stays_even() -> None:
+    # Three live twins were given 4, 4 and 3 checks; another node breaks a tie.
+    assert reassign_check([0, 1, 2], [4, 4, 3], [True, True, False]) == 2
+    assert reassign_check([0, 1, 2], [4, 3, 3], [False, False, True]) == 2
+    assert reassign_check([0, 1], [4, 4], [False, True]) == 1
+    assert reassign_check([], [4], [True]) is None
+    # Moving a lost worker's four checks one by one onto three twins given 4 each ends even.
+    given = [4, 4, 4, 0]
+    for _ in range(4):
+        given[reassign_check([0, 1, 2], given, [True, True, True, False])] += 1  # type: ignore[index]
+    assert sorted(given[:3]) == [5, 5, 6]

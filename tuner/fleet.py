@@ -41,7 +41,7 @@ from flyconfigs.tuner.run import (
     spread_cross_checks,
 )
 
-__all__ = ["GPUActor", "identity_matches", "tune_fleet"]
+__all__ = ["GPUActor", "identity_matches", "reassign_check", "tune_fleet"]
 
 START_TIMEOUT_S = 600.0
 """How long the driver waits for every actor to start (measuring process and GPU context)."""
@@ -415,6 +415,15 @@ def _tune_all(ray: Any, run: _Run) -> None:
                         + ", ".join(map(str, missing[:5])) + (" …" if len(missing) > 5 else ""))
 
 
+def reassign_check(twins: Sequence[int], given: Sequence[int], elsewhere: Sequence[bool]) -> int | None:
+    """The twin a lost worker's cross-check moves to: the one given the fewest checks
+    so far, on another node than the key's first worker where that ties; ``None`` when
+    no twin is left (the key is not re-checked)."""
+    if not twins:
+        return None
+    return min(twins, key=lambda n: (given[n], not elsewhere[n], n))
+
+
 def _cross_check(ray: Any, run: _Run) -> None:
     """Each tuned key re-tuned on a twin GPU (another node first), spread evenly; a key
     whose checker is lost goes to another twin, or is not re-checked if none is left."""
@@ -423,25 +432,28 @@ def _cross_check(ray: Any, run: _Run) -> None:
 
     def alive_twins(index: int) -> list[int]:
         first = run.winners[index][0][0]
-        twins = [n for n, s in enumerate(slots) if s.alive and n != first and identities[n] == identities[first]]
-        elsewhere = [n for n in twins if slots[n].node != slots[first].node]
-        return elsewhere or twins
+        return [n for n, s in enumerate(slots) if s.alive and n != first and identities[n] == identities[first]]
 
     first = {i: found[0][0] for i, found in run.winners.items()}
     pinned = spread_cross_checks(first, identities, [s.node for s in slots], [s.alive for s in slots])
     queues = {id(s): deque(pinned[n]) for n, s in enumerate(slots)}
     index_of = {id(s): n for n, s in enumerate(slots)}
+    # Checks each slot was given in all (done, in flight and queued): a lost slot's
+    # checks go to the twins given the fewest, so the spread stays even after a loss.
+    given = [len(p) for p in pinned]
 
     def take(slot: _Slot) -> int | None:
         queue = queues[id(slot)]
         return queue.popleft() if queue else None
 
     def lost_key(index: int, slot: _Slot) -> None:
+        given[index_of[id(slot)]] = 0
         for moved in [index, *queues[id(slot)]]:
-            twins = alive_twins(moved)
-            if twins:
-                chosen = min(twins, key=lambda n: (len(queues[id(slots[n])]), n))
+            home = slots[run.winners[moved][0][0]].node
+            chosen = reassign_check(alive_twins(moved), given, [s.node != home for s in slots])
+            if chosen is not None:
                 queues[id(slots[chosen])].append(moved)
+                given[chosen] += 1
         queues[id(slot)].clear()
 
     def done(index: int, slot: _Slot, result: KeyResult, artifact: Artifact) -> None:

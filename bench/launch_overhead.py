@@ -1,7 +1,8 @@
 """Host overhead per launch, in one run: the GPU layer's raw ``Kernel.launch`` on a torch
 stream, the ``rms_norm`` op in eager mode (resolve + launch), and torch ``F.rms_norm``'s
-own dispatch — each timed as wall time per call over many back-to-back calls on a tiny
-input, so the host, not the GPU, is what is measured.  Writes ``--out`` (JSON).
+own dispatch, beside cuda-python's bare ``cuLaunchKernel`` and a prepared launch of the GPU
+layer — each timed as wall time per call over many back-to-back calls on a tiny input,
+so the host, not the GPU, is what is measured; the contenders interleaved.  Writes ``--out`` (JSON).
 
     python bench/launch_overhead.py --out bench/results/launch-overhead-h200.json
 """
@@ -9,6 +10,7 @@ input, so the host, not the GPU, is what is measured.  Writes ``--out`` (JSON).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import sys
 import time
@@ -27,26 +29,34 @@ from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
 from flyconfigs.kernels.rmsnorm_op import kernel_for  # noqa: E402
 
 
-def per_call_us(fn: Callable[[], object], calls: int = 2000, repeats: int = 15) -> dict[str, float]:
-    for _ in range(200):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
+def per_call_us(fns: dict[str, Callable[[], object]], calls: int = 2000, repeats: int = 15) -> dict[str, dict[str, float]]:
+    """Wall µs per call of each of ``fns``, the contenders interleaved: each sample runs
+    every contender ``calls`` times back to back, in an order that rotates per sample."""
+    names = list(fns)
+    for fn in fns.values():
+        for _ in range(200):
             fn()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-        torch.cuda.synchronize()
-    return quantiles(samples)
+    torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            fn = fns[name]
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.perf_counter() - start) / calls * 1e6)
+            torch.cuda.synchronize()
+    return {name: quantiles(values) for name, values in samples.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    from cuda.bindings import driver
+
     results = {}
-    for m, n in ((1, 4096), (16, 16384)):
+    for m, n in ((1, 4096), (16, 3584), (16, 16384)):
         x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
         w = torch.rand(n, device="cuda", dtype=torch.bfloat16)
         y = torch.empty_like(x)
@@ -55,14 +65,20 @@ def main() -> None:
         config = SPEC.default_config(key, None)
         kernel = kernel_for(backend, config, key)
         grid, block, shared = SPEC.grid(config, m)
+        prepared = kernel.prepare(grid, block, shared)
         stream = torch.cuda.current_stream().cuda_stream
-        row = {
-            "gpu_layer_launch": per_call_us(lambda: kernel.launch(grid, block, (x, w, y, m, n, n, 1e-6), stream, shared)),
-            "flyconfigs_op_eager": per_call_us(lambda: rms_norm(x, w, 1e-6, out=y)),
-            "flyconfigs_op_eager_alloc": per_call_us(lambda: rms_norm(x, w, 1e-6)),
-            "F.rms_norm_eager": per_call_us(lambda: F.rms_norm(x, (n,), w, 1e-6)),
-            "empty_torch_op": per_call_us(lambda: torch.empty_like(x)),
-        }
+        pointers = (x.data_ptr(), w.data_ptr(), y.data_ptr(), m, n, n, 1e-6)
+        kernel.launch(grid, block, pointers, stream, shared)  # fills the argument slots the raw call reads
+        params = ctypes.addressof(kernel._array)
+        row = per_call_us({
+            "cuda_bindings_launch": lambda: driver.cuLaunchKernel(kernel.function, *grid, *block, shared, stream, params, 0),
+            "gpu_layer_launch": lambda: kernel.launch(grid, block, (x, w, y, m, n, n, 1e-6), stream, shared),
+            "gpu_layer_prepared": lambda: prepared(pointers, stream),
+            "flyconfigs_op_eager": lambda: rms_norm(x, w, 1e-6, out=y),
+            "flyconfigs_op_eager_alloc": lambda: rms_norm(x, w, 1e-6),
+            "F.rms_norm_eager": lambda: F.rms_norm(x, (n,), w, 1e-6),
+            "empty_torch_op": lambda: torch.empty_like(x),
+        })
         results[f"{m}x{n}"] = row
         print(f"{m}x{n}: " + "  ".join(f"{k} {v['median']:.2f}us" for k, v in row.items()), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

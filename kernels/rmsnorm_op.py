@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from flyconfigs.gpu import get_backend
-from flyconfigs.gpu.backend import ArgKind, Backend, CompileRequest, Kernel
+from flyconfigs.gpu.backend import ArgKind, Backend, CompileRequest, Kernel, PreparedLaunch
 from flyconfigs.kernels.rmsnorm import ELEMENT_BYTES, SPEC
 from flyconfigs.kernels.torch_dtypes import NAME_OF
 from flyconfigs.registry import DeviceQuery, default_resolver, resolve
@@ -30,6 +30,7 @@ _SIGNATURE: tuple[ArgKind, ...] = ("ptr", "ptr", "ptr", "i32", "i64", "i64", "f3
 _KERNELS: dict[tuple[Any, ...], Kernel] = {}
 _DEVICES: dict[int, tuple[Backend, DeviceQuery]] = {}
 _LOCK = threading.Lock()
+_I32_MAX = 2**31 - 1
 
 
 def _device(index: int) -> tuple[Backend, DeviceQuery]:
@@ -91,13 +92,10 @@ class _Plan:
     """What a call of one shape launches: the resolved kernel, its scalar fallback for
     misaligned tensors, and the launch geometry."""
 
-    kernel: Kernel
-    scalar: Kernel | None
+    launch: PreparedLaunch
+    scalar: PreparedLaunch | None
     vector_bytes: int
     weight_align: int
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared: int
     generation: int
 
 
@@ -113,12 +111,14 @@ def _plan(index: int, m: int, n: int, dtype: str, wdtype: str, wbytes: int) -> _
     backend, device = _device(index)
     key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
     config = dict(resolve(SPEC, key, device).config)
+    if m > _I32_MAX:
+        raise ValueError(f"rms_norm takes at most {_I32_MAX} rows, got {m}")
     vb = int(config["vector_bytes"])
-    scalar = kernel_for(backend, {**config, "vector_bytes": 0}, key) if vb else None
     grid, block, shared = SPEC.grid(config, m)
+    scalar = kernel_for(backend, {**config, "vector_bytes": 0}, key).prepare(grid, block, shared) if vb else None
     xbytes = ELEMENT_BYTES[dtype]
-    plan = _Plan(kernel_for(backend, config, key), scalar, vb, min(16, vb // xbytes * wbytes) if vb else 1,
-                 grid, block, shared, resolver.generation)
+    plan = _Plan(kernel_for(backend, config, key).prepare(grid, block, shared), scalar, vb,
+                 min(16, vb // xbytes * wbytes) if vb else 1, resolver.generation)
     _PLANS[ident] = plan
     return plan
 
@@ -146,13 +146,15 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     plan = _plan(index, m, n, _DTYPES[x.dtype], _DTYPES[weight.dtype], weight.element_size())
     xp, yp, wp = x2.data_ptr(), y2.data_ptr(), weight.data_ptr()
     sx, sy = x2.stride(0), y2.stride(0)
-    kernel = plan.kernel
+    launch = plan.launch
     if plan.vector_bytes:
         vb = plan.vector_bytes
         xb = x2.element_size()
         if (xp % vb) or (yp % vb) or (wp % plan.weight_align) or (sx * xb % vb) or (sy * xb % vb):
-            kernel = plan.scalar  # type: ignore[assignment]
-    kernel.launch(plan.grid, plan.block, (xp, wp, yp, m, sx, sy, eps), _current_stream(index), plan.shared)
+            launch = plan.scalar  # type: ignore[assignment]
+    # Every argument is what the signature declares: pointers and strides from torch,
+    # m checked against i32 when the plan was made, eps a float.
+    launch((xp, wp, yp, m, sx, sy, eps), _current_stream(index))
     if staged:
         out.copy_(y2.view(out.shape))
 

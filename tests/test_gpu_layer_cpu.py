@@ -150,3 +150,58 @@ def test_nvidia_descriptor_from_driver_attributes() -> None:
     assert (device.driver_version, device.runtime_version) == ("13.0", "nvrtc 13.0")
     with pytest.raises(BackendUnavailableError, match="device 5 requested, 2 present"):
         CudaBinding(driver, nvrtc).describe(5)
+
+
+class _RecordingBinding:
+    """Stands in for a driver (no GPU here): records each launch with the arguments it
+    finds behind the parameter array, and answers ``fail_with``."""
+
+    name = "cuda"
+
+    def __init__(self, fail_with: int = 0) -> None:
+        self.calls: list[tuple[object, ...]] = []
+        self.fail_with = fail_with
+
+    def launch(self, *args: object) -> tuple[int]:
+        params = ctypes.cast(args[-2], ctypes.POINTER(ctypes.c_void_p))
+        seen = (ctypes.c_void_p.from_address(params[0]).value, ctypes.c_int32.from_address(params[1]).value,
+                ctypes.c_float.from_address(params[2]).value)
+        self.calls.append((*args[:-2], seen))
+        return (self.fail_with,)
+
+
+def _kernel(binding: object) -> object:
+    from flyconfigs.gpu.backend import Backend, CompiledKernel, CompileRequest, Kernel
+
+    compiled = CompiledKernel(CompileRequest("", "k"), "sm90", b"", "k_lowered", "", "key", False)
+    return Kernel(compiled, None, "function-handle", ("ptr", "i32", "f32"), Backend(binding))  # type: ignore[arg-type]
+
+
+def test_a_prepared_launch_passes_geometry_arguments_and_stream() -> None:
+    binding = _RecordingBinding()
+    kernel = _kernel(binding)
+    launch = kernel.prepare((3, 1, 1), (128, 1, 1), 64)  # type: ignore[attr-defined]
+    launch((0x7000, 5, 0.5), 42)
+    launch((0x8000, -1, 2.0), None)
+    kernel.launch((1, 1, 1), (32, 1, 1), (0x9000, 7, 1.5))  # type: ignore[attr-defined]  # the checked path, same slots
+    assert binding.calls == [
+        ("function-handle", 3, 1, 1, 128, 1, 1, 64, 42, (0x7000, 5, 0.5)),
+        ("function-handle", 3, 1, 1, 128, 1, 1, 64, 0, (0x8000, -1, 2.0)),
+        ("function-handle", 1, 1, 1, 32, 1, 1, 0, 0, (0x9000, 7, 1.5)),
+    ]
+
+
+def test_a_prepared_launch_checks_geometry_once_arguments_always_and_reports_a_refused_launch() -> None:
+    from flyconfigs.errors import LaunchError
+
+    kernel = _kernel(_RecordingBinding(fail_with=700))
+    with pytest.raises(LaunchArgumentError, match="three positive ints"):
+        kernel.prepare((0, 1, 1), (128, 1, 1))  # type: ignore[attr-defined]
+    with pytest.raises(LaunchArgumentError, match="shared_bytes"):
+        kernel.prepare((1, 1, 1), (128, 1, 1), -4)  # type: ignore[attr-defined]
+    launch = kernel.prepare((1, 1, 1), (128, 1, 1))  # type: ignore[attr-defined]
+    with pytest.raises(LaunchError, match="launching k_lowered failed: 700"):
+        launch((0, 1, 1.0), 0)
+    for bad in ((0, 1.5, 1.0), (0, 2**31, 1.0), (-1, 1, 1.0), (0, 1)):
+        with pytest.raises(LaunchArgumentError, match="do not fit"):
+            launch(bad, 0)

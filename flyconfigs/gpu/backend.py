@@ -11,8 +11,10 @@ argument packing, launching on a foreign stream, and event timing.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import logging
+import struct
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +33,7 @@ __all__ = [
     "CompiledKernel",
     "Kernel",
     "LaunchArgumentError",
+    "PreparedLaunch",
     "fill_arguments",
 ]
 
@@ -42,6 +45,8 @@ _CTYPES: dict[str, Callable[[Any], ctypes._SimpleCData]] = {  # type: ignore[typ
     "u32": ctypes.c_uint32,
     "f32": ctypes.c_float,
 }
+_PACKED = {"ptr": "Q", "i32": "i4x", "i64": "q", "u32": "I4x", "f32": "f4x"}
+"""Each kind in its 8-byte slot, as :mod:`struct` packs it (range-checked)."""
 logger = logging.getLogger("flyconfigs.gpu")
 _INT_RANGES = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "u32": (0, 2**32 - 1), "ptr": (0, 2**64 - 1)}
 
@@ -118,13 +123,19 @@ class Kernel:
     backend: Backend = field(repr=False)
     _slots: list[Any] = field(default_factory=list, repr=False)
     _array: Any = field(default=None, repr=False)
+    _buffer: Any = field(default=None, repr=False)
+    _packer: Any = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        # One set of ctypes argument slots per kernel, refilled on every launch, so the
-        # hot path allocates nothing.
-        self._slots = [_CTYPES[kind](0) for kind in self.signature]
-        self._array = (ctypes.c_void_p * max(1, len(self._slots)))(*[ctypes.addressof(v) for v in self._slots])
+        # One buffer of 8-byte argument slots per kernel, refilled on every launch, so the
+        # hot path allocates nothing: ctypes views of it for checked launches, one
+        # struct.pack_into for prepared ones.
+        self._buffer = ctypes.create_string_buffer(8 * max(1, len(self.signature)))
+        self._slots = [_CTYPES[kind].from_buffer(self._buffer, 8 * i) for i, kind in enumerate(self.signature)]  # type: ignore[attr-defined]
+        base = ctypes.addressof(self._buffer)
+        self._array = (ctypes.c_void_p * max(1, len(self._slots)))(*[base + 8 * i for i in range(len(self._slots))])
+        self._packer = struct.Struct("=" + "".join(_PACKED[kind] for kind in self.signature))
 
     def launch(
         self,
@@ -139,6 +150,47 @@ class Kernel:
         :class:`LaunchArgumentError` for arguments that do not fit the signature and
         :class:`LaunchError` when the driver refuses the launch."""
         self.backend.launch(self, grid, block, args, stream, shared_bytes)
+
+    def prepare(self, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int = 0) -> PreparedLaunch:
+        """A launch of this kernel with its geometry checked once, for a hot path that
+        launches the same geometry many times (see :class:`PreparedLaunch`)."""
+        return PreparedLaunch(self, grid, block, shared_bytes)
+
+
+class PreparedLaunch:
+    """One kernel at one grid, block and shared-memory size, checked when made.
+
+    Calling it with the arguments and a raw stream handle launches.  The arguments are
+    packed into the kernel's argument slots in one step, which checks each against its
+    kind (an int in range, a float for ``f32``) but not the count or ``data_ptr()``
+    objects of :func:`fill_arguments`: pass plain ints and floats, as many as the
+    signature has.  Raises :class:`LaunchArgumentError` for an argument that does not
+    fit and :class:`LaunchError` when the driver refuses the launch."""
+
+    __slots__ = ("_buffer", "_call", "_kernel", "_lock", "_pack", "_params")
+
+    def __init__(self, kernel: Kernel, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int) -> None:
+        if len(grid) != 3 or len(block) != 3 or not all(d.__class__ is int and d > 0 for d in (*grid, *block)):
+            raise LaunchArgumentError(f"grid and block must be three positive ints each, got {grid!r} and {block!r}")
+        if shared_bytes.__class__ is not int or shared_bytes < 0:
+            raise LaunchArgumentError(f"shared_bytes must be a non-negative int, got {shared_bytes!r}")
+        self._kernel = kernel
+        self._buffer = kernel._buffer
+        self._pack = kernel._packer.pack_into
+        self._lock = kernel._lock
+        self._params = ctypes.addressof(kernel._array)
+        self._call: Callable[..., Any] = functools.partial(kernel.backend.binding.launch, kernel.function, *grid, *block,
+                                                           shared_bytes)
+
+    def __call__(self, args: Sequence[object], stream: int | None = None) -> None:
+        with self._lock:
+            try:
+                self._pack(self._buffer, 0, *args)
+            except struct.error as exc:
+                raise LaunchArgumentError(f"arguments {tuple(args)!r} do not fit {self._kernel.signature}: {exc}") from None
+            result = self._call(stream or 0, self._params, None)
+        if result[0]:
+            self._kernel.backend.check(result, f"launching {self._kernel.compiled.lowered_name}", LaunchError)
 
 
 def fill_arguments(signature: Sequence[ArgKind], slots: Sequence[Any], args: Sequence[object]) -> None:

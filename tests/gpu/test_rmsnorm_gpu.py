@@ -106,6 +106,30 @@ def test_under_torch_compile_and_graph_capture() -> None:
     _assert_close(static_y, fresh, w, 1e-6, "bf16")
 
 
+# torch's CUDA-graph tree manager captures an empty graph of its own when it starts.
+@pytest.mark.filterwarnings("default:The CUDA Graph is empty:UserWarning")
+def test_no_graph_break_under_torch_compile_also_with_reduce_overhead() -> None:
+    import torch._dynamo
+
+    def layer(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return rms_norm(a * 2, b, 1e-6) + 1
+
+    def layer_out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(a)
+        rms_norm(a, b, 1e-6, out=out)
+        return out * 3
+
+    x, w = _inputs(16, 3584, "bf16", "bf16", 6)
+    for fn in (layer, layer_out):
+        torch._dynamo.reset()
+        explained = torch._dynamo.explain(fn)(x, w)
+        assert explained.graph_break_count == 0, explained.break_reasons
+        for mode in (None, "reduce-overhead"):
+            compiled = torch.compile(fn, fullgraph=True, mode=mode)
+            for _ in range(3):
+                torch.testing.assert_close(compiled(x, w), fn(x, w))
+
+
 def test_bad_inputs_are_rejected_before_launch() -> None:
     x = torch.randn(4, 64, device="cuda")
     w = torch.rand(64, device="cuda")

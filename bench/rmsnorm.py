@@ -39,9 +39,11 @@ EPS = 1e-6
 PEERS = ("torch.compile", "liger")
 
 
-def grid(quick: bool) -> list[tuple[int, int, str, str]]:
-    """The benchmark grid (the tuner's preset ``perf``, written once in flyconfigs.tuner.grid)."""
-    shapes = [(int(k["M"]), int(k["N"]), str(k["dtype"]), str(k["weight_dtype"])) for k in parse_grids(["perf"], SPEC)]
+def grid(quick: bool, grids: list[str] | None = None) -> list[tuple[int, int, str, str]]:
+    """The shapes of ``grids`` (presets or key grids, as ``flyconfigs tune --key-grid``
+    takes them; default the benchmark grid, the preset ``perf``), each once."""
+    keys = parse_grids(grids or ["perf"], SPEC)
+    shapes = list(dict.fromkeys((int(k["M"]), int(k["N"]), str(k["dtype"]), str(k["weight_dtype"])) for k in keys))
     if quick:
         shapes = [s for s in shapes if (s[0], s[1]) in {(1, 4096), (128, 8192), (4096, 4096), (65536, 16384)} or s[2] != "bf16"][:8]
     return shapes
@@ -125,6 +127,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few shapes only")
     parser.add_argument("--contenders", nargs="*", default=["copy", "flyconfigs", "flyconfigs-default", "F.rms_norm", *PEERS])
     parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--grid", action="append", help="a preset or key grid (repeatable; default perf)")
     args = parser.parse_args()
     wanted = set(args.contenders)
     compiled = _compiled_expression() if "torch.compile" in wanted else None
@@ -133,7 +136,7 @@ def main() -> None:
     device = get_backend().device()
     rows = []
     started = time.time()
-    for m, n, dtype, wdtype in grid(args.quick):
+    for m, n, dtype, wdtype in grid(args.quick, args.grid):
         traffic = traffic_bytes(m, n, dtype, wdtype)
         plan = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
         plan = type(plan)(plan.copies, plan.launches, samples=args.samples)

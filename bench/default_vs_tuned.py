@@ -1,0 +1,54 @@
+"""How the default a tuning run measured compares with its tuned winner, key by key.
+
+``flyconfigs tune`` times the kernel's default beside every candidate in one
+interleaved measurement and records it in each artifact (``default``); this reads a
+folder of artifacts from one such run and writes the ratios, so a default can be scored
+on keys tuned after it was made (row lengths its table never saw).
+
+    flyconfigs tune rmsnorm --key-grid "M=1,16,256,4096,65536 N=640,2304,4608,10240,14336 dtype=bf16" --out DIR
+    python bench/default_vs_tuned.py DIR --name rmsnorm-default-unseen-n-h200
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from _common import write_result
+
+from flyconfigs.schema import load_artifact
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--out", type=Path, help="folder for the result (default bench/results)")
+    args = parser.parse_args()
+    keys = []
+    for path in sorted(args.folder.glob("*.json")):
+        artifact = load_artifact(path)
+        if not artifact.selection.measured or artifact.default is None or artifact.default.timing is None:
+            raise SystemExit(f"{path}: not a measured artifact with a timed default")
+        ratio = artifact.default.timing.median_us / artifact.winner.timing.median_us  # type: ignore[union-attr]
+        keys.append({"key": dict(artifact.key), "default": dict(artifact.default.config),
+                     "winner": dict(artifact.winner.config), "default_over_tuned": ratio})
+    if not keys:
+        raise SystemExit(f"{args.folder}: no artifact")
+    ratios = [k["default_over_tuned"] for k in keys]
+    device = load_artifact(sorted(args.folder.glob("*.json"))[0]).device
+    summary = {
+        "keys": len(keys),
+        "within_10_percent": sum(r <= 1.10 for r in ratios) / len(ratios),
+        "geomean_default_over_tuned": math.exp(sum(map(math.log, ratios)) / len(ratios)),
+        "worst_default_over_tuned": max(ratios),
+    }
+    path = write_result(args.name, {"device": device.model_dump(mode="json"), "summary": summary, "per_key": keys},
+                        args.out)
+    print(f"{summary['within_10_percent']:.0%} of {len(keys)} keys within 10% of tuned, geomean "
+          f"{summary['geomean_default_over_tuned']:.3f}x, worst {summary['worst_default_over_tuned']:.2f}x -> {path}")
+
+
+if __name__ == "__main__":
+    main()

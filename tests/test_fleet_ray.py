@@ -168,13 +168,21 @@ def test_an_actor_and_a_node_lost_mid_run_lose_no_key_and_the_cross_check_spread
     # A candidate that kills the measuring process restarts that process, not the actor.
     assert report.worker_restarts >= 1
     # The cross-check: every key re-tuned once more, never on the GPU that tuned it
-    # first, spread evenly over the three GPUs left (4 each); cross-checks write nothing.
+    # first, spread evenly over the three GPUs left (4 each) unless one of them tuned so
+    # many keys first that it may check fewer: then it checks all it may, and the other
+    # two share the rest evenly.  Cross-checks write nothing.
     assert len(checks) == len(KEYS) and report.disagreements == []
     per_worker: dict[str, int] = {}
     for key, worker in checks:
         assert worker != first[json.dumps(key, sort_keys=True)] and worker not in killed.values(), (key, worker)
         per_worker[worker] = per_worker.get(worker, 0) + 1
-    assert sorted(per_worker.values()) == [4, 4, 4], per_worker
+    assert len(per_worker) == 3, per_worker
+    may = {w: sum(1 for f in first.values() if f != w) for w in per_worker}
+    share = len(KEYS) // 3
+    below = {w for w, n in per_worker.items() if n < share}
+    assert all(per_worker[w] == may[w] for w in below), (per_worker, may)
+    rest = [n for w, n in per_worker.items() if w not in below]
+    assert max(rest) - min(rest) <= 1, (per_worker, may)
     assert len(_artifacts(tmp_path)) == len(KEYS)
 
 

@@ -172,6 +172,15 @@ def test_cross_checks_go_to_another_node_as_far_as_an_even_spread_allows() -> No
     assert gone[3] == [] and sorted(len(p) for p in gone[:3]) == [4, 4, 4]
 
 
+def test_a_worker_that_tuned_most_keys_first_checks_all_the_others_and_its_twins_share_the_rest() -> None:
+    # Worker 2 tuned 9 of 12 keys first, so it may check only 3: an even 4/4/4 cannot be.
+    first = {i: 2 for i in range(9)} | {9: 0, 10: 1, 11: 3}
+    pinned = spread_cross_checks(first, ["h200"] * 4, ["a", "a", "b", "b"], alive=[True, True, True, False])
+    assert pinned[2] == [9, 10, 11] and pinned[3] == []
+    assert sorted((len(pinned[0]), len(pinned[1]))) == [4, 5]
+    assert all(first[i] != w for w, keys in enumerate(pinned) for i in keys)
+
+
 def test_a_failing_worker_stops_the_run_and_every_failure_is_reported(tmp_path: Path) -> None:
     keys = [{"M": m, "N": 1024, "dtype": "bf16", "weight_dtype": "bf16"} for m in range(8, 48)]
     device = DeviceQuery(**{k: SIMULATED_DEVICE[k] for k in ("vendor", "arch", "product", "compute_units")},

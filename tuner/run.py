@@ -208,9 +208,12 @@ def spread_cross_checks(first: dict[int, int], identities: Sequence[Any], nodes:
     """For each key (tuned first on worker ``first[key]``), the worker that re-tunes it:
     another worker of the same device identity (still ``alive``, when that is given).
 
-    The checks spread evenly: the workers of one identity get their keys' count divided
-    among them, differing by one at most.  Within that, keys go to a worker on another
-    node when ``nodes`` names one with room.  Keys with no twin are not re-checked."""
+    The checks spread as evenly as that rule allows: the workers of one identity get
+    their keys' count divided among them, differing by one at most, except that a worker
+    can check only the keys it did not tune first (one that tuned most of them first
+    checks all the others, and the rest are divided among its twins).  Within that, keys
+    go to a worker on another node when ``nodes`` names one with room.  Keys with no twin
+    are not re-checked."""
     count = len(identities)
     usable = [alive is None or alive[s] for s in range(count)]
     pinned: list[list[int]] = [[] for _ in identities]
@@ -222,16 +225,35 @@ def spread_cross_checks(first: dict[int, int], identities: Sequence[Any], nodes:
         keys = [i for i in sorted(first) if identities[first[i]] == identities[group[0]]
                 and any(s != first[i] for s in group)]
         own = {s: sum(1 for i in keys if first[i] == s) for s in group}
-        base, extra = divmod(len(keys), len(group))
-        # The extra checks go to the workers that tuned the fewest of these keys first.
-        ranked = sorted(group, key=lambda s: (own[s], s))
-        target = {s: base + (1 if n < extra else 0) for n, s in enumerate(ranked)}
+        target = _even_targets(len(keys), group, {s: len(keys) - own[s] for s in group}, own)
         where = _place_checks(keys, first, group, target, nodes)
         for index, slot in where.items():
             pinned[slot].append(index)
     for chosen in pinned:
         chosen.sort()
     return pinned
+
+
+def _even_targets(total: int, group: list[int], capacity: dict[int, int], own: dict[int, int]) -> dict[int, int]:
+    """``total`` checks divided over ``group`` as evenly as each worker's ``capacity``
+    (the keys it did not tune first) allows; an extra check goes to the workers that
+    tuned the fewest keys first.  Any two workers tuned first on different workers can
+    share every key, so capacities are the only limit and the targets can be met."""
+    target: dict[int, int] = {}
+    left, open_ = total, list(group)
+    while open_:
+        base = left // len(open_)
+        full = [s for s in open_ if capacity[s] <= base]
+        if not full:
+            extra = left - base * len(open_)
+            ranked = sorted(open_, key=lambda s: (own[s], s))
+            target.update({s: base + (1 if n < extra else 0) for n, s in enumerate(ranked)})
+            break
+        for s in full:
+            target[s] = capacity[s]
+            left -= capacity[s]
+            open_.remove(s)
+    return target
 
 
 def _place_checks(keys: list[int], first: dict[int, int], group: list[int], target: dict[int, int],

@@ -176,7 +176,9 @@ def test_an_actor_and_a_node_lost_mid_run_lose_no_key_and_the_cross_check_spread
     for key, worker in checks:
         assert worker != first[json.dumps(key, sort_keys=True)] and worker not in killed.values(), (key, worker)
         per_worker[worker] = per_worker.get(worker, 0) + 1
-    assert len(per_worker) == 3, per_worker
+    survivors = {w for w in [*first.values(), *per_worker] if w not in killed.values()}
+    assert len(survivors) == 3, survivors
+    per_worker = {w: per_worker.get(w, 0) for w in survivors}
     may = {w: sum(1 for f in first.values() if f != w) for w in per_worker}
     share = len(KEYS) // 3
     below = {w for w, n in per_worker.items() if n < share}

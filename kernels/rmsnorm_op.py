@@ -56,34 +56,38 @@ def kernel_for(backend: Backend, config: Mapping[str, Any], key: Mapping[str, An
 
 
 def _check(x: Any, weight: Any, out: Any) -> None:
-    """Every input rule, before anything touches a device."""
+    """Every input rule, before anything touches a device.  Written for the eager hot
+    path: dtypes compared by identity (torch's are singletons), devices by index."""
     if not isinstance(x, torch.Tensor) or not isinstance(weight, torch.Tensor):
         raise TypeError(f"rms_norm takes torch tensors, got x={type(x).__name__}, weight={type(weight).__name__}")
-    if x.dtype not in _DTYPES:
-        raise TypeError(f"rms_norm supports bfloat16, float16 and float32 activations, not {x.dtype}")
-    if weight.dtype not in (x.dtype, torch.float32):
-        raise TypeError(f"weight must be {x.dtype} or float32, got {weight.dtype}")
-    if x.dim() < 1 or x.numel() == 0:
-        raise ValueError(f"rms_norm needs a non-empty tensor with a last dimension, got shape {tuple(x.shape)}")
+    xdtype, wdtype = x.dtype, weight.dtype
+    if xdtype not in _DTYPES:
+        raise TypeError(f"rms_norm supports bfloat16, float16 and float32 activations, not {xdtype}")
+    if wdtype is not xdtype and wdtype is not torch.float32:
+        raise TypeError(f"weight must be {xdtype} or float32, got {wdtype}")
+    shape = x.shape
+    if not shape or x.numel() == 0:
+        raise ValueError(f"rms_norm needs a non-empty tensor with a last dimension, got shape {tuple(shape)}")
     if x.stride(-1) != 1:
         raise ValueError(f"the last dimension of x must be contiguous (stride 1), got stride {x.stride(-1)}")
-    if weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
-        raise ValueError(f"weight must have shape ({x.shape[-1]},), got {tuple(weight.shape)}")
+    if weight.dim() != 1 or weight.shape[0] != shape[-1]:
+        raise ValueError(f"weight must have shape ({shape[-1]},), got {tuple(weight.shape)}")
     if weight.stride(0) != 1:
         raise ValueError("weight must be contiguous")
+    index = x.get_device()
     if out is not None:
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"out must be a torch tensor, got {type(out).__name__}")
-        if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
+        if out.shape != shape or out.dtype is not xdtype or out.get_device() != index or out.is_cuda != x.is_cuda:
             raise ValueError(
-                f"out must match x (shape {tuple(x.shape)}, {x.dtype}, {x.device}); "
+                f"out must match x (shape {tuple(shape)}, {xdtype}, {x.device}); "
                 f"got {tuple(out.shape)}, {out.dtype}, {out.device}"
             )
         if out.stride(-1) != 1:
             raise ValueError("the last dimension of out must be contiguous")
-    if x.device.type != "cuda":
+    if not x.is_cuda:
         raise ValueError(f"rms_norm runs on a GPU; x is on {x.device}")
-    if weight.device != x.device:
+    if not weight.is_cuda or weight.get_device() != index:
         raise ValueError(f"weight is on {weight.device}, x on {x.device}")
 
 
@@ -142,7 +146,7 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
             y2 = out.view(-1, n)
         except RuntimeError:  # rows of out not evenly strided: write a staging buffer
             y2, staged = torch.empty((m, n), dtype=out.dtype, device=out.device), True
-    index = x.device.index or 0
+    index = x.get_device()
     plan = _plan(index, m, n, _DTYPES[x.dtype], _DTYPES[weight.dtype], weight.element_size())
     xp, yp, wp = x2.data_ptr(), y2.data_ptr(), weight.data_ptr()
     sx, sy = x2.stride(0), y2.stride(0)

@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-ORDER = ["copy", "flyconfigs", "flyconfigs-default", "F.rms_norm", "torch.compile", "liger"]
+ORDER = ["copy", "empty", "flyconfigs", "flyconfigs-default", "F.rms_norm", "torch.compile", "liger", "quack"]
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(18, 6.5))
-        for name in names:
+        for name in (n for n in names if n != "empty"):  # it moves no bytes
             ax.plot(range(len(rows)), [r["results"][name]["bandwidth_gbps"] for r in rows], marker="o", ms=3,
                     lw=2.2 if name == "flyconfigs" else 1.1, label=name + (" (tuned, from flyconfigs-sm90)" if name == "flyconfigs" else ""))
         ax.set_xticks(range(len(rows)), labels, rotation=75, fontsize=7)
@@ -46,7 +46,7 @@ def main() -> None:
         print("| M × N (dtype) | " + " | ".join(names) + " | tuned / F.rms_norm | tuned / best peer |")
         print("|---|" + "---:|" * (len(names) + 2))
         for label, r in zip(labels, rows):
-            cells = [f"{r['results'][n]['median_us']:.2f} µs" if r["traffic_bytes"] < 64e6 else f"{r['results'][n]['bandwidth_gbps']:,.0f} GB/s" for n in names]
+            cells = [f"{r['results'][n]['median_us']:.2f} µs" if r["traffic_bytes"] < 64e6 or n == "empty" else f"{r['results'][n]['bandwidth_gbps']:,.0f} GB/s" for n in names]
             ratios = r["ratios"]
             print(f"| {label} | " + " | ".join(cells) +
                   f" | {ratios['flyconfigs_speedup_vs_F.rms_norm']:.2f}× | {ratios['flyconfigs_speedup_vs_best_peer']:.2f}× |")

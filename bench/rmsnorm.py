@@ -1,8 +1,9 @@
 """RMSNorm on one GPU, every contender in one run with the timing protocol of flyconfigs.tuner.timing
 (K calls over rotated input copies captured in a graph, interleaved replays, median and
-p20/p80): the device copy, the flyconfigs op as served (tuned configs through installed
-data packages), the op with its default heuristic, torch ``F.rms_norm``, torch.compile
-of the same expression and Liger (when installed).  Each contender's output is checked
+p20/p80): the device copy, an empty kernel, the flyconfigs op as served (tuned configs
+through installed data packages), the op with its default, torch ``F.rms_norm``,
+torch.compile of the same expression, Liger and quack (each when importable; quack from
+``--quack-site``).  Each contender's output is checked
 against a float64 reference before it is timed.  Writes ``--out`` (JSON).
 
     python bench/rmsnorm.py --out bench/results/rmsnorm-h200.json [--quick] [--contenders ...]
@@ -36,7 +37,9 @@ from flyconfigs.tuner.timing import measure, plan_rotation, summarize  # noqa: E
 
 DT = TORCH_DTYPES
 EPS = 1e-6
-PEERS = ("torch.compile", "liger")
+PEERS = ("torch.compile", "liger", "quack")
+EMPTY = 'extern "C" __global__ void empty_kernel() {}'
+"""The floor of a launch under graph replay: one block of one thread doing nothing."""
 
 
 def grid(quick: bool, grids: list[str] | None = None) -> list[tuple[int, int, str, str]]:
@@ -68,8 +71,32 @@ def _liger() -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
     return lambda x, w: LigerRMSNormFunction.apply(x, w, EPS)
 
 
+def _quack(site: Path | None) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
+    """quack's RMSNorm forward, from ``site`` (a folder its wheels were installed into
+    with ``--target``: its ``.pth`` file must run, so it is added as a site directory)."""
+    import site as site_module
+
+    if site is not None:
+        site_module.addsitedir(str(site))
+    try:
+        from quack.rmsnorm import rmsnorm_fwd
+    except ImportError as exc:
+        print(f"quack is not importable ({exc}); it is left out", file=sys.stderr)
+        return None
+    return lambda x, w: rmsnorm_fwd(x, w, eps=EPS)[0]
+
+
+def _empty_kernel() -> Callable[[], None]:
+    from flyconfigs.gpu import CompileRequest
+
+    backend = get_backend()
+    launch = backend.load(backend.compile(CompileRequest(EMPTY, "empty_kernel")), ()).prepare((1, 1, 1), (1, 1, 1))
+    return lambda: launch((), torch.cuda.current_stream().cuda_stream)
+
+
 def contenders_for(
-    m: int, n: int, dtype: str, wdtype: str, copies: int, wanted: set[str], compiled: Any, liger: Any
+    m: int, n: int, dtype: str, wdtype: str, copies: int, wanted: set[str], compiled: Any, liger: Any,
+    quack: Any = None, empty: Callable[[], None] | None = None,
 ) -> tuple[dict[str, Callable[[int], None]], dict[str, Callable[[], torch.Tensor]], dict[str, Any]]:
     """Launch functions over ``copies`` rotated inputs, one-shot functions for checking,
     and what was served."""
@@ -96,6 +123,10 @@ def contenders_for(
         runs["torch.compile"] = lambda i: compiled(xs[i], w)
     if liger is not None:
         runs["liger"] = lambda i: liger(xs[i], w)
+    if quack is not None:
+        runs["quack"] = lambda i: quack(xs[i], w)
+    if empty is not None:
+        runs["empty"] = lambda i: empty()
     runs = {k: v for k, v in runs.items() if k in wanted}
 
     def once(name: str) -> Callable[[], torch.Tensor]:
@@ -109,7 +140,7 @@ def contenders_for(
     served = resolve(SPEC, key, device)
     info = {"served_config": dict(served.config), "served_from": served.source, "served_origin": served.origin,
             "served_key_match": served.key_match, "default_config": default}
-    checks = {name: once(name) for name in runs if name != "copy"}
+    checks = {name: once(name) for name in runs if name not in ("copy", "empty")}
     ref = reference_rms_norm(xs[0], w, EPS)
     for name, run in checks.items():
         y = run()
@@ -125,13 +156,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--quick", action="store_true", help="a few shapes only")
-    parser.add_argument("--contenders", nargs="*", default=["copy", "flyconfigs", "flyconfigs-default", "F.rms_norm", *PEERS])
+    parser.add_argument("--contenders", nargs="*",
+                        default=["copy", "empty", "flyconfigs", "flyconfigs-default", "F.rms_norm", *PEERS])
+    parser.add_argument("--quack-site", type=Path, help="the folder quack's wheels were installed into (--target)")
     parser.add_argument("--samples", type=int, default=15)
     parser.add_argument("--grid", action="append", help="a preset or key grid (repeatable; default perf)")
     args = parser.parse_args()
     wanted = set(args.contenders)
     compiled = _compiled_expression() if "torch.compile" in wanted else None
     liger = _liger() if "liger" in wanted else None
+    quack = _quack(args.quack_site) if "quack" in wanted else None
+    empty = _empty_kernel() if "empty" in wanted else None
     props = torch.cuda.get_device_properties(0)
     device = get_backend().device()
     rows = []
@@ -140,7 +175,7 @@ def main() -> None:
         traffic = traffic_bytes(m, n, dtype, wdtype)
         plan = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
         plan = type(plan)(plan.copies, plan.launches, samples=args.samples)
-        runs, _, info = contenders_for(m, n, dtype, wdtype, plan.copies, wanted, compiled, liger)
+        runs, _, info = contenders_for(m, n, dtype, wdtype, plan.copies, wanted, compiled, liger, quack, empty)
         names = list(runs)
         results = measure([runs[k] for k in names], plan)
         row: dict[str, Any] = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype, "traffic_bytes": traffic,
@@ -174,6 +209,12 @@ def main() -> None:
                                        "flyconfigs-default_speedup_vs_F.rms_norm", "flyconfigs-default_speedup_vs_best_peer")}
     big = [r for r in rows if r["traffic_bytes"] >= 256e6 and "flyconfigs_fraction_of_copy" in r["ratios"]]
     summary["min_fraction_of_copy_at_256MB_or_more"] = min((r["ratios"]["flyconfigs_fraction_of_copy"] for r in big), default=None)
+    versus = [r["ratios"]["flyconfigs_speedup_vs_best_peer"] for r in rows if "flyconfigs_speedup_vs_best_peer" in r["ratios"]]
+    summary["min_speedup_vs_best_peer"] = min(versus, default=None)
+    summary["shapes_at_least_0.97_of_best_peer"] = sum(v >= 0.97 for v in versus)
+    small = [r["results"]["flyconfigs"]["median_us"] - r["results"]["empty"]["median_us"]
+             for r in rows if r["M"] <= 16 and "empty" in r["results"] and "flyconfigs" in r["results"]]
+    summary["max_us_over_empty_kernel_at_M_16_or_less"] = max(small, default=None)
     if rows and "flyconfigs" in rows[0]["results"] and "flyconfigs-default" in rows[0]["results"]:
         within = [r["results"]["flyconfigs-default"]["median_us"] <= 1.10 * r["results"]["flyconfigs"]["median_us"] for r in rows]
         summary["default_within_10pct_of_served_fraction"] = sum(within) / len(within)

@@ -26,9 +26,10 @@ def main() -> None:
     parser.add_argument("--name", required=True)
     parser.add_argument("--out", type=Path, help="folder for the result (default bench/results)")
     args = parser.parse_args()
-    keys = []
+    keys, devices = [], []
     for path in sorted(args.folder.glob("*.json")):
         artifact = load_artifact(path)
+        devices.append(artifact.device)
         if not artifact.selection.measured or artifact.default is None or artifact.default.timing is None:
             raise SystemExit(f"{path}: not a measured artifact with a timed default")
         ratio = artifact.default.timing.median_us / artifact.winner.timing.median_us  # type: ignore[union-attr]
@@ -37,7 +38,7 @@ def main() -> None:
     if not keys:
         raise SystemExit(f"{args.folder}: no artifact")
     ratios = [k["default_over_tuned"] for k in keys]
-    device = load_artifact(sorted(args.folder.glob("*.json"))[0]).device
+    device = devices[0]
     summary = {
         "keys": len(keys),
         "within_10_percent": sum(r <= 1.10 for r in ratios) / len(ratios),

@@ -38,6 +38,7 @@ from flyconfigs.kernels.rownorm import (
     KEY_AXES,
     check_row_key,
     complete_row_key,
+    pow2_ceil,
     source_sha256,
     source_text,
 )
@@ -72,10 +73,6 @@ def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
     """The bytes the fused op must move: x and the residual read, the residual and y
     written (``4·M·N·sizeof(x)``), and the weight once."""
     return 4 * m * n * ELEMENT_BYTES[dtype] + n * ELEMENT_BYTES[weight_dtype]
-
-
-def _pow2_ceil(value: int) -> int:
-    return 1 << max(0, (value - 1).bit_length())
 
 
 @dataclass(frozen=True)
@@ -135,8 +132,8 @@ class FusedAddRMSNormSpec:
             return f"a tile of {rows}×{block} exceeds {MAX_TILE} elements"
         if block < n and rows > 1:
             return "a chunked row takes one row per program"
-        if block > _pow2_ceil(n):
-            return f"block_n {block} is wider than the row needs ({_pow2_ceil(n)})"
+        if block > pow2_ceil(n):
+            return f"block_n {block} is wider than the row needs ({pow2_ceil(n)})"
         if block >= n and stages != 1:
             return "a row in one step has no loop to pipeline (num_stages must be 1)"
         if -(-n // block) > 64:
@@ -155,10 +152,10 @@ class FusedAddRMSNormSpec:
         per thread.  The default is always among them."""
         norm = self.check_key(key)
         m, n = int(norm["M"]), int(norm["N"])
-        whole = _pow2_ceil(n)
+        whole = pow2_ceil(n)
         shapes: list[tuple[int, int, int]] = []
         for rows in ROWS:
-            if rows == 1 or (whole <= 2048 and rows <= _pow2_ceil(m)):
+            if rows == 1 or (whole <= 2048 and rows <= pow2_ceil(m)):
                 shapes.append((whole, rows, 1))
         if whole >= 8192:
             shapes += [(b, 1, s) for b in (2048, 4096) for s in (1, 2)]
@@ -183,12 +180,12 @@ class FusedAddRMSNormSpec:
         beyond), about 8 elements per thread (1–16 warps), and for short rows enough
         rows per program to fill a 2048-element tile."""
         m, n = int(key["M"]), int(key["N"])
-        block = min(_pow2_ceil(n), MAX_TILE)
+        block = min(pow2_ceil(n), MAX_TILE)
         if block < n:
             block = 4096
         rows = 1
         if block <= 1024:
-            rows = max(1, min(2048 // block, _pow2_ceil(m), ROWS[-1]))
+            rows = max(1, min(2048 // block, pow2_ceil(m), ROWS[-1]))
         warps = max(1, min(16, rows * block // 256))
         return {"block_n": block, "rows_per_program": rows, "num_warps": warps, "num_stages": 1}
 

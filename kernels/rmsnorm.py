@@ -34,6 +34,7 @@ from flyconfigs.kernels.rownorm import (
     KEY_AXES,
     check_row_key,
     complete_row_key,
+    pow2_ceil,
     source_sha256,
     source_text,
 )
@@ -73,10 +74,6 @@ TUNABLES: dict[str, tuple[int | str, ...]] = {
 def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
     """The bytes RMSNorm must move: ``2·M·N·sizeof(x) + N·sizeof(w)``."""
     return 2 * m * n * ELEMENT_BYTES[dtype] + n * ELEMENT_BYTES[weight_dtype]
-
-
-def _pow2_ceil(value: int) -> int:
-    return 1 << max(0, (value - 1).bit_length())
 
 
 @dataclass(frozen=True)
@@ -152,7 +149,7 @@ class RMSNormSpec:
             shared = 4 * rows * (-(-n // vec) * vec + (threads // wave if threads > wave else 1))
             if shared > MAX_SMEM_BYTES:
                 return f"{rows} rows of {n} floats and their partial sums exceed {MAX_SMEM_BYTES} bytes of shared memory"
-        if threads > max(wave, _pow2_ceil(-(-n // vec))):
+        if threads > max(wave, pow2_ceil(-(-n // vec))):
             return "more threads than vectors in the row"
         return None
 
@@ -165,7 +162,7 @@ class RMSNormSpec:
         norm = self.check_key(key)
         w = wave or _wave_of(device)
         out = self.candidates(norm, w)
-        default = self.default_config(norm, device, wave=w)
+        default = self._default(norm, device, w, out)
         if default not in out:
             out.insert(0, default)
         return out
@@ -180,7 +177,7 @@ class RMSNormSpec:
         for threads, rows, vbytes, storage, occ in itertools.product(THREADS, ROWS, widths, STORAGE, OCCUPANCY):
             vec = vbytes // esize if vbytes else 1
             per_thread = -(-n // (threads * vec))
-            if rows > 1 and rows > _pow2_ceil(m):
+            if rows > 1 and rows > pow2_ceil(m):
                 continue
             if per_thread > 16 or (threads > w and threads * vec > 2 * n):
                 continue
@@ -208,32 +205,35 @@ class RMSNormSpec:
         whose shape came closest to the best at the nearest tuned keys of the reference
         device, rows scaled by ``device``'s compute units; always a config of the key's
         space.  Where the table lists no shape that is, :meth:`rule_of_thumb`."""
+        w = wave or _wave_of(device)
+        norm = complete_row_key(key)
+        return self._default(norm, device, w, self.candidates(norm, w))
+
+    def _default(self, norm: Mapping[str, KeyValue], device: DeviceQuery | None, w: int,
+                 candidates: list[dict[str, KeyValue]]) -> dict[str, KeyValue]:
         from flyconfigs.kernels import rmsnorm_default
 
-        w = wave or _wave_of(device)
-        norm = {**key, "weight_dtype": key.get("weight_dtype", key["dtype"])}
         units = device.compute_units if device is not None else None
-        chosen = rmsnorm_default.choose(rmsnorm_default.table(), norm, units, self.candidates(norm, w))
+        chosen = rmsnorm_default.choose(rmsnorm_default.table(), norm, units, candidates)
         return dict(chosen) if chosen is not None else self.rule_of_thumb(norm, w)
 
-    def rule_of_thumb(self, key: Mapping[str, KeyValue], wave: int) -> dict[str, KeyValue]:
+    def rule_of_thumb(self, key: Mapping[str, KeyValue], w: int) -> dict[str, KeyValue]:
         """The hand-written heuristic: the widest vector the row allows; for short rows a
         sub-warp or warp per row and several rows per block; for longer rows enough
         threads that each holds about 4 vectors in registers (64–1024 threads); more
         rows per block when the rows are short and many.  Always valid."""
-        w = wave
         m, n = int(key["M"]), int(key["N"])
         esize = ELEMENT_BYTES[str(key["dtype"])]
         vbytes = next((v for v in (16, 8, 4) if v >= esize and (n * esize) % v == 0), 0)
         vec = vbytes // esize if vbytes else 1
         vectors = -(-n // vec)
         if vectors <= 4 * w:
-            threads = max(8, min(w, _pow2_ceil(-(-vectors // 4))))
+            threads = max(8, min(w, pow2_ceil(-(-vectors // 4))))
         else:
-            threads = min(MAX_BLOCK, max(2 * w, _pow2_ceil(-(-vectors // 4))))
+            threads = min(MAX_BLOCK, max(2 * w, pow2_ceil(-(-vectors // 4))))
         rows = 1
         if threads < 256:
-            rows = max(1, min(256 // threads, _pow2_ceil(m)))
+            rows = max(1, min(256 // threads, pow2_ceil(m)))
         while threads * rows % w and rows < 32:
             rows *= 2
         config: dict[str, KeyValue] = {

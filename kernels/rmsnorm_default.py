@@ -15,7 +15,8 @@ nearest tuned row count, and serves the best-scoring shape that is a valid confi
 key's space.  Row counts are scaled by the device's compute units against the reference
 device's, so that a device twice as wide reads the row of half the rows.
 
-Imports nothing beyond the standard library: it runs on the serving path.
+Imports nothing beyond the standard library and the row-norm helpers: it runs on the
+serving path.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 from importlib.resources import files as resources_files
 from typing import Any
 
+from flyconfigs.kernels.rownorm import ELEMENT_BYTES, pow2_ceil
+
 __all__ = ["MISSING", "NEIGHBOURS", "DefaultTable", "Shape", "choose", "config_of", "shape_of", "table"]
 
 Shape = tuple[int, int, int, str, int]
@@ -39,19 +42,16 @@ shape a cell keeps)."""
 NEIGHBOURS = 2
 """Tuned row lengths used on each side of the asked one."""
 
-_ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
-
-
-def _pow2_ceil(value: int) -> int:
-    return 1 << max(0, (value - 1).bit_length())
+def _span(n: int, vbytes: int, dtype: str) -> int:
+    """The vectors of ``vbytes`` (0: scalar) in a row of ``n`` elements, up to a power of two."""
+    esize = ELEMENT_BYTES[dtype]
+    return pow2_ceil(-(-n // max(1, (vbytes or esize) // esize)))
 
 
 def shape_of(config: Mapping[str, Any], n: int, dtype: str) -> Shape:
     """``config`` for row length ``n`` of ``dtype`` as a shape (see the module docstring)."""
-    esize = _ELEMENT_BYTES[dtype]
     vbytes = int(config["vector_bytes"])
-    vectors = -(-n // max(1, (vbytes or esize) // esize))
-    shift = _pow2_ceil(vectors).bit_length() - int(config["threads"]).bit_length()
+    shift = _span(n, vbytes, dtype).bit_length() - int(config["threads"]).bit_length()
     return (shift, int(config["rows_per_block"]), vbytes, str(config["row_storage"]), int(config["occupancy"]))
 
 
@@ -59,11 +59,9 @@ def config_of(shape: Shape, n: int, dtype: str) -> dict[str, int | str] | None:
     """The config ``shape`` stands for at row length ``n`` of ``dtype``; ``None`` when
     its vector is narrower than an element."""
     shift, rows, vbytes, storage, occupancy = shape
-    esize = _ELEMENT_BYTES[dtype]
-    if vbytes and vbytes < esize:
+    if vbytes and vbytes < ELEMENT_BYTES[dtype]:
         return None
-    vectors = -(-n // max(1, (vbytes or esize) // esize))
-    span = _pow2_ceil(vectors)
+    span = _span(n, vbytes, dtype)
     threads = span >> shift if shift >= 0 else span << -shift
     if threads < 1:
         return None

@@ -12,8 +12,18 @@ from importlib import resources
 from flyconfigs.errors import InvalidKeyError
 from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue, normalize_key
 
-__all__ = ["DTYPES", "ELEMENT_BYTES", "HIDDEN_SIZE_GRID", "KEY_AXES", "MAX_INDEX", "check_row_key", "complete_row_key", "source_sha256",
-           "source_text"]
+__all__ = [
+    "DTYPES",
+    "ELEMENT_BYTES",
+    "HIDDEN_SIZE_GRID",
+    "KEY_AXES",
+    "MAX_INDEX",
+    "check_row_key",
+    "complete_row_key",
+    "pow2_ceil",
+    "source_sha256",
+    "source_text",
+]
 
 DTYPES = ("bf16", "fp16", "fp32")
 ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -50,6 +60,11 @@ def complete_row_key(key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
     if "dtype" in out and "weight_dtype" not in out:
         out["weight_dtype"] = out["dtype"]
     return out
+
+
+def pow2_ceil(value: int) -> int:
+    """The smallest power of two at least ``value`` (1 for ``value`` ≤ 1)."""
+    return 1 << max(0, (value - 1).bit_length())
 
 
 def source_text(file: str) -> str:

@@ -170,8 +170,7 @@ class PreparedLaunch:
     __slots__ = ("_buffer", "_call", "_kernel", "_lock", "_pack", "_params")
 
     def __init__(self, kernel: Kernel, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int) -> None:
-        if len(grid) != 3 or len(block) != 3 or not all(d.__class__ is int and d > 0 for d in (*grid, *block)):
-            raise LaunchArgumentError(f"grid and block must be three positive ints each, got {grid!r} and {block!r}")
+        check_geometry(grid, block)
         if shared_bytes.__class__ is not int or shared_bytes < 0:
             raise LaunchArgumentError(f"shared_bytes must be a non-negative int, got {shared_bytes!r}")
         self._kernel = kernel
@@ -191,6 +190,12 @@ class PreparedLaunch:
             result = self._call(stream or 0, self._params, None)
         if result[0]:
             self._kernel.backend.check(result, f"launching {self._kernel.compiled.lowered_name}", LaunchError)
+
+
+def check_geometry(grid: Sequence[int], block: Sequence[int]) -> None:
+    """:class:`LaunchArgumentError` unless ``grid`` and ``block`` are three positive ints each."""
+    if len(grid) != 3 or len(block) != 3 or not all(d.__class__ is int and d > 0 for d in (*grid, *block)):
+        raise LaunchArgumentError(f"grid and block must be three positive ints each, got {grid!r} and {block!r}")
 
 
 def fill_arguments(signature: Sequence[ArgKind], slots: Sequence[Any], args: Sequence[object]) -> None:
@@ -366,8 +371,7 @@ class Backend:
         shared_bytes: int = 0,
     ) -> None:
         """See :meth:`Kernel.launch`."""
-        if len(grid) != 3 or len(block) != 3 or not all(d.__class__ is int and d > 0 for d in (*grid, *block)):
-            raise LaunchArgumentError(f"grid and block must be three positive ints each, got {grid!r} and {block!r}")
+        check_geometry(grid, block)
         with kernel._lock:
             fill_arguments(kernel.signature, kernel._slots, args)
             result = self.binding.launch(

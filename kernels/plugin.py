@@ -93,8 +93,9 @@ class TunableKernel(KernelDecl, Protocol):
     ``"perf"`` to grid expressions), ``complete_key(key)`` (fills axes a grid may leave
     out, e.g. a weight dtype that defaults to the activation dtype),
     ``tool_versions()`` (versions of the compilers it brings, such as Triton's, recorded
-    in each artifact's provenance) and ``cost_model`` (a :class:`CostModel`, for
-    ``flyconfigs predict``)."""
+    in each artifact's provenance), ``cost_model`` (a :class:`CostModel`, for
+    ``flyconfigs predict``) and ``tunable_defaults`` (tunables added after configs were
+    published, each with the value a config that leaves it out means)."""
 
     def space(self, key: Mapping[str, KeyValue], device: DeviceQuery) -> list[Config]:
         """The configs worth timing for ``key`` on ``device``, each valid for both; the

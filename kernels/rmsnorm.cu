@@ -10,6 +10,9 @@
 //   FC_STORAGE    where the row waits for the reduction: 0 registers (x and w both loaded up
 //                 front, held as raw words), 1 shared memory, 2 re-read
 //   FC_OCCUPANCY  0, or minimum blocks per SM (CUDA) / waves per EU (AMD)
+//   FC_CLUSTER    blocks sharing one row: 1, or (CUDA sm90+) a thread-block cluster of 2, 4
+//                 or 8 whose blocks each take one contiguous slice of the row and add their
+//                 partial sums through distributed shared memory
 //   FC_WAVE       the wave (warp) width: 32 or 64
 //
 // The host guarantees for FC_VEC_BYTES > 0 that the row length, the row strides and the
@@ -37,11 +40,16 @@ constexpr int XBYTES = FC_X_DTYPE == 0 ? 4 : 2;
 constexpr int WBYTES = FC_W_DTYPE == 0 ? 4 : 2;
 constexpr int VEC = FC_VEC_BYTES > 0 ? FC_VEC_BYTES / XBYTES : 1;
 constexpr int NV = (N + VEC - 1) / VEC;  // vectors per row (exact when VEC > 1)
-constexpr int ITEMS = (NV + TPR - 1) / TPR;  // vectors per thread
+constexpr int CLUSTER = FC_CLUSTER;
+constexpr int SLICE = (NV + CLUSTER - 1) / CLUSTER;  // vectors per block of the row's cluster
+constexpr int ITEMS = (SLICE + TPR - 1) / TPR;  // vectors per thread
 constexpr int WAVES_PER_ROW = TPR > WAVE ? TPR / WAVE : 1;
 
 static_assert(FC_VEC_BYTES == 0 || N % VEC == 0, "vector width must divide the row");
 static_assert(TPR <= WAVE || TPR % WAVE == 0, "threads per row: a sub-wave or whole waves");
+#if !defined(FLYCONFIGS_CUDA)
+static_assert(CLUSTER == 1, "thread-block clusters are a CUDA sm90 feature");
+#endif
 
 // Raw words of a load: 16-bit elements sit two to a 32-bit word, low half first.
 template <int BYTES>
@@ -118,6 +126,23 @@ __device__ __forceinline__ void load(const void* p, float* out) {
   }
 }
 
+// Two 16-bit results packed into one word, low half first: one conversion instruction on
+// NVIDIA sm80+, where bf16 rounding otherwise costs several integer operations an element.
+template <int DT>
+__device__ __forceinline__ unsigned int pack_pair(float lo, float hi) {
+#if defined(FLYCONFIGS_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned int packed;
+  if constexpr (DT == 2) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
+    return packed;
+  } else if constexpr (DT == 1) {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
+    return packed;
+  }
+#endif
+  return from_float<DT>(lo) | (from_float<DT>(hi) << 16);
+}
+
 template <int DT, int COUNT>
 __device__ __forceinline__ void store(void* p, const float* in) {
   constexpr int EB = DT == 0 ? 4 : 2;
@@ -129,12 +154,8 @@ __device__ __forceinline__ void store(void* p, const float* in) {
     for (int c = 0; c < BYTES / CHUNK; ++c) {
       Words<CHUNK> v;
 #pragma unroll
-      for (int k = 0; k < CHUNK / 4; ++k) v.w[k] = 0u;
-#pragma unroll
-      for (int e = 0; e < PER; ++e) {
-        unsigned int bits = from_float<DT>(in[c * PER + e]);
-        if (EB == 4) v.w[e] = bits;
-        else v.w[(e * EB) / 4] |= (e & 1) ? (bits << 16) : bits;
+      for (int k = 0; k < CHUNK / 4; ++k) {
+        v.w[k] = EB == 4 ? from_float<DT>(in[c * PER + k]) : pack_pair<DT>(in[c * PER + 2 * k], in[c * PER + 2 * k + 1]);
       }
       reinterpret_cast<Words<CHUNK>*>(p)[c] = v;
     }
@@ -188,7 +209,28 @@ struct WordsFor {
   static constexpr int value = BYTES >= 4 ? BYTES / 4 : 1;
 };
 
+#if FC_CLUSTER > 1
+// Distributed shared memory across the blocks of one cluster (PTX ISA 7.8+, sm90).
+__device__ __forceinline__ float cluster_load(const float* local, unsigned int rank) {
+  unsigned int addr = (unsigned int)__cvta_generic_to_shared(local), remote;
+  float value;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(value) : "r"(remote) : "memory");
+  return value;
+}
+// Every thread of every block of the cluster arrives (release) before any proceeds
+// past the matching wait (acquire).
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
+#endif
+
 }  // namespace fc
+
+#if FC_CLUSTER > 1
+#define FC_CLUSTER_DIMS __cluster_dims__(FC_CLUSTER, 1, 1)
+#else
+#define FC_CLUSTER_DIMS
+#endif
 
 #if defined(FLYCONFIGS_HIP)
 #if FC_OCCUPANCY > 0
@@ -204,13 +246,15 @@ struct WordsFor {
 #endif
 #endif
 
-extern "C" __global__ void FC_BOUNDS rmsnorm_kernel(const void* __restrict__ x, const void* __restrict__ w,
+extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* __restrict__ x, const void* __restrict__ w,
                                                     void* __restrict__ y, int rows, long long x_stride,
                                                     long long y_stride, float eps) {
   using namespace fc;
   const int lane = (int)threadIdx.x % TPR;
   const int sub = (int)threadIdx.x / TPR;
-  const long long row = (long long)blockIdx.x * ROWS + sub;
+  // A cluster's blocks are consecutive in x; its rank is the slice of the row it takes.
+  const long long row = (long long)(blockIdx.x / CLUSTER) * ROWS + sub;
+  const int first = CLUSTER > 1 ? (int)(blockIdx.x % CLUSTER) * SLICE : 0;
   const bool active = row < rows;
   const char* xr = reinterpret_cast<const char*>(x) + (active ? row : 0) * x_stride * XBYTES;
   char* yr = reinterpret_cast<char*>(y) + (active ? row : 0) * y_stride * XBYTES;
@@ -221,15 +265,16 @@ extern "C" __global__ void FC_BOUNDS rmsnorm_kernel(const void* __restrict__ x, 
   unsigned int xraw[ITEMS][XW];
   unsigned int wraw[ITEMS][WW];
 #elif FC_STORAGE == 1
-  __shared__ float held_rows[ROWS * NV * VEC];
-  float* held = held_rows + sub * NV * VEC;
+  __shared__ float held_rows[ROWS * SLICE * VEC];
+  float* held = held_rows + sub * SLICE * VEC;
 #endif
 
   float sum = 0.f;
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
-    const int v = lane + i * TPR;
-    const bool in_row = active && v < NV && (VEC > 1 || v < N);
+    const int local = lane + i * TPR;
+    const int v = first + local;
+    const bool in_row = active && local < SLICE && v < NV;
 #if FC_STORAGE == 0
     if (in_row) {
       load_words<VEC * XBYTES>(xr + (long long)v * VEC * XBYTES, xraw[i]);
@@ -257,7 +302,7 @@ extern "C" __global__ void FC_BOUNDS rmsnorm_kernel(const void* __restrict__ x, 
     for (int e = 0; e < VEC; ++e) {
       sum += vals[e] * vals[e];
 #if FC_STORAGE == 1
-      if (v < NV) held[v * VEC + e] = vals[e];
+      if (local < SLICE) held[local * VEC + e] = vals[e];
 #endif
     }
 #endif
@@ -275,12 +320,26 @@ extern "C" __global__ void FC_BOUNDS rmsnorm_kernel(const void* __restrict__ x, 
 #pragma unroll
     for (int k = 0; k < WAVES_PER_ROW; ++k) sum += partial[sub * WAVES_PER_ROW + k];
   }
-  const float scale = rsqrtf(sum / (float)N + eps);
+#if FC_CLUSTER > 1
+  {
+    __shared__ float cluster_partial[ROWS];
+    if (lane == 0) cluster_partial[sub] = sum;
+    cluster_arrive();
+    cluster_wait();
+    sum = 0.f;  // the same order on every block: the whole row gets one scale
+#pragma unroll
+    for (int r = 0; r < CLUSTER; ++r) sum += cluster_load(&cluster_partial[sub], (unsigned int)r);
+    // Released once every block has read: no block's shared memory goes while read.
+    cluster_arrive();
+  }
+#endif
+  const float scale = rsqrtf(sum * (1.0f / (float)N) + eps);
 
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
-    const int v = lane + i * TPR;
-    if (!active || v >= NV || (VEC == 1 && v >= N)) continue;
+    const int local = lane + i * TPR;
+    const int v = first + local;
+    if (!active || local >= SLICE || v >= NV) continue;
     float vals[VEC];
 #if FC_STORAGE == 0
 #pragma unroll
@@ -288,7 +347,7 @@ extern "C" __global__ void FC_BOUNDS rmsnorm_kernel(const void* __restrict__ x, 
 #else
 #if FC_STORAGE == 1
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) vals[e] = held[v * VEC + e];
+    for (int e = 0; e < VEC; ++e) vals[e] = held[local * VEC + e];
 #else
     load<FC_X_DTYPE, VEC>(xr + (long long)v * VEC * XBYTES, vals);
 #endif
@@ -299,4 +358,7 @@ extern "C" __global__ void FC_BOUNDS rmsnorm_kernel(const void* __restrict__ x, 
 #endif
     store<FC_X_DTYPE, VEC>(yr + (long long)v * VEC * XBYTES, vals);
   }
+#if FC_CLUSTER > 1
+  cluster_wait();
+#endif
 }

@@ -18,11 +18,17 @@ Tunables (see ``rmsnorm.cu``):
     ``smem`` (shared memory) or ``reread`` (read x again).
 ``occupancy``
     the occupancy hint: minimum blocks per SM on CUDA, waves per EU on AMD; 0 = none.
+``cluster``
+    blocks that share one row: 1, or on NVIDIA sm90 and later a thread-block cluster of
+    2, 4 or 8, each block taking a contiguous slice of the row and the partial sums met
+    in distributed shared memory.  Configs written before this tunable existed omit it;
+    they mean 1.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,14 +52,19 @@ if TYPE_CHECKING:
     from flyconfigs.gpu import Backend, CompileRequest
     from flyconfigs.kernels.rmsnorm_model import RMSNormCostModel
     from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload
+    from flyconfigs.schema.models import Device
 
-__all__ = ["DTYPES", "ELEMENT_BYTES", "PERF_GRID", "SPEC", "TUNABLES", "RMSNormSpec", "reference_rms_norm", "traffic_bytes"]
+__all__ = ["DTYPES", "ELEMENT_BYTES", "PERF_GRID", "SPEC", "TUNABLES", "RMSNormSpec", "max_cluster_of", "reference_rms_norm",
+           "traffic_bytes"]
 
 THREADS = (8, 16, 32, 64, 128, 256, 512, 1024)
 ROWS = (1, 2, 4, 8, 16, 32)
 VECTOR_BYTES = (16, 8, 4, 0)
 STORAGE = ("reg", "smem", "reread")
 OCCUPANCY = (0, 2)
+CLUSTER = (1, 2, 4, 8)
+NEUTRAL: dict[str, KeyValue] = {"cluster": 1}
+"""Tunables added after configs were published, and the value a config without them means."""
 MAX_REG_FLOATS = 64
 MAX_SMEM_BYTES = 48 * 1024
 MAX_BLOCK = 1024
@@ -68,6 +79,7 @@ TUNABLES: dict[str, tuple[int | str, ...]] = {
     "vector_bytes": VECTOR_BYTES,
     "row_storage": STORAGE,
     "occupancy": OCCUPANCY,
+    "cluster": CLUSTER,
 }
 
 
@@ -109,30 +121,41 @@ class RMSNormSpec:
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:
         """``None`` when ``config`` names exactly the tunables with values of the space
-        and can run for ``key`` on ``device`` (wave size from its arch), else why not."""
-        missing = [name for name in TUNABLES if name not in config]
+        (those of :data:`NEUTRAL` may be left out) and can run for ``key`` on ``device``
+        (wave size and clusters from its arch), else why not."""
+        missing = [name for name in TUNABLES if name not in config and name not in NEUTRAL]
         extra = sorted(str(name) for name in config if name not in TUNABLES)
         if missing or extra:
             parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(extra)}"] if extra else [])
             return f"not an rmsnorm config: {'; '.join(parts)}"
         for name, allowed in TUNABLES.items():
-            value = config[name]
+            value = config.get(name, NEUTRAL.get(name))
             if type(value) is not type(allowed[0]) or value not in allowed:
                 return f"{name}={value!r} is not one of {', '.join(map(str, allowed))}"
-        return self.valid(config, key, _wave_of(device))
+        return self.valid(config, key, _wave_of(device), max_cluster_of(device))
 
     # -- the space --------------------------------------------------------------------
 
-    def valid(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], wave: int) -> str | None:
-        """``None`` when ``config`` can run for ``key`` on a device of wave size ``wave``,
-        else why not."""
+    def valid(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], wave: int,
+              max_cluster: int = 1) -> str | None:
+        """``None`` when ``config`` can run for ``key`` on a device of wave size ``wave``
+        whose thread-block clusters hold up to ``max_cluster`` blocks (1: none), else why not."""
         n = int(key["N"])
         esize = ELEMENT_BYTES[str(key["dtype"])]
         threads, rows = int(config["threads"]), int(config["rows_per_block"])
         vbytes, storage = int(config["vector_bytes"]), str(config["row_storage"])
+        cluster = int(config.get("cluster", 1))
         vec = max(1, vbytes // esize) if vbytes else 1
         if vbytes and vbytes < esize:
             return "vector narrower than one element"
+        if cluster > max_cluster:
+            return (f"a cluster of {cluster} blocks needs an NVIDIA sm90 or later device" if max_cluster == 1
+                    else f"a cluster of {cluster} blocks exceeds {max_cluster}")
+        vectors = -(-n // vec)
+        if cluster > vectors:
+            return f"a cluster of {cluster} blocks for {vectors} vectors leaves a block without a slice"
+        # What one block of the cluster holds: its slice of whole vectors.
+        slice_vectors = -(-vectors // cluster)
         block = threads * rows
         if block > MAX_BLOCK:
             return f"block of {block} threads exceeds {MAX_BLOCK}"
@@ -140,46 +163,56 @@ class RMSNormSpec:
             return f"a block of {block} threads is not a whole number of {wave}-wide waves"
         if threads > wave and threads % wave:
             return "threads per row must be a multiple of the wave size"
-        per_thread = -(-n // (threads * vec))
+        per_thread = -(-slice_vectors // threads)
         if storage == "reg" and per_thread * vec > MAX_REG_FLOATS:
             return f"{per_thread * vec} values per thread exceed the register budget of {MAX_REG_FLOATS}"
         if storage == "smem":
             # The held rows (whole vectors) plus the reduction's per-wave partial sums,
             # as rmsnorm.cu declares them: the compiler refuses a byte more.
-            shared = 4 * rows * (-(-n // vec) * vec + (threads // wave if threads > wave else 1))
+            shared = 4 * rows * (slice_vectors * vec + (threads // wave if threads > wave else 1) + (cluster > 1))
             if shared > MAX_SMEM_BYTES:
-                return f"{rows} rows of {n} floats and their partial sums exceed {MAX_SMEM_BYTES} bytes of shared memory"
-        if threads > max(wave, pow2_ceil(-(-n // vec))):
-            return "more threads than vectors in the row"
+                return f"{rows} rows of {slice_vectors * vec} floats and their partial sums exceed {MAX_SMEM_BYTES} bytes of shared memory"
+        if threads > max(wave, pow2_ceil(slice_vectors)):
+            return "more threads than vectors in the row" + (" slice" if cluster > 1 else "")
         return None
 
     def space(self, key: Mapping[str, object], device: DeviceQuery | None = None, wave: int | None = None) -> list[dict[str, KeyValue]]:
         """Every valid config for ``key``, pruned to the ones worth timing: the two widest
         vector widths the row allows (the scalar path only when none does), 1–16 vectors
         per thread, rows per block never beyond the rows there are, shared-memory rows
-        only for N ≥ 8192 and a second read only when a thread holds more than 8 values.
-        Never empty: the default is always valid."""
+        only for N ≥ 8192, a second read only when a thread holds more than 8 values, and
+        clusters (where ``device`` has them) only for few rows (M ≤ 256) or long ones
+        (N ≥ 12288).  Never empty: the default is always valid."""
         norm = self.check_key(key)
         w = wave or _wave_of(device)
-        out = self.candidates(norm, w)
+        out = self.candidates(norm, w, max_cluster_of(device))
         default = self._default(norm, device, w, out)
         if default not in out:
             out.insert(0, default)
         return out
 
-    def candidates(self, norm: Mapping[str, KeyValue], w: int) -> list[dict[str, KeyValue]]:
+    def candidates(self, norm: Mapping[str, KeyValue], w: int, max_cluster: int = 1) -> list[dict[str, KeyValue]]:
         """The configs :meth:`space` prunes to, before it adds the default (``norm`` a
-        checked key, ``w`` the wave size)."""
+        checked key, ``w`` the wave size, ``max_cluster`` the largest cluster the device
+        runs)."""
         m, n = int(norm["M"]), int(norm["N"])
         esize = ELEMENT_BYTES[str(norm["dtype"])]
         widths = [v for v in VECTOR_BYTES if v and v >= esize and (n * esize) % v == 0][:2] or [0]
+        # A cluster pays where one block per row leaves the GPU idle (few rows) or a row
+        # is too long for one block's registers; each block keeps at least 1 KB of it.
+        clusters = [c for c in CLUSTER if c <= max_cluster and (
+            c == 1 or ((m <= 256 or n >= 12288) and n * esize >= max(8192, 1024 * c)))]
         out = []
-        for threads, rows, vbytes, storage, occ in itertools.product(THREADS, ROWS, widths, STORAGE, OCCUPANCY):
+        for threads, rows, vbytes, storage, occ, cluster in itertools.product(
+                THREADS, ROWS, widths, STORAGE, OCCUPANCY, clusters):
             vec = vbytes // esize if vbytes else 1
-            per_thread = -(-n // (threads * vec))
+            part = -(-n // cluster)
+            per_thread = -(-part // (threads * vec))
             if rows > 1 and rows > pow2_ceil(m):
                 continue
-            if per_thread > 16 or (threads > w and threads * vec > 2 * n):
+            if per_thread > 16 or (threads > w and threads * vec > 2 * part):
+                continue
+            if cluster > 1 and (storage != "reg" or rows > 1 or per_thread > 8):
                 continue
             if storage == "smem" and n < 8192:
                 continue
@@ -191,8 +224,9 @@ class RMSNormSpec:
                 "vector_bytes": vbytes,
                 "row_storage": storage,
                 "occupancy": occ,
+                "cluster": cluster,
             }
-            if self.valid(config, norm, w) is None:
+            if self.valid(config, norm, w, max_cluster) is None:
                 out.append(config)
         return out
 
@@ -207,7 +241,7 @@ class RMSNormSpec:
         space.  Where the table lists no shape that is, :meth:`rule_of_thumb`."""
         w = wave or _wave_of(device)
         norm = complete_row_key(key)
-        return self._default(norm, device, w, self.candidates(norm, w))
+        return self._default(norm, device, w, self.candidates(norm, w, max_cluster_of(device)))
 
     def _default(self, norm: Mapping[str, KeyValue], device: DeviceQuery | None, w: int,
                  candidates: list[dict[str, KeyValue]]) -> dict[str, KeyValue]:
@@ -242,6 +276,7 @@ class RMSNormSpec:
             "vector_bytes": vbytes,
             "row_storage": "reg",
             "occupancy": 0,
+            "cluster": 1,
         }
         per_thread = -(-n // (threads * vec)) * vec
         if per_thread > MAX_REG_FLOATS:
@@ -253,7 +288,7 @@ class RMSNormSpec:
     def grid(self, config: Mapping[str, KeyValue], m: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
         """Grid, block and dynamic shared-memory bytes for ``m`` rows."""
         threads, rows = int(config["threads"]), int(config["rows_per_block"])
-        return (-(-m // rows), 1, 1), (threads * rows, 1, 1), 0
+        return (-(-m // rows) * int(config.get("cluster", 1)), 1, 1), (threads * rows, 1, 1), 0
 
     # -- tuning (the plugin protocol of flyconfigs.kernels.plugin) ---------------------
 
@@ -261,6 +296,15 @@ class RMSNormSpec:
     def tunables(self) -> dict[str, tuple[int | str, ...]]:
         """Each tunable and the values it takes (``flyconfigs schema --kernel`` publishes them)."""
         return dict(TUNABLES)
+
+    @property
+    def tunable_defaults(self) -> dict[str, KeyValue]:
+        """Tunables a config written before them may leave out, and what that means."""
+        return dict(NEUTRAL)
+
+    def complete_config(self, config: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
+        """``config`` with every tunable it leaves out at the value that means."""
+        return {**NEUTRAL, **config}
 
     @property
     def cost_model(self) -> RMSNormCostModel:
@@ -304,12 +348,22 @@ class RMSNormSpec:
             f"-DFC_VEC_BYTES={int(config['vector_bytes'])}",
             f"-DFC_STORAGE={storage}",
             f"-DFC_OCCUPANCY={int(config['occupancy'])}",
+            f"-DFC_CLUSTER={int(config.get('cluster', 1))}",
             f"-DFC_WAVE={wave}",
         ]
 
 
 def _wave_of(device: DeviceQuery | None) -> int:
     return wave_size_of_arch(device.arch) if device is not None else 32
+
+
+def max_cluster_of(device: DeviceQuery | Device | None) -> int:
+    """The largest portable thread-block cluster ``device`` (a query or an artifact's
+    descriptor) runs: 8 on NVIDIA sm90 and later, else 1 (none; also for an unknown device)."""
+    if device is None or device.vendor != "nvidia":
+        return 1
+    found = re.fullmatch(r"sm(\d+)[a-z]?", device.arch)
+    return max(CLUSTER) if found and int(found.group(1)) >= 90 else 1
 
 
 def reference_rms_norm(x: Any, weight: Any, eps: float) -> Any:

@@ -4,11 +4,12 @@ The table (``rmsnorm_default.json``, written by ``bench/fit_rmsnorm_default.py``
 for each tuned key of one reference device, the few configs that came closest to that
 key's best, each as a *shape* relative to the key and its slowdown against the best::
 
-    (vectors per thread as a power of two, rows per block, vector bytes, row storage, occupancy)
+    (vectors per thread as a power of two, rows per block, vector bytes, row storage,
+     occupancy, cluster)
 
 A shape becomes a config for any row length: the vector width gives the vectors in a
-row, and the threads are that count (rounded up to a power of two) divided by the
-vectors per thread.  For a key, :func:`choose` scores every shape by the slowdowns it
+row, the cluster the slice of them one block takes, and the threads are that count
+(rounded up to a power of two) divided by the vectors per thread.  For a key, :func:`choose` scores every shape by the slowdowns it
 had at the tuned row lengths nearest the asked one (two on each side, weighted by how
 close they are in log N, a shape missing from a cell counted as :data:`MISSING`) at the
 nearest tuned row count, and serves the best-scoring shape that is a valid config of the
@@ -33,8 +34,8 @@ from flyconfigs.kernels.rownorm import ELEMENT_BYTES, pow2_ceil
 
 __all__ = ["MISSING", "NEIGHBOURS", "DefaultTable", "Shape", "choose", "config_of", "shape_of", "table"]
 
-Shape = tuple[int, int, int, str, int]
-"""``(log2 vectors per thread, rows per block, vector bytes, row storage, occupancy)``."""
+Shape = tuple[int, int, int, str, int, int]
+"""``(log2 vectors per thread, rows per block, vector bytes, row storage, occupancy, cluster)``."""
 
 MISSING = 0.35
 """The log slowdown charged to a shape a cell does not list (about 1.4×, worse than any
@@ -42,31 +43,33 @@ shape a cell keeps)."""
 NEIGHBOURS = 2
 """Tuned row lengths used on each side of the asked one."""
 
-def _span(n: int, vbytes: int, dtype: str) -> int:
-    """The vectors of ``vbytes`` (0: scalar) in a row of ``n`` elements, up to a power of two."""
+def _span(n: int, vbytes: int, dtype: str, cluster: int) -> int:
+    """The vectors of ``vbytes`` (0: scalar) in one block's slice of a row of ``n``
+    elements shared by ``cluster`` blocks, up to a power of two."""
     esize = ELEMENT_BYTES[dtype]
-    return pow2_ceil(-(-n // max(1, (vbytes or esize) // esize)))
+    vectors = -(-n // max(1, (vbytes or esize) // esize))
+    return pow2_ceil(-(-vectors // cluster))
 
 
 def shape_of(config: Mapping[str, Any], n: int, dtype: str) -> Shape:
     """``config`` for row length ``n`` of ``dtype`` as a shape (see the module docstring)."""
-    vbytes = int(config["vector_bytes"])
-    shift = _span(n, vbytes, dtype).bit_length() - int(config["threads"]).bit_length()
-    return (shift, int(config["rows_per_block"]), vbytes, str(config["row_storage"]), int(config["occupancy"]))
+    vbytes, cluster = int(config["vector_bytes"]), int(config.get("cluster", 1))
+    shift = _span(n, vbytes, dtype, cluster).bit_length() - int(config["threads"]).bit_length()
+    return (shift, int(config["rows_per_block"]), vbytes, str(config["row_storage"]), int(config["occupancy"]), cluster)
 
 
 def config_of(shape: Shape, n: int, dtype: str) -> dict[str, int | str] | None:
     """The config ``shape`` stands for at row length ``n`` of ``dtype``; ``None`` when
     its vector is narrower than an element."""
-    shift, rows, vbytes, storage, occupancy = shape
+    shift, rows, vbytes, storage, occupancy, cluster = shape
     if vbytes and vbytes < ELEMENT_BYTES[dtype]:
         return None
-    span = _span(n, vbytes, dtype)
+    span = _span(n, vbytes, dtype, cluster)
     threads = span >> shift if shift >= 0 else span << -shift
     if threads < 1:
         return None
     return {"threads": threads, "rows_per_block": rows, "vector_bytes": vbytes, "row_storage": storage,
-            "occupancy": occupancy}
+            "occupancy": occupancy, "cluster": cluster}
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,8 @@ def encode(table: DefaultTable) -> dict[str, Any]:
     """``table`` as JSON data (what ``rmsnorm_default.json`` holds under ``table``)."""
     return {
         "compute_units": table.compute_units,
-        "shape_fields": ["log2_vectors_per_thread", "rows_per_block", "vector_bytes", "row_storage", "occupancy"],
+        "shape_fields": ["log2_vectors_per_thread", "rows_per_block", "vector_bytes", "row_storage", "occupancy",
+                         "cluster"],
         "cells": [
             {"dtype": d, "weight_dtype": w, "M": m, "N": n,
              "shapes": [[*shape, round(slow, 4)] for shape, slow in sorted(cell.items(), key=lambda kv: kv[1])]}
@@ -146,12 +150,16 @@ def encode(table: DefaultTable) -> dict[str, Any]:
 
 
 def decode(data: Mapping[str, Any]) -> DefaultTable:
-    """The table :func:`encode` wrote."""
+    """The table :func:`encode` wrote (a table from before clusters, whose shapes have
+    five fields, means cluster 1)."""
     cells: dict[tuple[str, str, int, int], dict[Shape, float]] = {}
     for cell in data["cells"]:
         shapes: dict[Shape, float] = {}
-        for shift, rows, vbytes, storage, occupancy, slow in cell["shapes"]:
-            shapes[(int(shift), int(rows), int(vbytes), str(storage), int(occupancy))] = float(slow)
+        for entry in cell["shapes"]:
+            *fields, slow = entry
+            shift, rows, vbytes, storage, occupancy, *rest = fields
+            cluster = int(rest[0]) if rest else 1
+            shapes[(int(shift), int(rows), int(vbytes), str(storage), int(occupancy), cluster)] = float(slow)
         cells[(str(cell["dtype"]), str(cell["weight_dtype"]), int(cell["M"]), int(cell["N"]))] = shapes
     return DefaultTable(int(data["compute_units"]), cells)
 

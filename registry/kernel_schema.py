@@ -1,7 +1,8 @@
 """A JSON Schema of one kernel's artifacts: the artifact schema of this version with the
 kernel's name, its key (every declared axis, typed as the declaration types it, and no
 other) and, where the declaration lists its ``tunables``, its config (every tunable,
-each to one of its values, and no other) filled in.  A third party can check an artifact
+each to one of its values, and no other; a tunable of ``tunable_defaults``, added after
+configs were published, may be left out and means its default) filled in.  A third party can check an artifact
 of that kernel completely with any JSON Schema validator and without flyconfigs.
 """
 
@@ -52,20 +53,25 @@ def key_schema(decl: KernelDecl) -> dict[str, Any]:
 
 
 def config_schema(decl: KernelDecl) -> dict[str, Any] | None:
-    """The config of ``decl`` from its ``tunables`` (name → the values it takes), or
-    ``None`` when it declares none."""
+    """The config of ``decl`` from its ``tunables`` (name → the values it takes) and
+    ``tunable_defaults`` (name → what leaving it out means), or ``None`` when it
+    declares no tunables."""
     tunables = getattr(decl, "tunables", None)
     if not isinstance(tunables, Mapping) or not tunables:
         return None
-    properties = {}
+    defaults = getattr(decl, "tunable_defaults", None)
+    defaults = defaults if isinstance(defaults, Mapping) else {}
+    properties: dict[str, dict[str, Any]] = {}
     for name, values in tunables.items():
         allowed = list(values) if isinstance(values, Sequence) and not isinstance(values, str) else [values]
         kinds = sorted({_json_type(v) for v in allowed})
         properties[str(name)] = {"type": kinds[0] if len(kinds) == 1 else kinds, "enum": allowed}
+        if name in defaults:
+            properties[str(name)]["default"] = defaults[name]
     return {
         "type": "object",
         "properties": properties,
-        "required": list(properties),
+        "required": [name for name in properties if name not in defaults],
         "additionalProperties": False,
         "description": f"a config of {decl.name}: every tunable, each one of its values. Which combinations "
                        f"run for a key and device is the kernel's own check; nothing that fails it is served.",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from flyconfigs.kernels import rmsnorm_default
-from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.kernels.rmsnorm import SPEC, max_cluster_of
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema import load_artifact
 
@@ -49,7 +49,7 @@ def test_an_empty_table_falls_back_to_the_rule_of_thumb(monkeypatch: pytest.Monk
 
 
 def test_rows_are_read_at_the_reference_devices_scale() -> None:
-    wide, narrow = (0, 1, 16, "reg", 0), (2, 1, 16, "reg", 0)
+    wide, narrow = (0, 1, 16, "reg", 0, 1), (2, 1, 16, "reg", 0, 1)
     table = rmsnorm_default.DefaultTable(100, {
         ("bf16", "bf16", 64, 4096): {wide: 0.0, narrow: 0.1},
         ("bf16", "bf16", 4096, 4096): {narrow: 0.0, wide: 0.1},
@@ -63,7 +63,7 @@ def test_rows_are_read_at_the_reference_devices_scale() -> None:
 
 
 def test_a_row_length_between_tuned_ones_is_scored_by_both_sides() -> None:
-    a, b = (1, 1, 16, "reg", 0), (2, 1, 16, "reg", 0)
+    a, b = (1, 1, 16, "reg", 0, 1), (2, 1, 16, "reg", 0, 1)
     table = rmsnorm_default.DefaultTable(132, {
         ("bf16", "bf16", 1, 2048): {a: 0.0, b: 0.05},
         ("bf16", "bf16", 1, 8192): {b: 0.0},  # a is missing here: it costs MISSING
@@ -78,7 +78,7 @@ def test_the_table_built_without_a_row_length_serves_it_within_10_percent_of_tun
     """Leave-one-N-out on the H200's measured tunings: the goal is 80% of keys within 10%."""
     artifacts = [a for a in map(load_artifact, sorted(SM90.glob("rmsnorm-sm90-*.json"))) if a.selection.measured]
     assert len(artifacts) >= 400
-    timed = {id(a): [(dict(c.config), c.timing.median_us) for c in a.candidates if c.timing] for a in artifacts}
+    timed = {id(a): [(SPEC.complete_config(c.config), c.timing.median_us) for c in a.candidates if c.timing] for a in artifacts}
     shipped = json.loads(resources_files("flyconfigs.kernels").joinpath("rmsnorm_default.json").read_text())
     keep, within = shipped["fitted_on"]["keep"], shipped["fitted_on"]["within"]
     within_goal = 0
@@ -86,7 +86,7 @@ def test_the_table_built_without_a_row_length_serves_it_within_10_percent_of_tun
         table = rmsnorm_default.build([(a.key, timed[id(a)]) for a in artifacts if a.key["N"] != n], 132, keep, within)
         for artifact in (a for a in artifacts if a.key["N"] == n):
             key = dict(artifact.key)
-            config = rmsnorm_default.choose(table, key, 132, SPEC.candidates(key, 32))
+            config = rmsnorm_default.choose(table, key, 132, SPEC.candidates(key, 32, max_cluster_of(artifact.device)))
             time = next(t for c, t in timed[id(artifact)] if c == config)
             within_goal += time <= 1.10 * artifact.winner.timing.median_us  # type: ignore[union-attr]
     assert within_goal / len(artifacts) >= 0.80
@@ -97,7 +97,7 @@ def test_the_shipped_table_is_the_one_built_from_every_measured_key() -> None:
     shipped = json.loads(resources_files("flyconfigs.kernels").joinpath("rmsnorm_default.json").read_text())
     artifacts = [a for a in map(load_artifact, sorted(SM90.glob("rmsnorm-sm90-*.json"))) if a.selection.measured]
     rebuilt = rmsnorm_default.build(
-        [(a.key, [(dict(c.config), c.timing.median_us) for c in a.candidates if c.timing]) for a in artifacts],
+        [(a.key, [(SPEC.complete_config(c.config), c.timing.median_us) for c in a.candidates if c.timing]) for a in artifacts],
         132, shipped["fitted_on"]["keep"], shipped["fitted_on"]["within"])
     assert rmsnorm_default.decode(shipped["table"]).cells.keys() == rebuilt.cells.keys()
     assert rmsnorm_default.decode(shipped["table"]) == rmsnorm_default.decode(rmsnorm_default.encode(rebuilt))

@@ -73,6 +73,10 @@ class RooflineModel:
         wsize = ELEMENT_BYTES[str(key["weight_dtype"])]
         threads, rows = int(config["threads"]), int(config["rows_per_block"])
         vbytes, storage = int(config["vector_bytes"]), str(config["row_storage"])
+        # A cluster's blocks each take a slice of the row: as many blocks as slices, each
+        # of a slice's length, and two cluster barriers on the chain.
+        cluster = int(config.get("cluster", 1))
+        full_n, n = n, -(-n // cluster)
         wave = device.wave_size
         cus = device.compute_units
         peak = (device.memory_bandwidth_gbps or 2000.0) * 1e3  # bytes per µs
@@ -81,14 +85,14 @@ class RooflineModel:
         vec_bytes = vbytes or esize
         vec = max(1, vec_bytes // esize)
         per_thread = -(-n // (threads * vec))
-        blocks = -(-m // rows)
+        blocks = -(-m // rows) * cluster
         per_cu = max(1, resources.max_blocks_per_cu or 1)
         resident = min(blocks, cus * per_cu)
 
-        traffic = float(2 * m * n * esize + n * wsize)
+        traffic = float(2 * m * full_n * esize + full_n * wsize)
         if storage == "reread":
             rows_in_flight = resident * rows * n * esize
-            traffic += m * n * esize * (0.15 if rows_in_flight <= l2 else 1.0)
+            traffic += m * full_n * esize * (0.15 if rows_in_flight <= l2 else 1.0)
 
         in_flight_vectors = min(per_thread, REREAD_LOADS_IN_FLIGHT) if storage == "reread" else per_thread
         in_flight_per_cu = (resident / cus) * threads * rows * in_flight_vectors * vec_bytes
@@ -115,6 +119,8 @@ class RooflineModel:
         chain = MEMORY_LATENCY_US + per_thread * VECTOR_ISSUE_US + steps * SHUFFLE_US + STORE_US
         if threads > wave:
             chain += BARRIER_US
+        if cluster > 1:
+            chain += 2 * BARRIER_US
         if storage == "reread":
             chain += MEMORY_LATENCY_US * 0.5 + per_thread * VECTOR_ISSUE_US
         chain_us = waves * chain
@@ -125,7 +131,8 @@ ROOFLINE = RooflineModel()
 
 
 def features(config: Mapping[str, Any], key: Mapping[str, Any], device: Device, resources: Resources) -> list[float]:
-    """What the ranking model sees of one compiled config: its shape (values per thread,
+    """What the ranking model sees of one compiled config: its shape (values per thread
+    of the block's slice of the row, the whole row without a cluster,
     threads, a row spanning several waves, rows per block, vector width, row storage,
     the occupancy hint), its compiled resources (resident blocks per CU, occupancy,
     registers), the launch waves on ``device``, and the roofline estimate — each also
@@ -135,9 +142,11 @@ def features(config: Mapping[str, Any], key: Mapping[str, Any], device: Device, 
     threads, rows = int(config["threads"]), int(config["rows_per_block"])
     vbytes, storage, occupancy = int(config["vector_bytes"]), str(config["row_storage"]), int(config["occupancy"])
     vec = max(1, (vbytes or esize) // esize)
-    per_thread = -(-n // (threads * vec))
+    cluster = int(config.get("cluster", 1))
+    slice_n = -(-n // cluster)
+    per_thread = -(-slice_n // (threads * vec))
     per_cu = max(1, resources.max_blocks_per_cu or 1)
-    waves_exact = -(-m // rows) / (device.compute_units * per_cu)
+    waves_exact = -(-m // rows) * cluster / (device.compute_units * per_cu)
     base = [
         math.log2(per_thread), math.log2(threads), float(threads > device.wave_size), math.log2(rows),
         float(vbytes == 0), float(vbytes == 4), float(vbytes == 8), float(storage == "smem"),
@@ -154,7 +163,10 @@ class RMSNormCostModel:
     """Ranks compiled configs of one key: a ridge regression over :func:`features` of the
     log slowdown against the key's best, its weights fitted by
     ``bench/fit_rmsnorm_model.py`` on measured tunings and shipped as
-    ``rmsnorm_model.json`` (with the data and the cross-validation they came from)."""
+    ``rmsnorm_model.json`` (with the data and the cross-validation they came from).
+    Version 1 was fitted before the ``cluster`` tunable existed: it prices a cluster
+    only through the geometry of :func:`features` and the roofline (a slice per block,
+    two cluster barriers)."""
 
     name: str = "rmsnorm-ridge"
 

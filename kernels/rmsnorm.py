@@ -27,6 +27,7 @@ Tunables (see ``rmsnorm.cu``):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Mapping
@@ -54,8 +55,8 @@ if TYPE_CHECKING:
     from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload
     from flyconfigs.schema.models import Device
 
-__all__ = ["DTYPES", "ELEMENT_BYTES", "PERF_GRID", "SPEC", "TUNABLES", "RMSNormSpec", "max_cluster_of", "reference_rms_norm",
-           "traffic_bytes"]
+__all__ = ["DTYPES", "ELEMENT_BYTES", "PERF_GRID", "SPEC", "TUNABLES", "RMSNormSpec", "cluster_of", "max_cluster_of",
+           "reference_rms_norm", "traffic_bytes"]
 
 THREADS = (8, 16, 32, 64, 128, 256, 512, 1024)
 ROWS = (1, 2, 4, 8, 16, 32)
@@ -144,7 +145,7 @@ class RMSNormSpec:
         esize = ELEMENT_BYTES[str(key["dtype"])]
         threads, rows = int(config["threads"]), int(config["rows_per_block"])
         vbytes, storage = int(config["vector_bytes"]), str(config["row_storage"])
-        cluster = int(config.get("cluster", 1))
+        cluster = cluster_of(config)
         vec = max(1, vbytes // esize) if vbytes else 1
         if vbytes and vbytes < esize:
             return "vector narrower than one element"
@@ -288,7 +289,7 @@ class RMSNormSpec:
     def grid(self, config: Mapping[str, KeyValue], m: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
         """Grid, block and dynamic shared-memory bytes for ``m`` rows."""
         threads, rows = int(config["threads"]), int(config["rows_per_block"])
-        return (-(-m // rows) * int(config.get("cluster", 1)), 1, 1), (threads * rows, 1, 1), 0
+        return (-(-m // rows) * cluster_of(config), 1, 1), (threads * rows, 1, 1), 0
 
     # -- tuning (the plugin protocol of flyconfigs.kernels.plugin) ---------------------
 
@@ -348,7 +349,7 @@ class RMSNormSpec:
             f"-DFC_VEC_BYTES={int(config['vector_bytes'])}",
             f"-DFC_STORAGE={storage}",
             f"-DFC_OCCUPANCY={int(config['occupancy'])}",
-            f"-DFC_CLUSTER={int(config.get('cluster', 1))}",
+            f"-DFC_CLUSTER={cluster_of(config)}",
             f"-DFC_WAVE={wave}",
         ]
 
@@ -357,12 +358,20 @@ def _wave_of(device: DeviceQuery | None) -> int:
     return wave_size_of_arch(device.arch) if device is not None else 32
 
 
+def cluster_of(config: Mapping[str, Any]) -> int:
+    """The blocks ``config`` shares a row over (a config from before the tunable: 1)."""
+    return int(config.get("cluster", NEUTRAL["cluster"]))
+
+
 def max_cluster_of(device: DeviceQuery | Device | None) -> int:
     """The largest portable thread-block cluster ``device`` (a query or an artifact's
     descriptor) runs: 8 on NVIDIA sm90 and later, else 1 (none; also for an unknown device)."""
-    if device is None or device.vendor != "nvidia":
-        return 1
-    found = re.fullmatch(r"sm(\d+)[a-z]?", device.arch)
+    return _max_cluster(device.vendor, device.arch) if device is not None else 1
+
+
+@functools.cache
+def _max_cluster(vendor: str, arch: str) -> int:
+    found = re.fullmatch(r"sm(\d+)[a-z]?", arch) if vendor == "nvidia" else None
     return max(CLUSTER) if found and int(found.group(1)) >= 90 else 1
 
 

@@ -16,8 +16,8 @@ nearest tuned row count, and serves the best-scoring shape that is a valid confi
 key's space.  Row counts are scaled by the device's compute units against the reference
 device's, so that a device twice as wide reads the row of half the rows.
 
-Imports nothing beyond the standard library and the row-norm helpers: it runs on the
-serving path.
+Imports nothing beyond the standard library, the row-norm helpers and the RMSNorm
+declaration (neither imports torch or a GPU runtime): it runs on the serving path.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from importlib.resources import files as resources_files
 from typing import Any
 
+from flyconfigs.kernels.rmsnorm import cluster_of
 from flyconfigs.kernels.rownorm import ELEMENT_BYTES, pow2_ceil
 
 __all__ = ["MISSING", "NEIGHBOURS", "DefaultTable", "Shape", "choose", "config_of", "shape_of", "table"]
@@ -53,7 +54,7 @@ def _span(n: int, vbytes: int, dtype: str, cluster: int) -> int:
 
 def shape_of(config: Mapping[str, Any], n: int, dtype: str) -> Shape:
     """``config`` for row length ``n`` of ``dtype`` as a shape (see the module docstring)."""
-    vbytes, cluster = int(config["vector_bytes"]), int(config.get("cluster", 1))
+    vbytes, cluster = int(config["vector_bytes"]), cluster_of(config)
     shift = _span(n, vbytes, dtype, cluster).bit_length() - int(config["threads"]).bit_length()
     return (shift, int(config["rows_per_block"]), vbytes, str(config["row_storage"]), int(config["occupancy"]), cluster)
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from importlib.resources import files as resources_files
 from typing import Any
 
-from flyconfigs.kernels.rmsnorm import ELEMENT_BYTES
+from flyconfigs.kernels.rmsnorm import ELEMENT_BYTES, cluster_of
 from flyconfigs.schema.models import Device, Resources
 
 __all__ = ["MODEL", "ROOFLINE", "RMSNormCostModel", "RooflineModel", "features"]
@@ -75,7 +75,7 @@ class RooflineModel:
         vbytes, storage = int(config["vector_bytes"]), str(config["row_storage"])
         # A cluster's blocks each take a slice of the row: as many blocks as slices, each
         # of a slice's length, and two cluster barriers on the chain.
-        cluster = int(config.get("cluster", 1))
+        cluster = cluster_of(config)
         full_n, n = n, -(-n // cluster)
         wave = device.wave_size
         cus = device.compute_units
@@ -142,7 +142,7 @@ def features(config: Mapping[str, Any], key: Mapping[str, Any], device: Device, 
     threads, rows = int(config["threads"]), int(config["rows_per_block"])
     vbytes, storage, occupancy = int(config["vector_bytes"]), str(config["row_storage"]), int(config["occupancy"])
     vec = max(1, (vbytes or esize) // esize)
-    cluster = int(config.get("cluster", 1))
+    cluster = cluster_of(config)
     slice_n = -(-n // cluster)
     per_thread = -(-slice_n // (threads * vec))
     per_cu = max(1, resources.max_blocks_per_cu or 1)

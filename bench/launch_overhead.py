@@ -1,7 +1,7 @@
 """Host overhead per launch, in one run: the GPU layer's raw ``Kernel.launch`` on a torch
 stream, the ``rms_norm`` op in eager mode (resolve + launch), and torch ``F.rms_norm``'s
 own dispatch, beside cuda-python's bare ``cuLaunchKernel`` and a prepared launch of the GPU
-layer — each timed as wall time per call over many back-to-back calls on a tiny input,
+layer (the driver's ``cuLaunchKernelEx`` called directly, and through cuda-python's wrapper) — each timed as wall time per call over many back-to-back calls on a tiny input,
 so the host, not the GPU, is what is measured; the contenders interleaved.  Writes ``--out`` (JSON).
 
     python bench/launch_overhead.py --out bench/results/launch-overhead-h200.json
@@ -66,6 +66,12 @@ def main() -> None:
         kernel = kernel_for(backend, config, key)
         grid, block, shared = SPEC.grid(config, m)
         prepared = kernel.prepare(grid, block, shared)
+        # The same prepared launch through cuda-python's cuLaunchKernel wrapper, the path
+        # taken where the driver's cuLaunchKernelEx entry point is not found.
+        direct = backend.binding.launch_ex_address()
+        backend.binding._launch_ex = None
+        via_bindings = kernel.prepare(grid, block, shared)
+        backend.binding._launch_ex = direct
         stream = torch.cuda.current_stream().cuda_stream
         pointers = (x.data_ptr(), w.data_ptr(), y.data_ptr(), m, n, n, 1e-6)
         kernel.launch(grid, block, pointers, stream, shared)  # fills the argument slots the raw call reads
@@ -74,6 +80,7 @@ def main() -> None:
             "cuda_bindings_launch": lambda: driver.cuLaunchKernel(kernel.function, *grid, *block, shared, stream, params, 0),
             "gpu_layer_launch": lambda: kernel.launch(grid, block, (x, w, y, m, n, n, 1e-6), stream, shared),
             "gpu_layer_prepared": lambda: prepared(pointers, stream),
+            "gpu_layer_prepared_via_bindings": lambda: via_bindings(pointers, stream),
             "flyconfigs_op_eager": lambda: rms_norm(x, w, 1e-6, out=y),
             "flyconfigs_op_eager_alloc": lambda: rms_norm(x, w, 1e-6),
             "F.rms_norm_eager": lambda: F.rms_norm(x, (n,), w, 1e-6),
@@ -83,7 +90,9 @@ def main() -> None:
         print(f"{m}x{n}: " + "  ".join(f"{k} {v['median']:.2f}us" for k, v in row.items()), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"benchmark": "launch_overhead", "machine": machine(), "torch": torch.__version__,
-                                    "device": get_backend().device().model_dump(mode="json"), "results": results},
+                                    "device": get_backend().device().model_dump(mode="json"),
+                                    "direct_launch": get_backend().binding.launch_ex_address() is not None,
+                                    "results": results},
                                    indent=1, sort_keys=True) + "\n")
 
 

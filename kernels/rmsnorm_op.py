@@ -127,14 +127,47 @@ def _plan(index: int, m: int, n: int, dtype: str, wdtype: str, wbytes: int) -> _
     return plan
 
 
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _current_stream(index: int) -> int:
     # The raw handle without building a Stream object: a third of the host time of a
     # small call otherwise.
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return int(raw(index)) if raw is not None else torch.cuda.current_stream(index).cuda_stream
+    return int(_RAW_STREAM(index)) if _RAW_STREAM is not None else torch.cuda.current_stream(index).cuda_stream
 
 
-def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> None:
+@dataclass(frozen=True)
+class _Layout:
+    """What a checked call with one layout of ``(x, weight, out)`` launches: the plan,
+    the rows and row strides of the 2-D views, and whether those strides allow the
+    plan's vector kernel (the pointers are checked per call)."""
+
+    plan: _Plan
+    index: int
+    m: int
+    sx: int
+    sy: int
+    strides_vector: bool
+
+
+_LAYOUTS: dict[tuple[Any, ...], _Layout] = {}
+_MAX_LAYOUTS = 4096
+_RESOLVER = default_resolver()
+
+
+def _layout_key(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None) -> tuple[Any, ...]:
+    """Everything the input rules and the launch geometry read from the tensors except
+    their addresses; ``out`` None stands for the contiguous output the op allocates."""
+    if out is None:
+        return x.shape, x.stride(), x.dtype, x.device, weight.shape, weight.stride(), weight.dtype, weight.device
+    return (x.shape, x.stride(), x.dtype, x.device, weight.shape, weight.stride(), weight.dtype, weight.device,
+            out.shape, out.stride(), out.dtype, out.device)
+
+
+def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> tuple[_Plan, int, int, int] | None:
+    """Launch on checked tensors.  Returns the plan, rows and the row strides where both
+    ``x`` and ``out`` were used in place (so a later call with the same layout can skip
+    the checks and the reshapes), else ``None``."""
     n = x.shape[-1]
     x2 = x if x.dim() == 2 else x.reshape(-1, n)
     m = x2.shape[0]
@@ -161,6 +194,10 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     launch((xp, wp, yp, m, sx, sy, eps), _current_stream(index))
     if staged:
         out.copy_(y2.view(out.shape))
+        return None
+    if xp != x.data_ptr():  # reshape copied x
+        return None
+    return plan, m, sx, sy
 
 
 @torch.library.custom_op("flyconfigs::rms_norm", mutates_args=())
@@ -193,6 +230,23 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torc
     ``ValueError`` for bad input before anything is launched.  A launch that fails with
     the resolved config raises; it is never masked by another config.
     """
+    # The eager hot path: a layout of (x, weight, out) that passed every input rule
+    # before, with a plan that is still current, launches without checking again.  Only
+    # the addresses are new, and their alignment is checked on every call.
+    if not torch.compiler.is_compiling() and eps.__class__ is float and isinstance(x, torch.Tensor) \
+            and isinstance(weight, torch.Tensor) and (out is None or isinstance(out, torch.Tensor)):
+        seen = _LAYOUTS.get(_layout_key(x, weight, out))
+        if seen is not None and eps >= 0.0 and seen.plan.generation == _RESOLVER.generation:
+            if out is None:
+                out = torch.empty_like(x, memory_format=torch.contiguous_format)
+            plan = seen.plan
+            xp, wp, yp = x.data_ptr(), weight.data_ptr(), out.data_ptr()
+            vb = plan.vector_bytes
+            launch = plan.launch
+            if vb and (not seen.strides_vector or (xp % vb) or (yp % vb) or (wp % plan.weight_align)):
+                launch = plan.scalar  # type: ignore[assignment]
+            launch((xp, wp, yp, seen.m, seen.sx, seen.sy, eps), _current_stream(seen.index))
+            return out
     _check(x, weight, out)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
         raise ValueError(f"eps must be a non-negative number, got {eps!r}")
@@ -204,7 +258,15 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torc
         return out
     # Eager calls (graph capture included) launch directly: the custom-op dispatcher
     # costs more host time than the kernel takes at small shapes.
+    key = _layout_key(x, weight, out)
     if out is None:
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    _launch(x, weight, float(eps), out)
+    used = _launch(x, weight, float(eps), out)
+    if used is not None:
+        plan, m, sx, sy = used
+        xb = x.element_size()
+        vb = plan.vector_bytes
+        if len(_LAYOUTS) >= _MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = _Layout(plan, x.get_device(), m, sx, sy, not vb or not (sx * xb % vb or sy * xb % vb))
     return out

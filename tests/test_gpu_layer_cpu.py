@@ -205,3 +205,86 @@ def test_a_prepared_launch_checks_geometry_once_arguments_always_and_reports_a_r
     for bad in ((0, 1.5, 1.0), (0, 2**31, 1.0), (-1, 1, 1.0), (0, 1)):
         with pytest.raises(LaunchArgumentError, match="do not fit"):
             launch(bad, 0)
+
+
+class _DirectBinding(_RecordingBinding):
+    """A driver whose ``cuLaunchKernelEx`` is a C-callable Python function (no GPU here):
+    it reads the launch config and the arguments behind the parameter array, as the
+    driver does, and answers ``fail_with``."""
+
+    def __init__(self, fail_with: int = 0) -> None:
+        super().__init__(fail_with)
+        from flyconfigs.gpu.backend import LaunchConfig
+
+        def launch_ex(config: int, function: int, params: int, extra: int | None) -> int:
+            c = LaunchConfig.from_address(config)
+            slots = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+            seen = (ctypes.c_void_p.from_address(slots[0]).value, ctypes.c_int32.from_address(slots[1]).value,
+                    ctypes.c_float.from_address(slots[2]).value)
+            self.calls.append((function, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ,
+                               c.sharedMemBytes, c.hStream or 0, c.attrs, c.numAttrs, extra, seen))
+            return self.fail_with
+
+        prototype = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+        self._entry = prototype(launch_ex)  # kept alive as long as the binding
+        self.launch_ex_address = lambda: ctypes.cast(self._entry, ctypes.c_void_p).value
+
+    def error_name(self, code: int) -> str:
+        return f"CUDA_ERROR_{code}"
+
+
+def test_a_direct_launch_hands_the_driver_the_config_stream_and_arguments() -> None:
+    from flyconfigs.gpu.backend import Backend, CompiledKernel, CompileRequest, Kernel
+
+    binding = _DirectBinding()
+    compiled = CompiledKernel(CompileRequest("", "k"), "sm90", b"", "k_lowered", "", "key", False)
+    kernel = Kernel(compiled, None, 0xF00D, ("ptr", "i32", "f32"), Backend(binding))  # type: ignore[arg-type]
+    launch = kernel.prepare((3, 2, 1), (128, 1, 1), 64)
+    other = kernel.prepare((1, 1, 1), (32, 1, 1))
+    launch((0x7000, 5, 0.5), 42)
+    other((0x9000, 7, 1.5), 0x1234)
+    launch((0x8000, -1, 2.0), None)
+    assert binding.calls == [
+        (0xF00D, 3, 2, 1, 128, 1, 1, 64, 42, None, 0, None, (0x7000, 5, 0.5)),
+        (0xF00D, 1, 1, 1, 32, 1, 1, 0, 0x1234, None, 0, None, (0x9000, 7, 1.5)),
+        (0xF00D, 3, 2, 1, 128, 1, 1, 64, 0, None, 0, None, (0x8000, -1, 2.0)),
+    ]
+
+
+def test_a_direct_launch_checks_arguments_and_names_a_refused_launch() -> None:
+    from flyconfigs.errors import LaunchError
+    from flyconfigs.gpu.backend import Backend, CompiledKernel, CompileRequest, Kernel
+
+    binding = _DirectBinding(fail_with=700)
+    compiled = CompiledKernel(CompileRequest("", "k"), "sm90", b"", "k_lowered", "", "key", False)
+    kernel = Kernel(compiled, None, 0xF00D, ("ptr", "i32", "f32"), Backend(binding))  # type: ignore[arg-type]
+    launch = kernel.prepare((1, 1, 1), (128, 1, 1))
+    with pytest.raises(LaunchError, match=r"launching k_lowered failed: CUDA_ERROR_700 \(700\)"):
+        launch((0, 1, 1.0), 0)
+    calls = len(binding.calls)
+    for bad in ((0, 1.5, 1.0), (0, 2**31, 1.0), (-1, 1, 1.0), (0, 1)):
+        with pytest.raises(LaunchArgumentError, match="do not fit"):
+            launch(bad, 0)
+    assert len(binding.calls) == calls  # nothing reached the driver
+
+
+def test_the_cuda_binding_finds_the_direct_launch_entry_once_or_falls_back() -> None:
+    """Stand-ins for cuda.bindings.driver (no GPU here); the GPU tests launch through
+    the real entry point."""
+    from flyconfigs.gpu.cuda import CudaBinding
+
+    asked: list[tuple[object, ...]] = []
+    flags = SimpleNamespace(CU_GET_PROC_ADDRESS_LEGACY_STREAM="legacy")
+
+    def found(*args: object) -> tuple[int, int, int]:
+        asked.append(args)
+        return (0, 0xABC0, 0)
+
+    nvrtc = SimpleNamespace()
+    binding = CudaBinding(SimpleNamespace(cuGetProcAddress=found, CUdriverProcAddress_flags=flags), nvrtc)
+    assert binding.launch_ex_address() == 0xABC0 and binding.launch_ex_address() == 0xABC0
+    assert asked == [(b"cuLaunchKernelEx", 12000, "legacy")]
+    for answer in ((0, 0, 1), (500,)):
+        driver = SimpleNamespace(cuGetProcAddress=lambda *a, r=answer: r, CUdriverProcAddress_flags=flags)
+        assert CudaBinding(driver, nvrtc).launch_ex_address() is None
+    assert CudaBinding(SimpleNamespace(), nvrtc).launch_ex_address() is None

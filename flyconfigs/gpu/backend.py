@@ -33,6 +33,7 @@ __all__ = [
     "CompiledKernel",
     "Kernel",
     "LaunchArgumentError",
+    "LaunchConfig",
     "PreparedLaunch",
     "fill_arguments",
 ]
@@ -59,8 +60,15 @@ class Binding(Protocol):
     """What differs between hip-python and cuda-python: the modules, symbol names and
     the calls whose shapes differ.  :class:`flyconfigs.gpu.cuda.CudaBinding` and
     :class:`flyconfigs.gpu.hip.HipBinding` implement it; every call but
-    :meth:`describe`, :meth:`count`, :meth:`compiler_version` and :meth:`arch_option`
-    returns the vendor's ``(err, *outputs)`` tuple for :meth:`Backend.check`."""
+    :meth:`describe`, :meth:`count`, :meth:`compiler_version`, :meth:`arch_option`,
+    :meth:`launch_ex_address` and :meth:`error_name` returns the vendor's
+    ``(err, *outputs)`` tuple for :meth:`Backend.check`.
+
+    ``launch_ex_address`` is optional: the address of the driver's C entry point
+    ``cuLaunchKernelEx(const CUlaunchConfig*, f, params, extra)``, or ``None``.  Where a
+    binding has it, prepared launches call the driver directly with a launch config built
+    once (four pointer arguments instead of eleven converted ones: the host time of a
+    small launch); ``error_name`` names the driver's result codes for that path."""
 
     name: Literal["cuda", "hip"]
     rtc: Any
@@ -76,6 +84,8 @@ class Binding(Protocol):
     def get_function(self, module: Any, name: bytes) -> Any: ...
     def launch(self, f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shmem: int, stream: Any,
                params: Any, extra: Any) -> Any: ...
+    def launch_ex_address(self) -> int | None: ...
+    def error_name(self, code: int) -> str: ...
     def event_create(self) -> Any: ...
     def event_record(self, event: Any, stream: Any) -> Any: ...
     def event_synchronize(self, event: Any) -> Any: ...
@@ -157,6 +167,28 @@ class Kernel:
         return PreparedLaunch(self, grid, block, shared_bytes)
 
 
+class LaunchConfig(ctypes.Structure):
+    """The driver's ``CUlaunchConfig`` (cuda.h, CUDA 11.8 and later)."""
+
+    _fields_ = [
+        ("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+        ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+        ("sharedMemBytes", ctypes.c_uint),
+        ("hStream", ctypes.c_void_p),
+        ("attrs", ctypes.c_void_p),
+        ("numAttrs", ctypes.c_uint),
+    ]
+
+
+_LAUNCH_EX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+"""``CUresult cuLaunchKernelEx(const CUlaunchConfig*, CUfunction, void**, void**)``."""
+
+
+@functools.cache
+def _launch_ex(address: int) -> Callable[..., int]:
+    return _LAUNCH_EX(address)
+
+
 class PreparedLaunch:
     """One kernel at one grid, block and shared-memory size, checked when made.
 
@@ -165,23 +197,65 @@ class PreparedLaunch:
     kind (an int in range, a float for ``f32``) but not the count or ``data_ptr()``
     objects of :func:`fill_arguments`: pass plain ints and floats, as many as the
     signature has.  Raises :class:`LaunchArgumentError` for an argument that does not
-    fit and :class:`LaunchError` when the driver refuses the launch."""
+    fit and :class:`LaunchError` when the driver refuses the launch.
 
-    __slots__ = ("_buffer", "_call", "_kernel", "_lock", "_pack", "_params")
+    Where the binding offers the driver's ``cuLaunchKernelEx`` (see :class:`Binding`),
+    the launch owns one buffer holding the launch config, the argument slots and the
+    array of their addresses; a call packs the stream and the arguments into it and
+    calls the driver with four constant pointers."""
+
+    __slots__ = ("_buffer", "_call", "_direct", "_kernel", "_lock", "_pack", "_params", "_stream_at")
 
     def __init__(self, kernel: Kernel, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int) -> None:
         check_geometry(grid, block)
         if shared_bytes.__class__ is not int or shared_bytes < 0:
             raise LaunchArgumentError(f"shared_bytes must be a non-negative int, got {shared_bytes!r}")
         self._kernel = kernel
-        self._buffer = kernel._buffer
-        self._pack = kernel._packer.pack_into
-        self._lock = kernel._lock
-        self._params = ctypes.addressof(kernel._array)
-        self._call: Callable[..., Any] = functools.partial(kernel.backend.binding.launch, kernel.function, *grid, *block,
-                                                           shared_bytes)
+        binding = kernel.backend.binding
+        address = getattr(binding, "launch_ex_address", lambda: None)()
+        self._direct = address is not None
+        self._call: Callable[..., Any]
+        if self._direct:
+            count = max(1, len(kernel.signature))
+            head = ctypes.sizeof(LaunchConfig)
+            buffer = ctypes.create_string_buffer(head + 16 * count)
+            config = LaunchConfig.from_buffer(buffer)
+            config.gridDimX, config.gridDimY, config.gridDimZ = grid
+            config.blockDimX, config.blockDimY, config.blockDimZ = block
+            config.sharedMemBytes = shared_bytes
+            base = ctypes.addressof(buffer)
+            slots = [base + head + 8 * i for i in range(count)]
+            ctypes.memmove(base + head + 8 * count, (ctypes.c_void_p * count)(*slots), 8 * count)
+            self._buffer = buffer
+            self._stream_at = LaunchConfig.hStream.offset
+            # The stream, then zeros over attrs and numAttrs (and the padding), then the slots.
+            gap = head - self._stream_at - 8
+            layout = "=Q" + f"{gap}x" + "".join(_PACKED[kind] for kind in kernel.signature)
+            self._pack = struct.Struct(layout).pack_into
+            self._lock = threading.Lock()
+            self._params = base + head + 8 * count
+            function = int(kernel.function)
+            self._call = functools.partial(_launch_ex(address), base, function, self._params, None)
+        else:
+            self._buffer = kernel._buffer
+            self._stream_at = 0
+            self._pack = kernel._packer.pack_into
+            self._lock = kernel._lock
+            self._params = ctypes.addressof(kernel._array)
+            self._call = functools.partial(binding.launch, kernel.function, *grid, *block, shared_bytes)
 
     def __call__(self, args: Sequence[object], stream: int | None = None) -> None:
+        if self._direct:
+            with self._lock:
+                try:
+                    self._pack(self._buffer, self._stream_at, stream or 0, *args)
+                except struct.error as exc:
+                    raise LaunchArgumentError(f"arguments {tuple(args)!r} do not fit {self._kernel.signature}: {exc}") from None
+                code = self._call()
+            if code:
+                name = self._kernel.backend.binding.error_name(code)
+                raise LaunchError(f"launching {self._kernel.compiled.lowered_name} failed: {name} ({code})")
+            return
         with self._lock:
             try:
                 self._pack(self._buffer, 0, *args)

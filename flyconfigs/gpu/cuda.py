@@ -23,7 +23,7 @@ CUDA_SYMBOLS = {
     ],
     "driver": [
         "cuInit", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetName", "cuDeviceGetAttribute", "cuDriverGetVersion",
-        "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel",
+        "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel", "cuGetProcAddress",
         "cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventDestroy", "cuCtxSynchronize", "cuFuncGetAttribute",
         "cuOccupancyMaxActiveBlocksPerMultiprocessor", "CUdevice_attribute", "CUfunction_attribute",
     ],
@@ -66,6 +66,7 @@ class CudaBinding:
         self.rtc = nvrtc
         self._elapsed: Any = getattr(driver, "cuEventElapsedTime_v2", None) or getattr(driver, "cuEventElapsedTime", None)
         self._initialized = False
+        self._launch_ex: int | None | bool = False
         include = _include_dir()
         self.default_options: tuple[str, ...] = ("-std=c++17", *((f"-I{include}",) if include else ()))
 
@@ -171,6 +172,31 @@ class CudaBinding:
     def launch(self, f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shmem: int, stream: Any,
                params: Any, extra: Any) -> Any:
         return self.api.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra or 0)
+
+    def launch_ex_address(self) -> int | None:
+        """The address of the driver's ``cuLaunchKernelEx`` (CUDA 12 ABI, legacy default
+        stream), asked once through ``cuGetProcAddress``; ``None`` where the driver or
+        the binding has no such entry point, and prepared launches then go through
+        :meth:`launch`."""
+        if self._launch_ex is False:
+            found = None
+            query = getattr(self.api, "cuGetProcAddress", None)
+            flags = getattr(getattr(self.api, "CUdriverProcAddress_flags", None), "CU_GET_PROC_ADDRESS_LEGACY_STREAM", None)
+            if query is not None and flags is not None:
+                try:
+                    result = query(b"cuLaunchKernelEx", 12000, flags)
+                    if int(result[0]) == 0 and result[1]:
+                        found = int(result[1])
+                except (RuntimeError, TypeError, ValueError):
+                    found = None
+            self._launch_ex = found
+        return self._launch_ex
+
+    def error_name(self, code: int) -> str:
+        try:
+            return str(self.api.CUresult(code).name)
+        except (AttributeError, ValueError):
+            return f"CUresult {code}"
 
     def event_create(self) -> Any:
         return self.api.cuEventCreate(0)

@@ -152,6 +152,15 @@ class HipBinding:
                params: Any, extra: Any) -> Any:
         return self.api.hipModuleLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
 
+    def launch_ex_address(self) -> int | None:
+        """``None``: HIP launches go through hip-python's ``hipModuleLaunchKernel``.  A
+        direct call into the runtime, as on CUDA, is left until it can be run on an AMD
+        GPU."""
+        return None
+
+    def error_name(self, code: int) -> str:
+        return f"hipError_t {code}"
+
     def event_create(self) -> Any:
         return self.api.hipEventCreate()
 

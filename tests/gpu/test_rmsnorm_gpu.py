@@ -94,6 +94,37 @@ def test_row_strides_views_and_misaligned_pointers_take_correct_paths() -> None:
     _assert_close(out, three_d, w16, 1e-6, "fp16")
 
 
+def test_a_layout_seen_before_still_checks_what_each_call_changes() -> None:
+    """The eager hot path skips the input rules for a layout of (x, weight, out) that
+    passed them before; addresses and eps are still checked on every call."""
+    flat = torch.randn(64 * 4096 + 8, device="cuda").to(torch.bfloat16)
+    w = torch.rand(4096, device="cuda").to(torch.bfloat16)
+    aligned = flat[: 64 * 4096].view(64, 4096)
+    shifted = flat[1 : 1 + 64 * 4096].view(64, 4096)  # the same shape and strides, 2-byte aligned
+    assert (aligned.shape, aligned.stride()) == (shifted.shape, shifted.stride())
+    first = rms_norm(aligned, w)
+    _assert_close(first, aligned, w, 1e-6, "bf16")
+    _assert_close(rms_norm(shifted, w), shifted, w, 1e-6, "bf16")
+    assert torch.equal(rms_norm(aligned, w), first)
+    out_flat = torch.full((64 * 4096 + 8,), float("nan"), device="cuda", dtype=torch.bfloat16)
+    for out in (out_flat[: 64 * 4096].view(64, 4096), out_flat[3 : 3 + 64 * 4096].view(64, 4096)):
+        rms_norm(aligned, w, out=out)
+        assert torch.equal(out, first)
+    w_flat = torch.empty(4097, device="cuda", dtype=torch.bfloat16)
+    w_shifted = w_flat[1:]
+    w_shifted.copy_(w)
+    assert torch.equal(rms_norm(aligned, w_shifted), first)
+    for eps in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="eps"):
+            rms_norm(aligned, w, eps)
+    with pytest.raises(ValueError, match="weight is on cpu"):
+        rms_norm(aligned, w.cpu())
+    with pytest.raises(TypeError, match="weight must be"):
+        rms_norm(aligned, w.half())
+    with pytest.raises(ValueError, match="out must match"):
+        rms_norm(aligned, w, out=torch.empty(64, 4096, device="cuda", dtype=torch.float16))
+
+
 def test_under_torch_compile_and_graph_capture() -> None:
     x, w = _inputs(256, 4096, "bf16", "bf16", 3)
     compiled = torch.compile(lambda a, b: rms_norm(a, b, 1e-5) * 2.0, fullgraph=True)

@@ -7,6 +7,10 @@ torch.compile of the same expression, Liger and quack (each when importable; qua
 against a float64 reference before it is timed.  Writes ``--out`` (JSON).
 
     python bench/rmsnorm.py --out bench/results/rmsnorm-h200.json [--quick] [--contenders ...]
+
+A contender found not to have run as meant on a row (say, torch.compile falling back to
+the uncompiled expression) is named under that row's ``excluded`` with the reason, and
+``--resummarize`` recomputes the ratios and the summary without it there.
 """
 
 from __future__ import annotations
@@ -53,13 +57,16 @@ def grid(quick: bool, grids: list[str] | None = None) -> list[tuple[int, int, st
 
 
 def _compiled_expression() -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """torch.compile of the expression, made afresh for each shape after a reset of
+    dynamo: one function recompiled for hundreds of shapes hits dynamo's recompile limit
+    and then runs uncompiled."""
     def expr(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         xf = x.float()
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS) * w.float()).to(x.dtype)
 
     import torch._dynamo
 
-    torch._dynamo.config.cache_size_limit = 1024
+    torch._dynamo.reset()
     return torch.compile(expr, dynamic=False)
 
 
@@ -161,9 +168,19 @@ def main() -> None:
     parser.add_argument("--quack-site", type=Path, help="the folder quack's wheels were installed into (--target)")
     parser.add_argument("--samples", type=int, default=15)
     parser.add_argument("--grid", action="append", help="a preset or key grid (repeatable; default perf)")
+    parser.add_argument("--resummarize", action="store_true",
+                        help="recompute the ratios and the summary of the result in --out (its rows' "
+                             "'excluded' contenders left out as peers) without running anything")
     args = parser.parse_args()
+    if args.resummarize:
+        data = json.loads(args.out.read_text())
+        for row in data["rows"]:
+            row["ratios"] = row_ratios(row)
+        data["summary"] = run_summary(data["rows"])
+        args.out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        print(json.dumps(data["summary"], indent=1))
+        return
     wanted = set(args.contenders)
-    compiled = _compiled_expression() if "torch.compile" in wanted else None
     liger = _liger() if "liger" in wanted else None
     quack = _quack(args.quack_site) if "quack" in wanted else None
     empty = _empty_kernel() if "empty" in wanted else None
@@ -175,51 +192,77 @@ def main() -> None:
         traffic = traffic_bytes(m, n, dtype, wdtype)
         plan = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
         plan = type(plan)(plan.copies, plan.launches, samples=args.samples)
+        compiled = _compiled_expression() if "torch.compile" in wanted else None
         runs, _, info = contenders_for(m, n, dtype, wdtype, plan.copies, wanted, compiled, liger, quack, empty)
         names = list(runs)
         results = measure([runs[k] for k in names], plan)
         row: dict[str, Any] = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype, "traffic_bytes": traffic,
                                "copies": plan.copies, "launches_per_replay": plan.launches, **info,
                                "results": {k: summarize(r, traffic) for k, r in zip(names, results)}}
-        res = row["results"]
-        peers = [res[p]["median_us"] for p in PEERS if p in res]
-        ratios: dict[str, float] = {}
-        for mine in ("flyconfigs", "flyconfigs-default"):
-            if mine not in res:
-                continue
-            if "F.rms_norm" in res:
-                ratios[f"{mine}_speedup_vs_F.rms_norm"] = res["F.rms_norm"]["median_us"] / res[mine]["median_us"]
-            if peers:
-                ratios[f"{mine}_speedup_vs_best_peer"] = min(peers) / res[mine]["median_us"]
-            if "copy" in res:
-                ratios[f"{mine}_fraction_of_copy"] = res[mine]["bandwidth_gbps"] / res["copy"]["bandwidth_gbps"]
-        row["ratios"] = ratios
+        row["ratios"] = row_ratios(row)
         rows.append(row)
-        line = "  ".join(f"{k} {v['median_us']:8.2f}us" for k, v in res.items())
+        line = "  ".join(f"{k} {v['median_us']:8.2f}us" for k, v in row["results"].items())
         print(f"{m:>6} x {n:<6} {dtype}/{wdtype}: {line}", flush=True)
         del runs
         torch.cuda.empty_cache()
         write_graph_run(args.out, "rmsnorm", rows, device, started, None)
+    summary = run_summary(rows)
+    write_graph_run(args.out, "rmsnorm", rows, device, started, summary)
+    print(json.dumps(summary, indent=1))
 
+
+def row_ratios(row: dict[str, Any]) -> dict[str, float]:
+    """The op's and its default's speed-ups over ``F.rms_norm`` and over the fastest peer,
+    and their fractions of the copy, for one row.  A contender the row lists under
+    ``excluded`` (name: why) is no peer there."""
+    res = {k: v for k, v in row["results"].items() if k not in row.get("excluded", {})}
+    peers = [res[p]["median_us"] for p in PEERS if p in res]
+    ratios: dict[str, float] = {}
+    for mine in ("flyconfigs", "flyconfigs-default"):
+        if mine not in res:
+            continue
+        if "F.rms_norm" in res:
+            ratios[f"{mine}_speedup_vs_F.rms_norm"] = res["F.rms_norm"]["median_us"] / res[mine]["median_us"]
+        if peers:
+            ratios[f"{mine}_speedup_vs_best_peer"] = min(peers) / res[mine]["median_us"]
+        if "copy" in res:
+            ratios[f"{mine}_fraction_of_copy"] = res[mine]["bandwidth_gbps"] / res["copy"]["bandwidth_gbps"]
+    return ratios
+
+
+def run_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the Done-means of the RMSNorm issue read from a run: geometric means of the
+    ratios, the worst ratio to the best peer, the shapes at 0.97 of it or above, the
+    lowest fraction of the copy at >= 256 MB, the most µs over the empty kernel at
+    M <= 16, and how often the default is within 10% of served."""
     def geomean(key: str) -> float | None:
         vals = [r["ratios"][key] for r in rows if key in r["ratios"]]
         return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None
 
-    summary = {k: geomean(k) for k in ("flyconfigs_speedup_vs_F.rms_norm", "flyconfigs_speedup_vs_best_peer",
-                                       "flyconfigs-default_speedup_vs_F.rms_norm", "flyconfigs-default_speedup_vs_best_peer")}
+    summary: dict[str, Any] = {k: geomean(k) for k in (
+        "flyconfigs_speedup_vs_F.rms_norm", "flyconfigs_speedup_vs_best_peer",
+        "flyconfigs-default_speedup_vs_F.rms_norm", "flyconfigs-default_speedup_vs_best_peer")}
     big = [r for r in rows if r["traffic_bytes"] >= 256e6 and "flyconfigs_fraction_of_copy" in r["ratios"]]
     summary["min_fraction_of_copy_at_256MB_or_more"] = min((r["ratios"]["flyconfigs_fraction_of_copy"] for r in big), default=None)
+    summary["shapes_at_256MB_or_more_at_least_0.97_of_copy"] = sum(r["ratios"]["flyconfigs_fraction_of_copy"] >= 0.97 for r in big)
+    summary["shapes_at_256MB_or_more"] = len(big)
     versus = [r["ratios"]["flyconfigs_speedup_vs_best_peer"] for r in rows if "flyconfigs_speedup_vs_best_peer" in r["ratios"]]
     summary["min_speedup_vs_best_peer"] = min(versus, default=None)
     summary["shapes_at_least_0.97_of_best_peer"] = sum(v >= 0.97 for v in versus)
+    summary["shapes"] = len(rows)
     small = [r["results"]["flyconfigs"]["median_us"] - r["results"]["empty"]["median_us"]
              for r in rows if r["M"] <= 16 and "empty" in r["results"] and "flyconfigs" in r["results"]]
     summary["max_us_over_empty_kernel_at_M_16_or_less"] = max(small, default=None)
+    summary["shapes_at_M_16_or_less_within_0.8us_of_empty"] = sum(v <= 0.8 for v in small)
+    summary["shapes_at_M_16_or_less"] = len(small)
     if rows and "flyconfigs" in rows[0]["results"] and "flyconfigs-default" in rows[0]["results"]:
         within = [r["results"]["flyconfigs-default"]["median_us"] <= 1.10 * r["results"]["flyconfigs"]["median_us"] for r in rows]
         summary["default_within_10pct_of_served_fraction"] = sum(within) / len(within)
-    write_graph_run(args.out, "rmsnorm", rows, device, started, summary)
-    print(json.dumps(summary, indent=1))
+    excluded = sorted({f"{name}: {why}" for r in rows for name, why in r.get("excluded", {}).items()})
+    if excluded:
+        summary["excluded"] = {why: sum(1 for r in rows for n, w in r.get("excluded", {}).items() if f"{n}: {w}" == why)
+                               for why in excluded}
+    return summary
 
 
 if __name__ == "__main__":

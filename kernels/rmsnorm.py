@@ -62,7 +62,7 @@ THREADS = (8, 16, 32, 64, 128, 256, 512, 1024)
 ROWS = (1, 2, 4, 8, 16, 32)
 VECTOR_BYTES = (16, 8, 4, 0)
 STORAGE = ("reg", "smem", "reread")
-OCCUPANCY = (0, 2)
+OCCUPANCY = (0, 2, 4)
 CLUSTER = (1, 2, 4, 8)
 NEUTRAL: dict[str, KeyValue] = {"cluster": 1}
 """Tunables added after configs were published, and the value a config without them means."""
@@ -218,6 +218,10 @@ class RMSNormSpec:
             if storage == "smem" and n < 8192:
                 continue
             if storage == "reread" and per_thread * vec <= 8:
+                continue
+            # Four resident blocks (a register cap) pay only where a row is streamed from
+            # memory again or from shared memory, across enough rows to fill the GPU.
+            if occ == 4 and (storage == "reg" or threads * rows > 512 or m < 1024):
                 continue
             config: dict[str, KeyValue] = {
                 "threads": threads,

@@ -220,3 +220,12 @@ def test_no_module_under_tuner_names_a_kernel() -> None:
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 named = [k for k in declared if k in node.value.lower()]
                 assert not named, f"{path.name} names kernel {named} in {node.value!r}"
+
+
+def test_artifacts_record_which_headers_were_included_not_where_a_machine_keeps_them() -> None:
+    from flyconfigs.tuner.toolchain import portable_options
+
+    options = ["-DFLYCONFIGS_HIP=1", "-std=c++17", "-I/home/someone/.cache/flyconfigs/rocm-prefix/usr/include",
+               "-I/opt/venv/lib/python3.12/site-packages/nvidia/cu13/include", "-I/usr/include"]
+    assert portable_options(options) == ["-DFLYCONFIGS_HIP=1", "-std=c++17", "-I.../rocm-prefix/usr/include",
+                                         "-I.../nvidia/cu13/include", "-I/usr/include"]

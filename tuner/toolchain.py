@@ -22,7 +22,24 @@ from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import Device, Resources
 
-__all__ = ["GPUToolchain"]
+__all__ = ["GPUToolchain", "portable_options"]
+
+INCLUDE_TAIL = 3
+"""How many trailing parts of an include directory an artifact keeps."""
+
+
+def portable_options(options: list[str]) -> list[str]:
+    """``options`` with each include directory (``-I DIR``) cut to its last
+    :data:`INCLUDE_TAIL` parts behind ``.../``: which headers were used
+    (``.../nvidia/cu13/include``), not where one machine keeps them."""
+    out = []
+    for option in options:
+        if option.startswith("-I") and len(option) > 2:
+            parts = [p for p in option[2:].replace("\\", "/").split("/") if p]
+            if len(parts) > INCLUDE_TAIL:
+                option = "-I.../" + "/".join(parts[-INCLUDE_TAIL:])
+        out.append(option)
+    return out
 
 
 def _compile_one(backend: str, arch: str, request: CompileRequest) -> tuple[str | None, bool]:
@@ -68,11 +85,12 @@ class GPUToolchain:
         return out
 
     def options(self) -> list[str]:
-        """The options every candidate shares (the arch and the ``-D`` of each come on top)."""
+        """The options every candidate shares (the arch and the ``-D`` of each come on top),
+        as an artifact records them: see :func:`portable_options`."""
         from flyconfigs.gpu import binding_for
 
         binding = binding_for(self.name)
-        return [binding.define, *binding.default_options]
+        return portable_options([binding.define, *binding.default_options])
 
     def compile_all(self, kernel: TunableKernel, key: Mapping[str, Any], configs: list[Mapping[str, Any]],
                     device: Device) -> list[str | None]:

@@ -20,6 +20,7 @@ import json
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -258,10 +259,9 @@ def run_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if rows and "flyconfigs" in rows[0]["results"] and "flyconfigs-default" in rows[0]["results"]:
         within = [r["results"]["flyconfigs-default"]["median_us"] <= 1.10 * r["results"]["flyconfigs"]["median_us"] for r in rows]
         summary["default_within_10pct_of_served_fraction"] = sum(within) / len(within)
-    excluded = sorted({f"{name}: {why}" for r in rows for name, why in r.get("excluded", {}).items()})
+    excluded = Counter(f"{name}: {why}" for r in rows for name, why in r.get("excluded", {}).items())
     if excluded:
-        summary["excluded"] = {why: sum(1 for r in rows for n, w in r.get("excluded", {}).items() if f"{n}: {w}" == why)
-                               for why in excluded}
+        summary["excluded"] = dict(sorted(excluded.items()))
     return summary
 
 

@@ -104,13 +104,13 @@ class _Plan:
 
 
 _PLANS: dict[tuple[Any, ...], _Plan] = {}
+_RESOLVER = default_resolver()
 
 
 def _plan(index: int, m: int, n: int, dtype: str, wdtype: str, wbytes: int) -> _Plan:
-    resolver = default_resolver()
     ident = (index, m, n, dtype, wdtype)
     plan = _PLANS.get(ident)
-    if plan is not None and plan.generation == resolver.generation:
+    if plan is not None and plan.generation == _RESOLVER.generation:
         return plan
     backend, device = _device(index)
     key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
@@ -122,7 +122,7 @@ def _plan(index: int, m: int, n: int, dtype: str, wdtype: str, wbytes: int) -> _
     scalar = kernel_for(backend, {**config, "vector_bytes": 0}, key).prepare(grid, block, shared) if vb else None
     xbytes = ELEMENT_BYTES[dtype]
     plan = _Plan(kernel_for(backend, config, key).prepare(grid, block, shared), scalar, vb,
-                 min(16, vb // xbytes * wbytes) if vb else 1, resolver.generation)
+                 min(16, vb // xbytes * wbytes) if vb else 1, _RESOLVER.generation)
     _PLANS[ident] = plan
     return plan
 
@@ -152,7 +152,6 @@ class _Layout:
 
 _LAYOUTS: dict[tuple[Any, ...], _Layout] = {}
 _MAX_LAYOUTS = 4096
-_RESOLVER = default_resolver()
 
 
 def _layout_key(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None) -> tuple[Any, ...]:
@@ -164,10 +163,10 @@ def _layout_key(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None)
             out.shape, out.stride(), out.dtype, out.device)
 
 
-def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> tuple[_Plan, int, int, int] | None:
-    """Launch on checked tensors.  Returns the plan, rows and the row strides where both
-    ``x`` and ``out`` were used in place (so a later call with the same layout can skip
-    the checks and the reshapes), else ``None``."""
+def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> _Layout | None:
+    """Launch on checked tensors.  Returns what a later call with the same layout can
+    launch without the checks and the reshapes, where both ``x`` and ``out`` were used in
+    place; else ``None``."""
     n = x.shape[-1]
     x2 = x if x.dim() == 2 else x.reshape(-1, n)
     m = x2.shape[0]
@@ -183,21 +182,19 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     plan = _plan(index, m, n, _DTYPES[x.dtype], _DTYPES[weight.dtype], weight.element_size())
     xp, yp, wp = x2.data_ptr(), y2.data_ptr(), weight.data_ptr()
     sx, sy = x2.stride(0), y2.stride(0)
+    vb = plan.vector_bytes
+    xb = x2.element_size()
+    layout = _Layout(plan, index, m, sx, sy, not vb or not (sx * xb % vb or sy * xb % vb))
     launch = plan.launch
-    if plan.vector_bytes:
-        vb = plan.vector_bytes
-        xb = x2.element_size()
-        if (xp % vb) or (yp % vb) or (wp % plan.weight_align) or (sx * xb % vb) or (sy * xb % vb):
-            launch = plan.scalar  # type: ignore[assignment]
+    if vb and (not layout.strides_vector or (xp % vb) or (yp % vb) or (wp % plan.weight_align)):
+        launch = plan.scalar  # type: ignore[assignment]
     # Every argument is what the signature declares: pointers and strides from torch,
     # m checked against i32 when the plan was made, eps a float.
     launch((xp, wp, yp, m, sx, sy, eps), _current_stream(index))
     if staged:
         out.copy_(y2.view(out.shape))
         return None
-    if xp != x.data_ptr():  # reshape copied x
-        return None
-    return plan, m, sx, sy
+    return layout if xp == x.data_ptr() else None  # else reshape copied x
 
 
 @torch.library.custom_op("flyconfigs::rms_norm", mutates_args=())
@@ -261,12 +258,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torc
     key = _layout_key(x, weight, out)
     if out is None:
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    used = _launch(x, weight, float(eps), out)
-    if used is not None:
-        plan, m, sx, sy = used
-        xb = x.element_size()
-        vb = plan.vector_bytes
+    layout = _launch(x, weight, float(eps), out)
+    if layout is not None:
         if len(_LAYOUTS) >= _MAX_LAYOUTS:
             _LAYOUTS.clear()
-        _LAYOUTS[key] = _Layout(plan, x.get_device(), m, sx, sy, not vb or not (sx * xb % vb or sy * xb % vb))
+        _LAYOUTS[key] = layout
     return out

@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # --no-compile: byte-compiling all of torch and Ray at install takes longer than compiling
-# the modules the tests import when they first import them.
+# the modules the tests import when they first import them.  That needs Python to keep what
+# it compiles: with PYTHONDONTWRITEBYTECODE set, every test process, subprocess and Ray
+# worker would compile torch and Ray from source again.
+unset PYTHONDONTWRITEBYTECODE
 .venv/bin/python -m pip install -q --no-compile --config-settings editable_mode=strict -e '.[dev,hip]' 'torch==2.13.0'
 .venv/bin/python -m pip install -q --no-compile 'flydsl==0.4.2' || echo "test.sh: flydsl 0.4.2 could not be installed; the FlyDSL interop test will skip" >&2
 bash scripts/rocm-prefix.sh || echo "test.sh: the ROCm compile-only prefix could not be built; the hipRTC tests will skip" >&2

@@ -44,9 +44,10 @@ def write_result(name: str, payload: dict[str, Any], out: Path | None = None) ->
 
 
 def write_graph_run(out: Path, benchmark: str, rows: list[dict[str, Any]], device: Any, started: float,
-                    summary: dict[str, Any] | None) -> None:
+                    summary: dict[str, Any] | None, protocol: dict[str, Any] | None = None) -> None:
     """Write a graph-replay benchmark's rows so far to ``out`` (``complete`` once a
-    ``summary`` is given): the machine, the device, torch's version and the protocol."""
+    ``summary`` is given): the machine, the device, torch's version and the protocol,
+    with ``protocol``'s entries beside it."""
     import time
 
     import torch
@@ -58,6 +59,7 @@ def write_graph_run(out: Path, benchmark: str, rows: list[dict[str, Any]], devic
         "torch": torch.__version__,
         "protocol": "K calls over rotated copies (>= 3x L2 where memory allows) captured in one graph; "
                     "interleaved replays; per-call = replay time / K; median of samples",
+        **(protocol or {}),
         "wall_s": time.time() - started,
         "complete": summary is not None,
         "summary": summary,

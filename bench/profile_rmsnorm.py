@@ -28,7 +28,7 @@ def main() -> None:
     for text in args.shape:
         size, dtype, *rest = text.split(":")
         m, n = (int(v) for v in size.split("x"))
-        runs, _, info = contenders_for(m, n, dtype, rest[0] if rest else dtype, 2, wanted, compiled, liger)
+        runs, info = contenders_for(m, n, dtype, rest[0] if rest else dtype, 2, wanted, compiled, liger)
         for name, run in runs.items():
             for _ in range(3):
                 run(1)

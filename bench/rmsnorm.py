@@ -6,6 +6,10 @@ torch.compile of the same expression, Liger and quack (each when importable; qua
 ``--quack-site``).  Each contender's output is checked
 against a float64 reference before it is timed.  Writes ``--out`` (JSON).
 
+Every contender allocates its output, and the outputs of all are treated alike
+(``--outputs``): kept, by default, so that each timed call writes memory of its own as
+the copy does; or dropped, so that the next call writes the same memory again.
+
     python bench/rmsnorm.py --out bench/results/rmsnorm-h200.json [--quick] [--contenders ...]
 
 A contender found not to have run as meant on a row (say, torch.compile falling back to
@@ -105,11 +109,13 @@ def _empty_kernel() -> Callable[[], None]:
 def contenders_for(
     m: int, n: int, dtype: str, wdtype: str, copies: int, wanted: set[str], compiled: Any, liger: Any,
     quack: Any = None, empty: Callable[[], None] | None = None,
-) -> tuple[dict[str, Callable[[int], None]], dict[str, Callable[[], torch.Tensor]], dict[str, Any]]:
-    """Launch functions over ``copies`` rotated inputs, one-shot functions for checking,
-    and what was served."""
+) -> tuple[dict[str, Callable[[int], torch.Tensor | None]], dict[str, Any]]:
+    """Calls over ``copies`` rotated inputs, each returning the output it allocated (the
+    empty kernel: None), and what was served.  Every contender allocates its output the
+    same way, so :func:`timed` can treat every contender's outputs alike.  Each is checked
+    against a float64 reference first; the op and its default into a NaN-filled tensor,
+    so that one which writes nothing cannot pass on memory another left behind."""
     xs = [torch.randn(m, n, device="cuda").mul_(2).to(DT[dtype]) for _ in range(copies)]
-    ys = [torch.empty_like(x) for x in xs]
     w = (torch.rand(n, device="cuda") + 0.5).to(DT[wdtype])
     backend = get_backend()
     key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
@@ -118,46 +124,77 @@ def contenders_for(
     default_kernel = kernel_for(backend, default, key)
     g, b, sh = SPEC.grid(default, m)
 
-    def launch_default(i: int) -> None:
-        default_kernel.launch(g, b, (xs[i], w, ys[i], m, n, n, EPS), torch.cuda.current_stream().cuda_stream, sh)
+    def launch_default(i: int, y: torch.Tensor | None = None) -> torch.Tensor:
+        y = torch.empty_like(xs[i]) if y is None else y
+        default_kernel.launch(g, b, (xs[i], w, y, m, n, n, EPS), torch.cuda.current_stream().cuda_stream, sh)
+        return y
 
-    runs: dict[str, Callable[[int], None]] = {
-        "copy": lambda i: torch.mul(xs[i], 1.0, out=ys[i]),
-        "flyconfigs": lambda i: rms_norm(xs[i], w, EPS, out=ys[i]),
+    calls: dict[str, Callable[[int], torch.Tensor | None]] = {
+        "copy": lambda i: torch.mul(xs[i], 1.0),
+        "flyconfigs": lambda i: rms_norm(xs[i], w, EPS),
         "flyconfigs-default": launch_default,
         "F.rms_norm": lambda i: F.rms_norm(xs[i], (n,), w, EPS),
     }
     if compiled is not None:
-        runs["torch.compile"] = lambda i: compiled(xs[i], w)
+        calls["torch.compile"] = lambda i: compiled(xs[i], w)
     if liger is not None:
-        runs["liger"] = lambda i: liger(xs[i], w)
+        calls["liger"] = lambda i: liger(xs[i], w)
     if quack is not None:
-        runs["quack"] = lambda i: quack(xs[i], w)
+        calls["quack"] = lambda i: quack(xs[i], w)
     if empty is not None:
-        runs["empty"] = lambda i: empty()
-    runs = {k: v for k, v in runs.items() if k in wanted}
-
-    def once(name: str) -> Callable[[], torch.Tensor]:
-        def run() -> torch.Tensor:
-            ys[0].fill_(float("nan"))
-            result = runs[name](0)
-            return ys[0] if result is None or name in ("copy", "flyconfigs", "flyconfigs-default") else result
-
-        return run
+        calls["empty"] = lambda i: empty()
+    calls = {k: v for k, v in calls.items() if k in wanted}
 
     served = resolve(SPEC, key, device)
     info = {"served_config": dict(served.config), "served_from": served.source, "served_origin": served.origin,
             "served_key_match": served.key_match, "default_config": default}
-    checks = {name: once(name) for name in runs if name not in ("copy", "empty")}
     ref = reference_rms_norm(xs[0], w, EPS)
-    for name, run in checks.items():
-        y = run()
+    for name, call in calls.items():
+        if name in ("copy", "empty"):
+            continue
+        if name == "flyconfigs":
+            y = rms_norm(xs[0], w, EPS, out=torch.full_like(xs[0], float("nan")))
+        elif name == "flyconfigs-default":
+            y = launch_default(0, torch.full_like(xs[0], float("nan")))
+        else:
+            y = call(0)
         torch.cuda.synchronize()
         tol = {"bf16": 2e-2, "fp16": 4e-3, "fp32": 1e-4}[dtype]
+        assert y is not None
         err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
         if not err < tol or torch.isnan(y).any():
             raise SystemExit(f"{name} is wrong on {key}: max relative error {err}")
-    return runs, checks, info
+    return calls, info
+
+
+OUTPUTS = {
+    "kept": "every call's output is kept until the run ends, so each call writes memory of its own, "
+            "like the rotated inputs it reads",
+    "reused": "every call's output is dropped at once, so the allocator hands the next call the same "
+              "memory (often still in L2)",
+}
+"""How the outputs of the timed calls are treated, the same for every contender."""
+
+
+def timed(calls: dict[str, Callable[[int], torch.Tensor | None]], copies: int,
+          outputs: str) -> tuple[dict[str, Callable[[int], None]], list[list[Any]]]:
+    """The functions to time: each contender's call, with its outputs treated as
+    ``outputs`` says (a key of OUTPUTS), and the lists that keep them (drop them after)."""
+    kept: list[list[Any]] = []
+
+    def treated(call: Callable[[int], torch.Tensor | None]) -> Callable[[int], None]:
+        slots: list[Any] = [None] * copies
+        if outputs == "kept":
+            kept.append(slots)
+
+        def run(i: int) -> None:
+            out = call(i)
+            if outputs == "kept":
+                slots[i] = out
+
+        return run
+
+    return {name: treated(call) for name, call in calls.items()}, kept
 
 
 def main() -> None:
@@ -168,6 +205,8 @@ def main() -> None:
                         default=["copy", "empty", "flyconfigs", "flyconfigs-default", "F.rms_norm", *PEERS])
     parser.add_argument("--quack-site", type=Path, help="the folder quack's wheels were installed into (--target)")
     parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--outputs", choices=sorted(OUTPUTS), default="kept",
+                        help="; ".join(f"{k}: {v}" for k, v in OUTPUTS.items()) + " (default kept)")
     parser.add_argument("--grid", action="append", help="a preset or key grid (repeatable; default perf)")
     parser.add_argument("--resummarize", action="store_true",
                         help="recompute the ratios and the summary of the result in --out (its rows' "
@@ -188,15 +227,18 @@ def main() -> None:
     props = torch.cuda.get_device_properties(0)
     device = get_backend().device()
     rows = []
+    outputs = {"outputs": args.outputs, "outputs_means": OUTPUTS[args.outputs]}
     started = time.time()
     for m, n, dtype, wdtype in grid(args.quick, args.grid):
         traffic = traffic_bytes(m, n, dtype, wdtype)
         plan = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
         plan = type(plan)(plan.copies, plan.launches, samples=args.samples)
         compiled = _compiled_expression() if "torch.compile" in wanted else None
-        runs, _, info = contenders_for(m, n, dtype, wdtype, plan.copies, wanted, compiled, liger, quack, empty)
+        calls, info = contenders_for(m, n, dtype, wdtype, plan.copies, wanted, compiled, liger, quack, empty)
+        runs, kept = timed(calls, plan.copies, args.outputs)
         names = list(runs)
         results = measure([runs[k] for k in names], plan)
+        del calls, runs, kept
         row: dict[str, Any] = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype, "traffic_bytes": traffic,
                                "copies": plan.copies, "launches_per_replay": plan.launches, **info,
                                "results": {k: summarize(r, traffic) for k, r in zip(names, results)}}
@@ -204,11 +246,10 @@ def main() -> None:
         rows.append(row)
         line = "  ".join(f"{k} {v['median_us']:8.2f}us" for k, v in row["results"].items())
         print(f"{m:>6} x {n:<6} {dtype}/{wdtype}: {line}", flush=True)
-        del runs
         torch.cuda.empty_cache()
-        write_graph_run(args.out, "rmsnorm", rows, device, started, None)
+        write_graph_run(args.out, "rmsnorm", rows, device, started, None, outputs)
     summary = run_summary(rows)
-    write_graph_run(args.out, "rmsnorm", rows, device, started, summary)
+    write_graph_run(args.out, "rmsnorm", rows, device, started, summary, outputs)
     print(json.dumps(summary, indent=1))
 
 

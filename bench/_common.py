@@ -7,6 +7,7 @@ import platform
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,3 +68,34 @@ def write_graph_run(out: Path, benchmark: str, rows: list[dict[str, Any]], devic
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+
+
+OUTPUTS = {
+    "kept": "every call's output is kept until the run ends, so each call writes memory of its own, "
+            "like the rotated inputs it reads",
+    "reused": "every call's output is dropped at once, so the allocator hands the next call the same "
+              "memory (often still in L2)",
+}
+"""How the outputs of the timed calls are treated, the same for every contender."""
+
+
+def timed(calls: dict[str, Callable[[int], Any]], copies: int,
+          outputs: str) -> tuple[dict[str, Callable[[int], None]], list[list[Any]]]:
+    """The functions to time: each contender's call over rotated copy ``i``, with what it
+    returns (the outputs it allocated) treated as ``outputs`` says (a key of OUTPUTS),
+    and the lists that keep them (drop them after timing)."""
+    kept: list[list[Any]] = []
+
+    def treated(call: Callable[[int], Any]) -> Callable[[int], None]:
+        slots: list[Any] = [None] * copies
+        if outputs == "kept":
+            kept.append(slots)
+
+        def run(i: int) -> None:
+            out = call(i)
+            if outputs == "kept":
+                slots[i] = out
+
+        return run
+
+    return {name: treated(call) for name, call in calls.items()}, kept

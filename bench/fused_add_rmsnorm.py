@@ -6,7 +6,9 @@ fused add + RMSNorm, all in one run.
 Protocol (the tuner's): K calls over rotated input copies (at least 3× L2 where memory
 allows) captured in one CUDA graph, contenders' replays interleaved, per-call time =
 replay time / K, median of samples.  Every contender is checked against the float64
-reference (and the residual against a torch add) before it is timed.
+reference (and the residual against a torch add) before it is timed.  Every contender
+allocates what it writes, and the outputs of all are treated alike (``--outputs``, as in
+``bench/rmsnorm.py``).
 
     python bench/fused_add_rmsnorm.py --out bench/results/fused-add-rmsnorm-h200.json [--quick]
 """
@@ -26,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write_graph_run  # noqa: E402
+from _common import OUTPUTS, timed, write_graph_run  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels import fused_add_rms_norm  # noqa: E402
@@ -79,17 +81,23 @@ def contenders_for(m: int, n: int, dtype: str, wdtype: str, copies: int, compile
     g = torch.Generator(device="cuda").manual_seed(m * 131 + n)
     xs = [(torch.randn(m, n, device="cuda", generator=g) * 0.01).to(DT[dtype]) for _ in range(copies)]
     rs = [torch.randn(m, n, device="cuda", generator=g).to(DT[dtype]) for _ in range(copies)]
-    ys = [torch.empty_like(x) for x in xs]
     w = (torch.rand(n, device="cuda", generator=g) + 0.5).to(DT[wdtype])
     key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
     device = DeviceQuery.of(get_backend().device().identity)
     default = SPEC.default_config(key, device)
     rms, fused = liger
 
+    def launch_default(i: int, y: torch.Tensor | None = None) -> torch.Tensor:
+        y = torch.empty_like(xs[i]) if y is None else y
+        launch(xs[i], rs[i], w, y, EPS, default)
+        return y
+
+    # Every contender allocates what it writes and returns it, so that timed() treats
+    # every contender's outputs alike.
     runs: dict[str, Callable[[int], Any]] = {
-        "copy": lambda i: torch.mul(xs[i], 1.0, out=ys[i]),
-        "flyconfigs": lambda i: fused_add_rms_norm(xs[i], rs[i], w, EPS, out=ys[i]),
-        "flyconfigs-default": lambda i: launch(xs[i], rs[i], w, ys[i], EPS, default),
+        "copy": lambda i: torch.mul(xs[i], 1.0),
+        "flyconfigs": lambda i: fused_add_rms_norm(xs[i], rs[i], w, EPS),
+        "flyconfigs-default": launch_default,
         "eager": lambda i: F.rms_norm(rs[i].add_(xs[i]), (n,), w, EPS),
         "torch.compile": lambda i: compiled(xs[i], rs[i], w),
     }
@@ -101,14 +109,20 @@ def contenders_for(m: int, n: int, dtype: str, wdtype: str, copies: int, compile
         if name == "copy":
             continue
         start = rs[0].clone()
-        ys[0].fill_(float("nan"))
-        result = run(0)
+        # The op and its default write into a NaN-filled tensor, so that one which
+        # writes nothing cannot pass on memory another left behind.
+        if name == "flyconfigs":
+            result = fused_add_rms_norm(xs[0], rs[0], w, EPS, out=torch.full_like(xs[0], float("nan")))
+        elif name == "flyconfigs-default":
+            result = launch_default(0, torch.full_like(xs[0], float("nan")))
+        else:
+            result = run(0)
         torch.cuda.synchronize()
         expected_r, expected_y = reference_fused_add_rms_norm(xs[0], start, w, EPS)
         if name == "liger-fused":
             y, r_after = result
         else:
-            y, r_after = (ys[0] if name.startswith("flyconfigs") else result), rs[0]
+            y, r_after = result, rs[0]
         tol = {"bf16": 2e-2, "fp16": 4e-3, "fp32": 1e-4}[dtype]
         err = ((y.double() - expected_y).abs().max() / expected_y.abs().max()).item()
         r_err = ((r_after.double() - expected_r.double()).abs().max()).item()
@@ -127,20 +141,25 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--quick", action="store_true", help="a few shapes only")
     parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--outputs", choices=sorted(OUTPUTS), default="kept",
+                        help="; ".join(f"{k}: {v}" for k, v in OUTPUTS.items()) + " (default kept)")
     args = parser.parse_args()
     compiled = _composite()
     liger = _liger()
     props = torch.cuda.get_device_properties(0)
     device = get_backend().device()
     rows: list[dict[str, Any]] = []
+    outputs = {"outputs": args.outputs, "outputs_means": OUTPUTS[args.outputs]}
     started = time.time()
     for m, n, dtype, wdtype in grid(args.quick):
         traffic = traffic_bytes(m, n, dtype, wdtype)
         rotation = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
         plan = TimingPlan(rotation.copies, rotation.launches, samples=args.samples)
-        runs, info = contenders_for(m, n, dtype, wdtype, plan.copies, compiled, liger)
+        calls, info = contenders_for(m, n, dtype, wdtype, plan.copies, compiled, liger)
+        runs, kept = timed(calls, plan.copies, args.outputs)
         names = list(runs)
         results = measure([runs[k] for k in names], plan)
+        del calls, runs, kept
         res = {k: summarize(r, traffic) for k, r in zip(names, results, strict=True)}
         res["copy"] = summarize(results[names.index("copy")], 2 * m * n * DT[dtype].itemsize)
         peers = {p: res[p]["median_us"] for p in PEERS if p in res}
@@ -156,9 +175,8 @@ def main() -> None:
         line = "  ".join(f"{k} {v['median_us']:8.2f}us" for k, v in res.items())
         print(f"{m:>6} x {n:<6} {dtype}/{wdtype}: {line}  vs best ({best}) {ratios['flyconfigs_speedup_vs_best_peer']:.3f}",
               flush=True)
-        del runs
         torch.cuda.empty_cache()
-        write_graph_run(args.out, "fused-add-rmsnorm", rows, device, started, None)
+        write_graph_run(args.out, "fused-add-rmsnorm", rows, device, started, None, outputs)
 
     def geomean(key: str) -> float:
         vals = [r["ratios"][key] for r in rows]
@@ -168,7 +186,7 @@ def main() -> None:
     summary["shapes"] = len(rows)
     summary["min_speedup_vs_best_peer"] = min(r["ratios"]["flyconfigs_speedup_vs_best_peer"] for r in rows)
     summary["served_from"] = sorted({r["served_from"] for r in rows})
-    write_graph_run(args.out, "fused-add-rmsnorm", rows, device, started, summary)
+    write_graph_run(args.out, "fused-add-rmsnorm", rows, device, started, summary, outputs)
     print(json.dumps(summary, indent=1))
 
 

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write_graph_run  # noqa: E402
+from _common import OUTPUTS, timed, write_graph_run  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels import rms_norm  # noqa: E402
@@ -165,36 +165,6 @@ def contenders_for(
         if not err < tol or torch.isnan(y).any():
             raise SystemExit(f"{name} is wrong on {key}: max relative error {err}")
     return calls, info
-
-
-OUTPUTS = {
-    "kept": "every call's output is kept until the run ends, so each call writes memory of its own, "
-            "like the rotated inputs it reads",
-    "reused": "every call's output is dropped at once, so the allocator hands the next call the same "
-              "memory (often still in L2)",
-}
-"""How the outputs of the timed calls are treated, the same for every contender."""
-
-
-def timed(calls: dict[str, Callable[[int], torch.Tensor | None]], copies: int,
-          outputs: str) -> tuple[dict[str, Callable[[int], None]], list[list[Any]]]:
-    """The functions to time: each contender's call, with its outputs treated as
-    ``outputs`` says (a key of OUTPUTS), and the lists that keep them (drop them after)."""
-    kept: list[list[Any]] = []
-
-    def treated(call: Callable[[int], torch.Tensor | None]) -> Callable[[int], None]:
-        slots: list[Any] = [None] * copies
-        if outputs == "kept":
-            kept.append(slots)
-
-        def run(i: int) -> None:
-            out = call(i)
-            if outputs == "kept":
-                slots[i] = out
-
-        return run
-
-    return {name: treated(call) for name, call in calls.items()}, kept
 
 
 def main() -> None:

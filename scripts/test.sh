@@ -15,6 +15,9 @@ unset PYTHONDONTWRITEBYTECODE
 .venv/bin/python -m pip install -q --no-compile --config-settings editable_mode=strict -e '.[dev,hip]' 'torch==2.13.0'
 .venv/bin/python -m pip install -q --no-compile 'flydsl==0.4.2' || echo "test.sh: flydsl 0.4.2 could not be installed; the FlyDSL interop test will skip" >&2
 bash scripts/rocm-prefix.sh || echo "test.sh: the ROCm compile-only prefix could not be built; the hipRTC tests will skip" >&2
+# The big packages every test process imports are compiled once, in one process, not in
+# every pytest worker at the same time.
+.venv/bin/python -c "import torch, ray, ray.cluster_utils, hypothesis, pydantic, flyconfigs.cli"
 set +e
 .venv/bin/python -m pytest -n auto --maxprocesses 4 --dist loadfile "$@"
 status=$?

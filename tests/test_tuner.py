@@ -222,6 +222,16 @@ def test_no_module_under_tuner_names_a_kernel() -> None:
                 assert not named, f"{path.name} names kernel {named} in {node.value!r}"
 
 
+def test_artifacts_record_which_folders_a_command_used_not_where_a_machine_keeps_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    from flyconfigs.tuner import emit
+
+    argv = ["/opt/venv/lib/python3.12/site-packages/flyconfigs/__main__.py", "tune", "rmsnorm", "--out", "/tmp/run/sm90",
+            "--key-grid", "M=1 N=1024 dtype=bf16", "--cache-dir=/home/someone/cache/", "relative/dir", "/"]
+    monkeypatch.setattr(emit.sys, "argv", argv)
+    assert emit.command_line() == ["flyconfigs", "tune", "rmsnorm", "--out", ".../sm90", "--key-grid",
+                                   "M=1 N=1024 dtype=bf16", "--cache-dir=.../cache", "relative/dir", "/"]
+
+
 def test_artifacts_record_which_headers_were_included_not_where_a_machine_keeps_them() -> None:
     from flyconfigs.tuner.toolchain import portable_options
 

@@ -40,11 +40,23 @@ def host() -> str:
 
 
 def command_line() -> list[str]:
-    """The command that ran, as a user would type it (``python -m flyconfigs`` is ``flyconfigs``)."""
+    """The command that ran, as a user would type it (``python -m flyconfigs`` is
+    ``flyconfigs``), with its absolute paths made portable (:func:`portable_argument`)."""
     if not sys.argv:
         return []
     program = os.path.basename(sys.argv[0])
-    return ["flyconfigs" if program == "__main__.py" else program, *sys.argv[1:]]
+    return ["flyconfigs" if program == "__main__.py" else program, *map(portable_argument, sys.argv[1:])]
+
+
+def portable_argument(argument: str) -> str:
+    """``argument`` with an absolute path in it (the whole argument, or the value of
+    ``--option=PATH``) cut to its last part behind ``.../``: which folder a run wrote or
+    read, not where one machine keeps it.  Other arguments are returned unchanged."""
+    option, equals, value = argument.partition("=") if argument.startswith("--") else ("", "", argument)
+    if not os.path.isabs(value):
+        return argument
+    name = os.path.basename(os.path.normpath(value))
+    return f"{option}{equals}.../{name}" if name else argument
 
 
 def check_writable(folder: Path) -> None:

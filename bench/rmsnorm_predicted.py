@@ -3,8 +3,8 @@ predicted winner (from ``flyconfigs predict`` artifacts for this GPU), the tuned
 and the default heuristic, timed in one interleaved measurement (the tuner's protocol:
 rotated inputs, graph replay, medians), each checked against the reference first.
 
-    python bench/rmsnorm_predicted.py --tuned benchmark=artifacts/sm90 --tuned held-out=/tmp/heldout \\
-        --predicted /tmp/predicted --out bench/results/rmsnorm-predicted-h200.json
+    python bench/rmsnorm_predicted.py --tuned benchmark=artifacts/sm90 --tuned held-out=HELDOUT_DIR \\
+        --predicted PREDICTED_DIR --out bench/results/rmsnorm-predicted-h200.json
 
 Each ``--tuned LABEL=FOLDER`` is scored separately: name the grid the model was fitted on
 as such, and score it on the others.

@@ -96,24 +96,38 @@ def test_row_strides_views_and_misaligned_pointers_take_correct_paths() -> None:
 
 def test_a_layout_seen_before_still_checks_what_each_call_changes() -> None:
     """The eager hot path skips the input rules for a layout of (x, weight, out) that
-    passed them before; addresses and eps are still checked on every call."""
+    passed them before; addresses and eps are still checked on every call.  A misaligned
+    address takes the scalar kernel, whose sums run in another order than the vector
+    kernel's, so it is compared with what the checked path gives for the same addresses,
+    bit for bit, and with the reference."""
+    from flyconfigs.kernels import rmsnorm_op
+
     flat = torch.randn(64 * 4096 + 8, device="cuda").to(torch.bfloat16)
     w = torch.rand(4096, device="cuda").to(torch.bfloat16)
     aligned = flat[: 64 * 4096].view(64, 4096)
     shifted = flat[1 : 1 + 64 * 4096].view(64, 4096)  # the same shape and strides, 2-byte aligned
     assert (aligned.shape, aligned.stride()) == (shifted.shape, shifted.stride())
-    first = rms_norm(aligned, w)
-    _assert_close(first, aligned, w, 1e-6, "bf16")
-    _assert_close(rms_norm(shifted, w), shifted, w, 1e-6, "bf16")
-    assert torch.equal(rms_norm(aligned, w), first)
     out_flat = torch.full((64 * 4096 + 8,), float("nan"), device="cuda", dtype=torch.bfloat16)
-    for out in (out_flat[: 64 * 4096].view(64, 4096), out_flat[3 : 3 + 64 * 4096].view(64, 4096)):
-        rms_norm(aligned, w, out=out)
-        assert torch.equal(out, first)
+    out_aligned, out_shifted = out_flat[: 64 * 4096].view(64, 4096), out_flat[3 : 3 + 64 * 4096].view(64, 4096)
     w_flat = torch.empty(4097, device="cuda", dtype=torch.bfloat16)
     w_shifted = w_flat[1:]
     w_shifted.copy_(w)
-    assert torch.equal(rms_norm(aligned, w_shifted), first)
+    calls = {
+        "aligned": lambda: rms_norm(aligned, w),
+        "x shifted": lambda: rms_norm(shifted, w),
+        "out aligned": lambda: rms_norm(aligned, w, out=out_aligned).clone(),
+        "out shifted": lambda: rms_norm(aligned, w, out=out_shifted).clone(),
+        "weight shifted": lambda: rms_norm(aligned, w_shifted),
+    }
+    for name, call in calls.items():
+        rmsnorm_op._LAYOUTS.clear()
+        checked = call()  # every rule checked; the layout is remembered
+        assert len(rmsnorm_op._LAYOUTS) == 1, name
+        rms_norm(aligned, w, out=out_aligned)  # the same layout at aligned addresses
+        out_shifted.fill_(float("nan"))
+        seen = call()  # the hot path
+        assert torch.equal(seen, checked), name
+        _assert_close(seen, shifted if name == "x shifted" else aligned, w, 1e-6, "bf16")
     for eps in (-1.0, float("nan")):
         with pytest.raises(ValueError, match="eps"):
             rms_norm(aligned, w, eps)

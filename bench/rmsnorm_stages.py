@@ -1,0 +1,145 @@
+"""Where the RMSNorm kernel's time goes at small M: the served config timed beside variants
+of the same source with one stage left out, and the copy and the empty kernel, in one
+graph-replay run (the protocol of ``bench/rmsnorm.py``, outputs kept).
+
+The variants are diagnostics, never served: their results are wrong on purpose.
+
+``no-weight``
+    the weight is not read (a constant 1.0 instead; bf16 rows held in registers only);
+``no-reduction``
+    each thread scales its elements by its own partial sum: no shuffles, no barrier
+    across the row's waves;
+``no-exchange``
+    (configs with a cluster) the partial sums are not met across the cluster's blocks;
+``no-weight-no-reduction``
+    both: what is left is a load, a multiply and a store, the copy's work plus the FMAs;
+``lane-exchange``
+    (configs with a cluster, whole waves per row) not a stage left out but another way to
+    meet the partial sums: lane r of every wave reads block r's partial, all at once, and
+    a butterfly of shuffles adds them, where the kernel reads them one after another.
+    Correct, and the same sum on every block.
+
+For rows the served config keeps in one block, a cluster of 4 (128 threads, 16-byte
+vectors) is timed beside it, with both exchanges (``c4:full``, ``c4:lane-exchange``).
+
+Run on the GPU machine from ``bench/`` (``FLYCONFIGS_PATH`` naming the artifacts to serve):
+
+    python rmsnorm_stages.py --out results/rmsnorm-stages-h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+from _common import OUTPUTS, machine, timed
+from rmsnorm import EPS, _empty_kernel
+
+from flyconfigs.gpu import CompileRequest, get_backend
+from flyconfigs.kernels.rmsnorm import SPEC, cluster_of, traffic_bytes
+from flyconfigs.kernels.rmsnorm_op import _SIGNATURE
+from flyconfigs.registry import DeviceQuery, resolve
+from flyconfigs.tuner.timing import measure, plan_rotation, summarize
+
+WEIGHT_LOAD = "      load_words<VEC * WBYTES>(reinterpret_cast<const char*>(w) + (long long)v * VEC * WBYTES, wraw[i]);\n"
+PATCHES: dict[str, list[tuple[str, str]]] = {
+    "no-weight": [(WEIGHT_LOAD, "      for (int k = 0; k < WW; ++k) wraw[i][k] = 0x3f803f80u;  // bf16 1.0, twice\n")],
+    "no-reduction": [("for (int offset = (TPR < WAVE ? TPR : WAVE) / 2;", "for (int offset = 0;"),
+                     ("  if (WAVES_PER_ROW > 1) {\n", "  if (false) {\n")],
+    "no-exchange": [("#if FC_CLUSTER > 1\n  {\n", "#if 0\n  {\n"),
+                    ("#if FC_CLUSTER > 1\n  cluster_wait();\n#endif\n", "")],
+}
+PATCHES["no-weight-no-reduction"] = PATCHES["no-weight"] + PATCHES["no-reduction"]
+PATCHES["lane-exchange"] = [(
+    "    for (int r = 0; r < CLUSTER; ++r) sum += cluster_load(&cluster_partial[sub], (unsigned int)r);\n",
+    "    for (int r = 0; r < 1; ++r) {\n"
+    "      const int l = (int)threadIdx.x % WAVE;\n"
+    "      sum = l < CLUSTER ? cluster_load(&cluster_partial[sub], (unsigned int)l) : 0.f;\n"
+    "      for (int offset = CLUSTER / 2; offset > 0; offset /= 2) sum += FC_SHFL_XOR(sum, offset);\n"
+    "      sum = __shfl_sync(0xffffffffu, sum, 0);\n"
+    "    }\n")]
+CLUSTER_OF_4 = {"cluster": 4, "occupancy": 0, "row_storage": "reg", "rows_per_block": 1, "threads": 128, "vector_bytes": 16}
+SHAPES = ((1, 1024), (1, 4096), (1, 8192), (16, 1024), (16, 4096), (16, 8192), (1, 16384), (16, 16384))
+
+
+def patched(source: str, variant: str) -> str:
+    """``source`` with ``variant``'s stages left out; every patch must apply once."""
+    for old, new in PATCHES[variant]:
+        if source.count(old) != 1:
+            raise SystemExit(f"the patch {variant!r} no longer matches rmsnorm.cu: {old.strip()!r}")
+        source = source.replace(old, new)
+    return source
+
+
+def _variants(config: dict) -> list[str]:
+    """The variants that apply to ``config``."""
+    variants = ["full", "no-reduction"]
+    if config["row_storage"] == "reg":
+        variants += ["no-weight", "no-weight-no-reduction"]
+    if cluster_of(config) > 1:
+        variants += ["no-exchange"] + (["lane-exchange"] if int(config["threads"]) >= 32 else [])
+    return variants
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--samples", type=int, default=15)
+    args = parser.parse_args()
+    backend = get_backend()
+    device = DeviceQuery.of(backend.device().identity)
+    wave = backend.device().wave_size
+    empty = _empty_kernel()
+    props = torch.cuda.get_device_properties(0)
+    rows, started = [], time.time()
+    for m, n in SHAPES:
+        key = {"M": m, "N": n, "dtype": "bf16", "weight_dtype": "bf16"}
+        served = resolve(SPEC, key, device)
+        config = dict(served.config)
+        traffic = traffic_bytes(m, n, "bf16", "bf16")
+        plan = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
+        plan = type(plan)(plan.copies, plan.launches, samples=args.samples)
+        xs = [torch.randn(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(plan.copies)]
+        w = torch.ones(n, device="cuda", dtype=torch.bfloat16)
+        plans = [("", config, _variants(config))]
+        if cluster_of(config) == 1 and n >= 4096 and SPEC.check_config(CLUSTER_OF_4, key, device) is None:
+            plans.append(("c4:", CLUSTER_OF_4, ["full", "lane-exchange"]))
+        calls = {"copy": lambda i: torch.mul(xs[i], 1.0), "empty": lambda i: empty()}
+        for prefix, cfg, variants in plans:
+            grid, block, shared = SPEC.grid(cfg, m)
+            defines = tuple(SPEC.defines(cfg, key, wave))
+            for variant in variants:
+                source = SPEC.source() if variant == "full" else patched(SPEC.source(), variant)
+                kernel = backend.load(backend.compile(CompileRequest(source, SPEC.entry, defines)), _SIGNATURE)
+
+                def call(i: int, kernel=kernel, grid=grid, block=block, shared=shared) -> torch.Tensor:
+                    y = torch.empty_like(xs[i])
+                    kernel.launch(grid, block, (xs[i], w, y, m, n, n, EPS), torch.cuda.current_stream().cuda_stream,
+                                  shared)
+                    return y
+
+                calls[prefix + variant] = call
+        runs, kept = timed(calls, plan.copies, "kept")
+        names = list(runs)
+        results = measure([runs[k] for k in names], plan)
+        del runs, kept
+        row = {"M": m, "N": n, "dtype": "bf16", "served_config": config, "served_from": served.source,
+               "results": {k: summarize(r, traffic) for k, r in zip(names, results, strict=True)}}
+        rows.append(row)
+        base = row["results"]["empty"]["median_us"]
+        print(f"{m:>3} x {n:<6} " + "  ".join(f"{k} +{v['median_us'] - base:.2f}" for k, v in row["results"].items()
+                                               if k != "empty"), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "benchmark": "rmsnorm-stages", "machine": machine(), "device": backend.device().model_dump(mode="json"),
+        "torch": torch.__version__, "outputs": "kept", "outputs_means": OUTPUTS["kept"],
+        "protocol": "K calls over rotated copies (>= 3x L2 where memory allows) captured in one graph; "
+                    "interleaved replays; per-call = replay time / K; median of samples",
+        "wall_s": time.time() - started, "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

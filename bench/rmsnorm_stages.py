@@ -2,7 +2,8 @@
 of the same source with one stage left out, and the copy and the empty kernel, in one
 graph-replay run (the protocol of ``bench/rmsnorm.py``, outputs kept).
 
-The variants are diagnostics, never served: their results are wrong on purpose.
+The variants are diagnostics, never served.  Those that leave a stage out are wrong on
+purpose; the other ways of exchanging partial sums are checked against the reference.
 
 ``no-weight``
     the weight is not read (a constant 1.0 instead; bf16 rows held in registers only);
@@ -17,10 +18,18 @@ The variants are diagnostics, never served: their results are wrong on purpose.
     (configs with a cluster, whole waves per row) not a stage left out but another way to
     meet the partial sums: lane r of every wave reads block r's partial, all at once, and
     a butterfly of shuffles adds them, where the kernel reads them one after another.
-    Correct, and the same sum on every block.
+    Correct, and the same sum on every block;
+``push-exchange``
+    (configs with a cluster) another way again: every block stores its partial into every
+    block's shared memory, so one barrier ends the exchange and no block reads another's
+    memory after it, where the kernel needs a second barrier to keep each block's memory
+    alive while the others read it.  Blocks are known to have started through a barrier
+    begun at the top of the kernel and waited on just before the stores.  Correct, and
+    the same sum on every block.
 
 For rows the served config keeps in one block, a cluster of 4 (128 threads, 16-byte
-vectors) is timed beside it, with both exchanges (``c4:full``, ``c4:lane-exchange``).
+vectors) is timed beside it, with the kernel's exchange and the pushed one (``c4:full``,
+``c4:push-exchange``).
 
 Run on the GPU machine from ``bench/`` (``FLYCONFIGS_PATH`` naming the artifacts to serve):
 
@@ -39,7 +48,7 @@ from _common import OUTPUTS, machine, timed
 from rmsnorm import EPS, _empty_kernel
 
 from flyconfigs.gpu import CompileRequest, get_backend
-from flyconfigs.kernels.rmsnorm import SPEC, cluster_of, traffic_bytes
+from flyconfigs.kernels.rmsnorm import SPEC, cluster_of, reference_rms_norm, traffic_bytes
 from flyconfigs.kernels.rmsnorm_op import _SIGNATURE
 from flyconfigs.registry import DeviceQuery, resolve
 from flyconfigs.tuner.timing import measure, plan_rotation, summarize
@@ -61,8 +70,33 @@ PATCHES["lane-exchange"] = [(
     "      for (int offset = CLUSTER / 2; offset > 0; offset /= 2) sum += FC_SHFL_XOR(sum, offset);\n"
     "      sum = __shfl_sync(0xffffffffu, sum, 0);\n"
     "    }\n")]
+PATCHES["push-exchange"] = [
+    ("  const bool active = row < rows;\n",
+     "  const bool active = row < rows;\n"
+     "  asm volatile(\"barrier.cluster.arrive.relaxed;\" ::: \"memory\");\n"),
+    ("    __shared__ float cluster_partial[ROWS];\n"
+     "    if (lane == 0) cluster_partial[sub] = sum;\n"
+     "    cluster_arrive();\n"
+     "    cluster_wait();\n",
+     "    __shared__ float cluster_partial[CLUSTER * ROWS];\n"
+     "    cluster_wait();\n"
+     "    if (lane < CLUSTER) {\n"
+     "      unsigned int at = (unsigned int)__cvta_generic_to_shared(&cluster_partial[(blockIdx.x % CLUSTER) * ROWS + sub]), far;\n"
+     "      asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(far) : \"r\"(at), \"r\"((unsigned int)lane));\n"
+     "      asm volatile(\"st.shared::cluster.f32 [%0], %1;\" :: \"r\"(far), \"f\"(sum) : \"memory\");\n"
+     "    }\n"
+     "    cluster_arrive();\n"
+     "    cluster_wait();\n"),
+    ("    for (int r = 0; r < CLUSTER; ++r) sum += cluster_load(&cluster_partial[sub], (unsigned int)r);\n"
+     "    // Released once every block has read: no block's shared memory goes while read.\n"
+     "    cluster_arrive();\n",
+     "    for (int r = 0; r < CLUSTER; ++r) sum += cluster_partial[r * ROWS + sub];\n"),
+    ("#if FC_CLUSTER > 1\n  cluster_wait();\n#endif\n", ""),
+]
+CORRECT = {"full", "lane-exchange", "push-exchange"}
+"""The variants whose results are right: checked against the float64 reference first."""
 CLUSTER_OF_4 = {"cluster": 4, "occupancy": 0, "row_storage": "reg", "rows_per_block": 1, "threads": 128, "vector_bytes": 16}
-SHAPES = ((1, 1024), (1, 4096), (1, 8192), (16, 1024), (16, 4096), (16, 8192), (1, 16384), (16, 16384))
+SHAPES = ((1, 1024), (1, 4096), (1, 8192), (16, 1024), (16, 4096), (16, 8192), (1, 12288), (1, 16384), (16, 16384))
 
 
 def patched(source: str, variant: str) -> str:
@@ -80,7 +114,7 @@ def _variants(config: dict) -> list[str]:
     if config["row_storage"] == "reg":
         variants += ["no-weight", "no-weight-no-reduction"]
     if cluster_of(config) > 1:
-        variants += ["no-exchange"] + (["lane-exchange"] if int(config["threads"]) >= 32 else [])
+        variants += ["no-exchange", "push-exchange"] + (["lane-exchange"] if int(config["threads"]) >= 32 else [])
     return variants
 
 
@@ -103,10 +137,12 @@ def main() -> None:
         plan = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
         plan = type(plan)(plan.copies, plan.launches, samples=args.samples)
         xs = [torch.randn(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(plan.copies)]
-        w = torch.ones(n, device="cuda", dtype=torch.bfloat16)
+        w = (torch.rand(n, device="cuda") + 0.5).to(torch.bfloat16)
+        reference = reference_rms_norm(xs[0], w, EPS)
+        errors: dict[str, float] = {}
         plans = [("", config, _variants(config))]
         if cluster_of(config) == 1 and n >= 4096 and SPEC.check_config(CLUSTER_OF_4, key, device) is None:
-            plans.append(("c4:", CLUSTER_OF_4, ["full", "lane-exchange"]))
+            plans.append(("c4:", CLUSTER_OF_4, ["full", "push-exchange"]))
         calls = {"copy": lambda i: torch.mul(xs[i], 1.0), "empty": lambda i: empty()}
         for prefix, cfg, variants in plans:
             grid, block, shared = SPEC.grid(cfg, m)
@@ -122,12 +158,20 @@ def main() -> None:
                     return y
 
                 calls[prefix + variant] = call
+                if variant in CORRECT:
+                    y = torch.full_like(xs[0], float("nan"))
+                    kernel.launch(grid, block, (xs[0], w, y, m, n, n, EPS), torch.cuda.current_stream().cuda_stream,
+                                  shared)
+                    err = ((y.double() - reference).abs().max() / reference.abs().max()).item()
+                    if not err < 2e-2:
+                        raise SystemExit(f"{prefix + variant} is wrong at {m}x{n}: max relative error {err}")
+                    errors[prefix + variant] = err
         runs, kept = timed(calls, plan.copies, "kept")
         names = list(runs)
         results = measure([runs[k] for k in names], plan)
         del runs, kept
         row = {"M": m, "N": n, "dtype": "bf16", "served_config": config, "served_from": served.source,
-               "results": {k: summarize(r, traffic) for k, r in zip(names, results, strict=True)}}
+               "max_relative_error": errors, "results": {k: summarize(r, traffic) for k, r in zip(names, results, strict=True)}}
         rows.append(row)
         base = row["results"]["empty"]["median_us"]
         print(f"{m:>3} x {n:<6} " + "  ".join(f"{k} +{v['median_us'] - base:.2f}" for k, v in row["results"].items()

@@ -13,23 +13,16 @@ purpose; the other ways of exchanging partial sums are checked against the refer
 ``no-exchange``
     (configs with a cluster) the partial sums are not met across the cluster's blocks;
 ``no-weight-no-reduction``
-    both: what is left is a load, a multiply and a store, the copy's work plus the FMAs;
-``lane-exchange``
-    (configs with a cluster, whole waves per row) not a stage left out but another way to
-    meet the partial sums: lane r of every wave reads block r's partial, all at once, and
-    a butterfly of shuffles adds them, where the kernel reads them one after another.
-    Correct, and the same sum on every block;
-``push-exchange``
-    (configs with a cluster) another way again: every block stores its partial into every
-    block's shared memory, so one barrier ends the exchange and no block reads another's
-    memory after it, where the kernel needs a second barrier to keep each block's memory
-    alive while the others read it.  Blocks are known to have started through a barrier
-    begun at the top of the kernel and waited on just before the stores.  Correct, and
-    the same sum on every block.
+    both weight and reduction left out: what is left is a load, a multiply and a store,
+    the copy's work plus the FMAs;
+``pull-exchange``
+    (configs with a cluster) not a stage left out but the kernel's earlier exchange: each
+    block reads every block's partial after one barrier, and a second barrier keeps its
+    shared memory alive while the others read, where the kernel now pushes its partial
+    into every block and needs one barrier.  Correct, and the same sum on every block.
 
 For rows the served config keeps in one block, a cluster of 4 (128 threads, 16-byte
-vectors) is timed beside it, with the kernel's exchange and the pushed one (``c4:full``,
-``c4:push-exchange``).
+vectors) is timed beside it, with both exchanges (``c4:full``, ``c4:pull-exchange``).
 
 Run on the GPU machine from ``bench/`` (``FLYCONFIGS_PATH`` naming the artifacts to serve):
 
@@ -58,42 +51,35 @@ PATCHES: dict[str, list[tuple[str, str]]] = {
     "no-weight": [(WEIGHT_LOAD, "      for (int k = 0; k < WW; ++k) wraw[i][k] = 0x3f803f80u;  // bf16 1.0, twice\n")],
     "no-reduction": [("for (int offset = (TPR < WAVE ? TPR : WAVE) / 2;", "for (int offset = 0;"),
                      ("  if (WAVES_PER_ROW > 1) {\n", "  if (false) {\n")],
-    "no-exchange": [("#if FC_CLUSTER > 1\n  {\n", "#if 0\n  {\n"),
-                    ("#if FC_CLUSTER > 1\n  cluster_wait();\n#endif\n", "")],
+    "no-exchange": [("#if FC_CLUSTER > 1\n  // Begun now", "#if 0\n  // Begun now"),
+                    ("#if FC_CLUSTER > 1\n  {\n", "#if 0\n  {\n")],
+    "pull-exchange": [
+        ("#if FC_CLUSTER > 1\n  // Begun now", "#if 0\n  // Begun now"),
+        ("    __shared__ float cluster_partial[CLUSTER * ROWS];\n"
+         "    const unsigned int rank = blockIdx.x % CLUSTER;\n"
+         "    cluster_wait();\n"
+         "    if (lane < CLUSTER) cluster_store(&cluster_partial[rank * ROWS + sub], (unsigned int)lane, sum);\n"
+         "    cluster_arrive();\n"
+         "    cluster_wait();\n",
+         "    __shared__ float cluster_partial[ROWS];\n"
+         "    if (lane == 0) cluster_partial[sub] = sum;\n"
+         "    cluster_arrive();\n"
+         "    cluster_wait();\n"),
+        ("    for (int r = 0; r < CLUSTER; ++r) sum += cluster_partial[r * ROWS + sub];\n",
+         "    for (int r = 0; r < CLUSTER; ++r) {\n"
+         "      unsigned int at = (unsigned int)__cvta_generic_to_shared(&cluster_partial[sub]), far;\n"
+         "      float value;\n"
+         "      asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(far) : \"r\"(at), \"r\"((unsigned int)r));\n"
+         "      asm volatile(\"ld.shared::cluster.f32 %0, [%1];\" : \"=f\"(value) : \"r\"(far) : \"memory\");\n"
+         "      sum += value;\n"
+         "    }\n"
+         "    cluster_arrive();\n"),
+        ("    store<FC_X_DTYPE, VEC>(yr + (long long)v * VEC * XBYTES, vals);\n  }\n}",
+         "    store<FC_X_DTYPE, VEC>(yr + (long long)v * VEC * XBYTES, vals);\n  }\n  cluster_wait();\n}"),
+    ],
 }
 PATCHES["no-weight-no-reduction"] = PATCHES["no-weight"] + PATCHES["no-reduction"]
-PATCHES["lane-exchange"] = [(
-    "    for (int r = 0; r < CLUSTER; ++r) sum += cluster_load(&cluster_partial[sub], (unsigned int)r);\n",
-    "    for (int r = 0; r < 1; ++r) {\n"
-    "      const int l = (int)threadIdx.x % WAVE;\n"
-    "      sum = l < CLUSTER ? cluster_load(&cluster_partial[sub], (unsigned int)l) : 0.f;\n"
-    "      for (int offset = CLUSTER / 2; offset > 0; offset /= 2) sum += FC_SHFL_XOR(sum, offset);\n"
-    "      sum = __shfl_sync(0xffffffffu, sum, 0);\n"
-    "    }\n")]
-PATCHES["push-exchange"] = [
-    ("  const bool active = row < rows;\n",
-     "  const bool active = row < rows;\n"
-     "  asm volatile(\"barrier.cluster.arrive.relaxed;\" ::: \"memory\");\n"),
-    ("    __shared__ float cluster_partial[ROWS];\n"
-     "    if (lane == 0) cluster_partial[sub] = sum;\n"
-     "    cluster_arrive();\n"
-     "    cluster_wait();\n",
-     "    __shared__ float cluster_partial[CLUSTER * ROWS];\n"
-     "    cluster_wait();\n"
-     "    if (lane < CLUSTER) {\n"
-     "      unsigned int at = (unsigned int)__cvta_generic_to_shared(&cluster_partial[(blockIdx.x % CLUSTER) * ROWS + sub]), far;\n"
-     "      asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(far) : \"r\"(at), \"r\"((unsigned int)lane));\n"
-     "      asm volatile(\"st.shared::cluster.f32 [%0], %1;\" :: \"r\"(far), \"f\"(sum) : \"memory\");\n"
-     "    }\n"
-     "    cluster_arrive();\n"
-     "    cluster_wait();\n"),
-    ("    for (int r = 0; r < CLUSTER; ++r) sum += cluster_load(&cluster_partial[sub], (unsigned int)r);\n"
-     "    // Released once every block has read: no block's shared memory goes while read.\n"
-     "    cluster_arrive();\n",
-     "    for (int r = 0; r < CLUSTER; ++r) sum += cluster_partial[r * ROWS + sub];\n"),
-    ("#if FC_CLUSTER > 1\n  cluster_wait();\n#endif\n", ""),
-]
-CORRECT = {"full", "lane-exchange", "push-exchange"}
+CORRECT = {"full", "pull-exchange"}
 """The variants whose results are right: checked against the float64 reference first."""
 CLUSTER_OF_4 = {"cluster": 4, "occupancy": 0, "row_storage": "reg", "rows_per_block": 1, "threads": 128, "vector_bytes": 16}
 SHAPES = ((1, 1024), (1, 4096), (1, 8192), (16, 1024), (16, 4096), (16, 8192), (1, 12288), (1, 16384), (16, 16384))
@@ -114,7 +100,7 @@ def _variants(config: dict) -> list[str]:
     if config["row_storage"] == "reg":
         variants += ["no-weight", "no-weight-no-reduction"]
     if cluster_of(config) > 1:
-        variants += ["no-exchange", "push-exchange"] + (["lane-exchange"] if int(config["threads"]) >= 32 else [])
+        variants += ["no-exchange", "pull-exchange"]
     return variants
 
 
@@ -142,7 +128,7 @@ def main() -> None:
         errors: dict[str, float] = {}
         plans = [("", config, _variants(config))]
         if cluster_of(config) == 1 and n >= 4096 and SPEC.check_config(CLUSTER_OF_4, key, device) is None:
-            plans.append(("c4:", CLUSTER_OF_4, ["full", "push-exchange"]))
+            plans.append(("c4:", CLUSTER_OF_4, ["full", "pull-exchange"]))
         calls = {"copy": lambda i: torch.mul(xs[i], 1.0), "empty": lambda i: empty()}
         for prefix, cfg, variants in plans:
             grid, block, shared = SPEC.grid(cfg, m)

@@ -11,8 +11,9 @@
 //                 front, held as raw words), 1 shared memory, 2 re-read
 //   FC_OCCUPANCY  0, or minimum blocks per SM (CUDA) / waves per EU (AMD)
 //   FC_CLUSTER    blocks sharing one row: 1, or (CUDA sm90+) a thread-block cluster of 2, 4
-//                 or 8 whose blocks each take one contiguous slice of the row and add their
-//                 partial sums through distributed shared memory
+//                 or 8 whose blocks each take one contiguous slice of the row; each block
+//                 stores its partial sum into every block's shared memory (distributed
+//                 shared memory) and one cluster barrier ends the exchange
 //   FC_WAVE       the wave (warp) width: 32 or 64
 //
 // The host guarantees for FC_VEC_BYTES > 0 that the row length, the row strides and the
@@ -47,6 +48,7 @@ constexpr int WAVES_PER_ROW = TPR > WAVE ? TPR / WAVE : 1;
 
 static_assert(FC_VEC_BYTES == 0 || N % VEC == 0, "vector width must divide the row");
 static_assert(TPR <= WAVE || TPR % WAVE == 0, "threads per row: a sub-wave or whole waves");
+static_assert(CLUSTER <= TPR, "a row's lanes store its partial sum into each block of its cluster");
 #if !defined(FLYCONFIGS_CUDA)
 static_assert(CLUSTER == 1, "thread-block clusters are a CUDA sm90 feature");
 #endif
@@ -210,17 +212,17 @@ struct WordsFor {
 };
 
 #if FC_CLUSTER > 1
-// Distributed shared memory across the blocks of one cluster (PTX ISA 7.8+, sm90).
-__device__ __forceinline__ float cluster_load(const float* local, unsigned int rank) {
+// Distributed shared memory across the blocks of one cluster (PTX ISA 7.8+, sm90): store
+// into the same variable of block `rank`.
+__device__ __forceinline__ void cluster_store(float* local, unsigned int rank, float value) {
   unsigned int addr = (unsigned int)__cvta_generic_to_shared(local), remote;
-  float value;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(value) : "r"(remote) : "memory");
-  return value;
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(value) : "memory");
 }
-// Every thread of every block of the cluster arrives (release) before any proceeds
-// past the matching wait (acquire).
+// Every thread of every block of the cluster arrives before any proceeds past the
+// matching wait: with release and acquire, or relaxed (orders no memory).
 __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive;" ::: "memory"); }
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
 #endif
 
@@ -256,6 +258,11 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
   const long long row = (long long)(blockIdx.x / CLUSTER) * ROWS + sub;
   const int first = CLUSTER > 1 ? (int)(blockIdx.x % CLUSTER) * SLICE : 0;
   const bool active = row < rows;
+#if FC_CLUSTER > 1
+  // Begun now, waited on before the first store into another block: by then every block
+  // of the cluster has started, so its shared memory exists.
+  cluster_arrive_relaxed();
+#endif
   const char* xr = reinterpret_cast<const char*>(x) + (active ? row : 0) * x_stride * XBYTES;
   char* yr = reinterpret_cast<char*>(y) + (active ? row : 0) * y_stride * XBYTES;
 
@@ -322,15 +329,18 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
   }
 #if FC_CLUSTER > 1
   {
-    __shared__ float cluster_partial[ROWS];
-    if (lane == 0) cluster_partial[sub] = sum;
+    // Pushed, not pulled: lane r stores this block's partial into block r, so after one
+    // barrier every block holds all partials and none touches another's memory again
+    // (a block may then finish while the others still run).
+    __shared__ float cluster_partial[CLUSTER * ROWS];
+    const unsigned int rank = blockIdx.x % CLUSTER;
+    cluster_wait();
+    if (lane < CLUSTER) cluster_store(&cluster_partial[rank * ROWS + sub], (unsigned int)lane, sum);
     cluster_arrive();
     cluster_wait();
     sum = 0.f;  // the same order on every block: the whole row gets one scale
 #pragma unroll
-    for (int r = 0; r < CLUSTER; ++r) sum += cluster_load(&cluster_partial[sub], (unsigned int)r);
-    // Released once every block has read: no block's shared memory goes while read.
-    cluster_arrive();
+    for (int r = 0; r < CLUSTER; ++r) sum += cluster_partial[r * ROWS + sub];
   }
 #endif
   const float scale = rsqrtf(sum * (1.0f / (float)N) + eps);
@@ -358,7 +368,4 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
 #endif
     store<FC_X_DTYPE, VEC>(yr + (long long)v * VEC * XBYTES, vals);
   }
-#if FC_CLUSTER > 1
-  cluster_wait();
-#endif
 }

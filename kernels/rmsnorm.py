@@ -168,9 +168,11 @@ class RMSNormSpec:
         if storage == "reg" and per_thread * vec > MAX_REG_FLOATS:
             return f"{per_thread * vec} values per thread exceed the register budget of {MAX_REG_FLOATS}"
         if storage == "smem":
-            # The held rows (whole vectors) plus the reduction's per-wave partial sums,
-            # as rmsnorm.cu declares them: the compiler refuses a byte more.
-            shared = 4 * rows * (slice_vectors * vec + (threads // wave if threads > wave else 1) + (cluster > 1))
+            # The held rows (whole vectors), the reduction's per-wave partial sums and, in a
+            # cluster, every block's partial, as rmsnorm.cu declares them: the compiler
+            # refuses a byte more.
+            shared = 4 * rows * (slice_vectors * vec + (threads // wave if threads > wave else 1)
+                                 + (cluster if cluster > 1 else 0))
             if shared > MAX_SMEM_BYTES:
                 return f"{rows} rows of {slice_vectors * vec} floats and their partial sums exceed {MAX_SMEM_BYTES} bytes of shared memory"
         if threads > max(wave, pow2_ceil(slice_vectors)):

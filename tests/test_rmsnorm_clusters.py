@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from flyconfigs.kernels import rmsnorm_default
-from flyconfigs.kernels.rmsnorm import SPEC, max_cluster_of
+from flyconfigs.kernels.rmsnorm import SPEC, TUNABLES, max_cluster_of
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.kernel_schema import config_schema
 
@@ -79,3 +79,10 @@ def test_clusters_are_offered_only_to_few_or_long_rows() -> None:
     for config in SPEC.space(many_long, H200):
         if config["cluster"] > 1:
             assert config["row_storage"] == "reg" and config["rows_per_block"] == 1
+
+
+def test_every_cluster_of_the_space_has_a_lane_a_row_for_each_of_its_blocks() -> None:
+    """Lane r of a row pushes its block's partial sum into block r of the cluster
+    (rmsnorm.cu asserts it at compile time), so no config may have fewer threads a row
+    than blocks in its cluster."""
+    assert max(map(int, TUNABLES["cluster"])) <= min(map(int, TUNABLES["threads"]))

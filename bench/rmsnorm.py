@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUTPUTS, timed, write_graph_run  # noqa: E402
+from _common import OUTPUTS, machine, timed, write_graph_run  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels import rms_norm  # noqa: E402
@@ -181,6 +181,9 @@ def main() -> None:
     parser.add_argument("--resummarize", action="store_true",
                         help="recompute the ratios and the summary of the result in --out (its rows' "
                              "'excluded' contenders left out as peers) without running anything")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the unfinished run in --out: its rows are kept and only the shapes "
+                             "it lacks are timed; the result lists each process under 'segments'")
     args = parser.parse_args()
     if args.resummarize:
         data = json.loads(args.out.read_text())
@@ -196,10 +199,20 @@ def main() -> None:
     empty = _empty_kernel() if "empty" in wanted else None
     props = torch.cuda.get_device_properties(0)
     device = get_backend().device()
-    rows = []
-    outputs = {"outputs": args.outputs, "outputs_means": OUTPUTS[args.outputs]}
+    rows, segments = [], []
+    if args.resume and args.out.exists():
+        earlier = json.loads(args.out.read_text())
+        if earlier.get("complete") or earlier.get("outputs") != args.outputs:
+            raise SystemExit(f"{args.out}: --resume continues an unfinished run with --outputs {args.outputs}")
+        rows = earlier["rows"]
+        segments = earlier.get("segments") or [{"machine": earlier["machine"], "rows": len(rows), "wall_s": earlier["wall_s"]}]
+    done = {(r["M"], r["N"], r["dtype"], r["weight_dtype"]) for r in rows}
     started = time.time()
+    segments.append({"machine": machine(), "rows": 0, "wall_s": 0.0})
+    outputs = {"outputs": args.outputs, "outputs_means": OUTPUTS[args.outputs], "segments": segments}
     for m, n, dtype, wdtype in grid(args.quick, args.grid):
+        if (m, n, dtype, wdtype) in done:
+            continue
         traffic = traffic_bytes(m, n, dtype, wdtype)
         plan = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
         plan = type(plan)(plan.copies, plan.launches, samples=args.samples)
@@ -214,6 +227,7 @@ def main() -> None:
                                "results": {k: summarize(r, traffic) for k, r in zip(names, results)}}
         row["ratios"] = row_ratios(row)
         rows.append(row)
+        segments[-1].update(rows=segments[-1]["rows"] + 1, wall_s=time.time() - started)
         line = "  ".join(f"{k} {v['median_us']:8.2f}us" for k, v in row["results"].items())
         print(f"{m:>6} x {n:<6} {dtype}/{wdtype}: {line}", flush=True)
         torch.cuda.empty_cache()

@@ -227,7 +227,7 @@ def main() -> None:
                                "results": {k: summarize(r, traffic) for k, r in zip(names, results)}}
         row["ratios"] = row_ratios(row)
         rows.append(row)
-        segments[-1].update(rows=segments[-1]["rows"] + 1, wall_s=time.time() - started)
+        segments[-1].update(rows=len(rows) - len(done), wall_s=time.time() - started)
         line = "  ".join(f"{k} {v['median_us']:8.2f}us" for k, v in row["results"].items())
         print(f"{m:>6} x {n:<6} {dtype}/{wdtype}: {line}", flush=True)
         torch.cuda.empty_cache()

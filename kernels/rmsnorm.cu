@@ -45,6 +45,19 @@ constexpr int CLUSTER = FC_CLUSTER;
 constexpr int SLICE = (NV + CLUSTER - 1) / CLUSTER;  // vectors per block of the row's cluster
 constexpr int ITEMS = (SLICE + TPR - 1) / TPR;  // vectors per thread
 constexpr int WAVES_PER_ROW = TPR > WAVE ? TPR / WAVE : 1;
+#ifndef FC_CACHE
+#define FC_CACHE 0
+#endif
+// Cache hints (FC_CACHE bits): 1 the last read of x evicts first, 2 the first of reread's
+// two reads keeps x in L2 (evict last), 4 y is stored streaming, 8 w stays in L2.
+// Enumerators, not constexpr variables: those would add symbols to every cubin.
+enum : int { HINT_NONE = 0, HINT_FIRST = 1, HINT_LAST = 2 };
+enum : int {
+  X_LAST_READ = FC_CACHE & 1 ? HINT_FIRST : HINT_NONE,
+  X_FIRST_READ = FC_STORAGE == 2 ? (FC_CACHE & 2 ? HINT_LAST : HINT_NONE) : X_LAST_READ,
+  Y_STREAM = (FC_CACHE & 4) ? 1 : 0,
+  W_READ = FC_CACHE & 8 ? HINT_LAST : HINT_NONE,
+};
 
 static_assert(FC_VEC_BYTES == 0 || N % VEC == 0, "vector width must divide the row");
 static_assert(TPR <= WAVE || TPR % WAVE == 0, "threads per row: a sub-wave or whole waves");
@@ -99,10 +112,66 @@ __device__ __forceinline__ unsigned int from_float(float f) {
   return float_to_bf16(f);
 }
 
+// The L2 eviction policy of HINT (sm80+): created once per thread and handed to every
+// hinted load; 0 (and no instruction) for HINT_NONE.
+template <int HINT>
+__device__ __forceinline__ unsigned long long cache_policy() {
+  unsigned long long policy = 0;
+#if defined(FLYCONFIGS_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (HINT == HINT_FIRST) {
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  } else if constexpr (HINT == HINT_LAST) {
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  }
+#endif
+  return policy;
+}
+
+// One CHUNK-byte global load under `policy` (see cache_policy) when HINT is set on CUDA;
+// HINT_NONE and other builds load plainly.
+template <int CHUNK, int HINT>
+__device__ __forceinline__ Words<CHUNK> load_chunk(const void* p, unsigned long long policy) {
+#if defined(FLYCONFIGS_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (HINT != HINT_NONE && CHUNK >= 4) {
+    Words<CHUNK> v;
+    if constexpr (CHUNK == 16) {
+      asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+          : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3]) : "l"(p), "l"(policy));
+    } else if constexpr (CHUNK == 8) {
+      asm("ld.global.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(v.w[0]), "=r"(v.w[1]) : "l"(p), "l"(policy));
+    } else {
+      asm("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v.w[0]) : "l"(p), "l"(policy));
+    }
+    return v;
+  }
+#endif
+  (void)policy;
+  return *reinterpret_cast<const Words<CHUNK>*>(p);
+}
+
+// One CHUNK-byte global store, streamed (evicted first) when STREAM on CUDA.
+template <int CHUNK, int STREAM>
+__device__ __forceinline__ void store_chunk(void* p, const Words<CHUNK>& v) {
+#if defined(FLYCONFIGS_CUDA)
+  if constexpr (STREAM && CHUNK >= 4) {
+    if constexpr (CHUNK == 16) {
+      asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]), "r"(v.w[2]),
+                   "r"(v.w[3]) : "memory");
+    } else if constexpr (CHUNK == 8) {
+      asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]) : "memory");
+    } else {
+      asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(v.w[0]) : "memory");
+    }
+    return;
+  }
+#endif
+  *reinterpret_cast<Words<CHUNK>*>(p) = v;
+}
+
 // Load COUNT consecutive elements of dtype DT starting at p into out[] as floats, with
 // the widest accesses the alignment guaranteed by the caller allows.
-template <int DT, int COUNT>
-__device__ __forceinline__ void load(const void* p, float* out) {
+template <int DT, int COUNT, int HINT = HINT_NONE>
+__device__ __forceinline__ void load(const void* p, float* out, unsigned long long policy = 0) {
   constexpr int EB = DT == 0 ? 4 : 2;
   constexpr int BYTES = EB * COUNT;
   if (BYTES >= 4 && BYTES % 4 == 0) {
@@ -110,7 +179,7 @@ __device__ __forceinline__ void load(const void* p, float* out) {
     constexpr int PER = CHUNK / EB;
 #pragma unroll
     for (int c = 0; c < BYTES / CHUNK; ++c) {
-      Words<CHUNK> v = reinterpret_cast<const Words<CHUNK>*>(p)[c];
+      Words<CHUNK> v = load_chunk<CHUNK, HINT>(reinterpret_cast<const char*>(p) + c * CHUNK, policy);
 #pragma unroll
       for (int e = 0; e < PER; ++e) {
         unsigned int word = v.w[(e * EB) / 4];
@@ -145,7 +214,7 @@ __device__ __forceinline__ unsigned int pack_pair(float lo, float hi) {
   return from_float<DT>(lo) | (from_float<DT>(hi) << 16);
 }
 
-template <int DT, int COUNT>
+template <int DT, int COUNT, int STREAM = 0>
 __device__ __forceinline__ void store(void* p, const float* in) {
   constexpr int EB = DT == 0 ? 4 : 2;
   constexpr int BYTES = EB * COUNT;
@@ -159,7 +228,7 @@ __device__ __forceinline__ void store(void* p, const float* in) {
       for (int k = 0; k < CHUNK / 4; ++k) {
         v.w[k] = EB == 4 ? from_float<DT>(in[c * PER + k]) : pack_pair<DT>(in[c * PER + 2 * k], in[c * PER + 2 * k + 1]);
       }
-      reinterpret_cast<Words<CHUNK>*>(p)[c] = v;
+      store_chunk<CHUNK, STREAM>(reinterpret_cast<char*>(p) + c * CHUNK, v);
     }
   } else {
 #pragma unroll
@@ -175,25 +244,25 @@ __device__ __forceinline__ void store(void* p, const float* in) {
 // Raw loads: BYTES bytes into 32-bit words (16-bit elements two to a word, low half
 // first), in the widest accesses the caller's alignment allows.  Holding rows as raw
 // words halves the registers 16-bit rows need, so x and w can both be loaded up front.
-template <int BYTES>
-__device__ __forceinline__ void load_words(const void* p, unsigned int* out) {
+template <int BYTES, int HINT = HINT_NONE>
+__device__ __forceinline__ void load_words(const void* p, unsigned int* out, unsigned long long policy = 0) {
   if (BYTES % 16 == 0) {
 #pragma unroll
     for (int c = 0; c < BYTES / 16; ++c) {
-      Words<16> v = reinterpret_cast<const Words<16>*>(p)[c];
+      Words<16> v = load_chunk<16, HINT>(reinterpret_cast<const char*>(p) + c * 16, policy);
 #pragma unroll
       for (int k = 0; k < 4; ++k) out[c * 4 + k] = v.w[k];
     }
   } else if (BYTES % 8 == 0) {
 #pragma unroll
     for (int c = 0; c < BYTES / 8; ++c) {
-      Words<8> v = reinterpret_cast<const Words<8>*>(p)[c];
+      Words<8> v = load_chunk<8, HINT>(reinterpret_cast<const char*>(p) + c * 8, policy);
       out[c * 2] = v.w[0];
       out[c * 2 + 1] = v.w[1];
     }
   } else if (BYTES % 4 == 0) {
 #pragma unroll
-    for (int c = 0; c < BYTES / 4; ++c) out[c] = reinterpret_cast<const unsigned int*>(p)[c];
+    for (int c = 0; c < BYTES / 4; ++c) out[c] = load_chunk<4, HINT>(reinterpret_cast<const char*>(p) + c * 4, policy).w[0];
   } else {
     out[0] = (unsigned int)reinterpret_cast<const unsigned short*>(p)[0];
   }
@@ -263,6 +332,9 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
   // of the cluster has started, so its shared memory exists.
   cluster_arrive_relaxed();
 #endif
+  const unsigned long long x_last_policy = cache_policy<X_LAST_READ>();
+  const unsigned long long x_first_policy = X_FIRST_READ == X_LAST_READ ? x_last_policy : cache_policy<X_FIRST_READ>();
+  const unsigned long long w_policy = cache_policy<W_READ>();
   const char* xr = reinterpret_cast<const char*>(x) + (active ? row : 0) * x_stride * XBYTES;
   char* yr = reinterpret_cast<char*>(y) + (active ? row : 0) * y_stride * XBYTES;
 
@@ -284,8 +356,8 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
     const bool in_row = active && local < SLICE && v < NV;
 #if FC_STORAGE == 0
     if (in_row) {
-      load_words<VEC * XBYTES>(xr + (long long)v * VEC * XBYTES, xraw[i]);
-      load_words<VEC * WBYTES>(reinterpret_cast<const char*>(w) + (long long)v * VEC * WBYTES, wraw[i]);
+      load_words<VEC * XBYTES, X_LAST_READ>(xr + (long long)v * VEC * XBYTES, xraw[i], x_last_policy);
+      load_words<VEC * WBYTES, W_READ>(reinterpret_cast<const char*>(w) + (long long)v * VEC * WBYTES, wraw[i], w_policy);
     } else {
 #pragma unroll
       for (int k = 0; k < XW; ++k) xraw[i][k] = 0u;
@@ -300,7 +372,7 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
 #else
     float vals[VEC];
     if (in_row) {
-      load<FC_X_DTYPE, VEC>(xr + (long long)v * VEC * XBYTES, vals);
+      load<FC_X_DTYPE, VEC, X_FIRST_READ>(xr + (long long)v * VEC * XBYTES, vals, x_first_policy);
     } else {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) vals[e] = 0.f;
@@ -359,13 +431,13 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
 #pragma unroll
     for (int e = 0; e < VEC; ++e) vals[e] = held[local * VEC + e];
 #else
-    load<FC_X_DTYPE, VEC>(xr + (long long)v * VEC * XBYTES, vals);
+    load<FC_X_DTYPE, VEC, X_LAST_READ>(xr + (long long)v * VEC * XBYTES, vals, x_last_policy);
 #endif
     float wv[VEC];
-    load<FC_W_DTYPE, VEC>(reinterpret_cast<const char*>(w) + (long long)v * VEC * WBYTES, wv);
+    load<FC_W_DTYPE, VEC, W_READ>(reinterpret_cast<const char*>(w) + (long long)v * VEC * WBYTES, wv, w_policy);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) vals[e] = vals[e] * scale * wv[e];
 #endif
-    store<FC_X_DTYPE, VEC>(yr + (long long)v * VEC * XBYTES, vals);
+    store<FC_X_DTYPE, VEC, Y_STREAM>(yr + (long long)v * VEC * XBYTES, vals);
   }
 }

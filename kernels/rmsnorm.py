@@ -23,6 +23,11 @@ Tunables (see ``rmsnorm.cu``):
     2, 4 or 8, each block taking a contiguous slice of the row and the partial sums met
     in distributed shared memory.  Configs written before this tunable existed omit it;
     they mean 1.
+``cache_hints``
+    ``none``, or on NVIDIA sm80 and later ``stream``: the last read of x is evicted from
+    L2 first, y is stored streaming (``st.global.cs``) and, with ``reread``, the first of
+    the two reads keeps x in L2 (evict last).  Configs written before this tunable
+    existed omit it; they mean ``none``.
 """
 
 from __future__ import annotations
@@ -55,7 +60,8 @@ if TYPE_CHECKING:
     from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload
     from flyconfigs.schema.models import Device
 
-__all__ = ["DTYPES", "ELEMENT_BYTES", "PERF_GRID", "SPEC", "TUNABLES", "RMSNormSpec", "cluster_of", "max_cluster_of",
+__all__ = ["DTYPES", "ELEMENT_BYTES", "PERF_GRID", "SPEC", "TUNABLES", "RMSNormSpec", "cache_hints_of", "cluster_of",
+           "hints_of", "max_cluster_of",
            "reference_rms_norm", "traffic_bytes"]
 
 THREADS = (8, 16, 32, 64, 128, 256, 512, 1024)
@@ -64,7 +70,8 @@ VECTOR_BYTES = (16, 8, 4, 0)
 STORAGE = ("reg", "smem", "reread")
 OCCUPANCY = (0, 2, 4)
 CLUSTER = (1, 2, 4, 8)
-NEUTRAL: dict[str, KeyValue] = {"cluster": 1}
+CACHE_HINTS = ("none", "stream")
+NEUTRAL: dict[str, KeyValue] = {"cluster": 1, "cache_hints": "none"}
 """Tunables added after configs were published, and the value a config without them means."""
 MAX_REG_FLOATS = 64
 MAX_SMEM_BYTES = 48 * 1024
@@ -81,6 +88,7 @@ TUNABLES: dict[str, tuple[int | str, ...]] = {
     "row_storage": STORAGE,
     "occupancy": OCCUPANCY,
     "cluster": CLUSTER,
+    "cache_hints": CACHE_HINTS,
 }
 
 
@@ -133,14 +141,15 @@ class RMSNormSpec:
             value = config.get(name, NEUTRAL.get(name))
             if type(value) is not type(allowed[0]) or value not in allowed:
                 return f"{name}={value!r} is not one of {', '.join(map(str, allowed))}"
-        return self.valid(config, key, _wave_of(device), max_cluster_of(device))
+        return self.valid(config, key, _wave_of(device), max_cluster_of(device), cache_hints_of(device))
 
     # -- the space --------------------------------------------------------------------
 
     def valid(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], wave: int,
-              max_cluster: int = 1) -> str | None:
+              max_cluster: int = 1, cache_hints: bool = False) -> str | None:
         """``None`` when ``config`` can run for ``key`` on a device of wave size ``wave``
-        whose thread-block clusters hold up to ``max_cluster`` blocks (1: none), else why not."""
+        whose thread-block clusters hold up to ``max_cluster`` blocks (1: none) and which
+        takes cache hints where ``cache_hints``, else why not."""
         n = int(key["N"])
         esize = ELEMENT_BYTES[str(key["dtype"])]
         threads, rows = int(config["threads"]), int(config["rows_per_block"])
@@ -149,6 +158,8 @@ class RMSNormSpec:
         vec = max(1, vbytes // esize) if vbytes else 1
         if vbytes and vbytes < esize:
             return "vector narrower than one element"
+        if hints_of(config) != "none" and not cache_hints:
+            return f"cache_hints={hints_of(config)!r} needs an NVIDIA sm80 or later device"
         if cluster > max_cluster:
             return (f"a cluster of {cluster} blocks needs an NVIDIA sm90 or later device" if max_cluster == 1
                     else f"a cluster of {cluster} blocks exceeds {max_cluster}")
@@ -188,16 +199,19 @@ class RMSNormSpec:
         (N ≥ 12288).  Never empty: the default is always valid."""
         norm = self.check_key(key)
         w = wave or _wave_of(device)
-        out = self.candidates(norm, w, max_cluster_of(device))
+        out = self.candidates(norm, w, max_cluster_of(device), cache_hints_of(device))
         default = self._default(norm, device, w, out)
         if default not in out:
             out.insert(0, default)
         return out
 
-    def candidates(self, norm: Mapping[str, KeyValue], w: int, max_cluster: int = 1) -> list[dict[str, KeyValue]]:
+    def candidates(self, norm: Mapping[str, KeyValue], w: int, max_cluster: int = 1,
+                   cache_hints: bool = False) -> list[dict[str, KeyValue]]:
         """The configs :meth:`space` prunes to, before it adds the default (``norm`` a
         checked key, ``w`` the wave size, ``max_cluster`` the largest cluster the device
-        runs)."""
+        runs, ``cache_hints`` whether it takes cache hints).  ``stream`` is offered only
+        for few rows (M ≤ 16), where it was measured to pay on the H200; over many rows
+        it mostly lost (``bench/results/rmsnorm-cache-hints-h200.json``)."""
         m, n = int(norm["M"]), int(norm["N"])
         esize = ELEMENT_BYTES[str(norm["dtype"])]
         widths = [v for v in VECTOR_BYTES if v and v >= esize and (n * esize) % v == 0][:2] or [0]
@@ -205,9 +219,10 @@ class RMSNormSpec:
         # is too long for one block's registers; each block keeps at least 1 KB of it.
         clusters = [c for c in CLUSTER if c <= max_cluster and (
             c == 1 or ((m <= 256 or n >= 12288) and n * esize >= max(8192, 1024 * c)))]
+        hints = [h for h in CACHE_HINTS if h == "none" or cache_hints]
         out = []
-        for threads, rows, vbytes, storage, occ, cluster in itertools.product(
-                THREADS, ROWS, widths, STORAGE, OCCUPANCY, clusters):
+        for threads, rows, vbytes, storage, occ, cluster, hint in itertools.product(
+                THREADS, ROWS, widths, STORAGE, OCCUPANCY, clusters, hints):
             vec = vbytes // esize if vbytes else 1
             part = -(-n // cluster)
             per_thread = -(-part // (threads * vec))
@@ -225,6 +240,8 @@ class RMSNormSpec:
             # memory again or from shared memory, across enough rows to fill the GPU.
             if occ == 4 and (storage == "reg" or threads * rows > 512 or m < 1024):
                 continue
+            if hint != "none" and (m > 16 or vbytes == 0):
+                continue
             config: dict[str, KeyValue] = {
                 "threads": threads,
                 "rows_per_block": rows,
@@ -232,8 +249,9 @@ class RMSNormSpec:
                 "row_storage": storage,
                 "occupancy": occ,
                 "cluster": cluster,
+                "cache_hints": hint,
             }
-            if self.valid(config, norm, w, max_cluster) is None:
+            if self.valid(config, norm, w, max_cluster, cache_hints) is None:
                 out.append(config)
         return out
 
@@ -248,7 +266,7 @@ class RMSNormSpec:
         space.  Where the table lists no shape that is, :meth:`rule_of_thumb`."""
         w = wave or _wave_of(device)
         norm = complete_row_key(key)
-        return self._default(norm, device, w, self.candidates(norm, w, max_cluster_of(device)))
+        return self._default(norm, device, w, self.candidates(norm, w, max_cluster_of(device), cache_hints_of(device)))
 
     def _default(self, norm: Mapping[str, KeyValue], device: DeviceQuery | None, w: int,
                  candidates: list[dict[str, KeyValue]]) -> dict[str, KeyValue]:
@@ -284,6 +302,7 @@ class RMSNormSpec:
             "row_storage": "reg",
             "occupancy": 0,
             "cluster": 1,
+            "cache_hints": "none",
         }
         per_thread = -(-n // (threads * vec)) * vec
         if per_thread > MAX_REG_FLOATS:
@@ -357,6 +376,10 @@ class RMSNormSpec:
             f"-DFC_OCCUPANCY={int(config['occupancy'])}",
             f"-DFC_CLUSTER={cluster_of(config)}",
             f"-DFC_WAVE={wave}",
+            # The kernel's bits: 1 last read of x evict-first, 2 reread's first read
+            # evict-last, 4 streaming stores.  "none" adds no option: the same cubins as
+            # before the tunable existed.
+            *(["-DFC_CACHE=7"] if hints_of(config) == "stream" else []),
         ]
 
 
@@ -369,6 +392,17 @@ def cluster_of(config: Mapping[str, Any]) -> int:
     return int(config.get("cluster", NEUTRAL["cluster"]))
 
 
+def hints_of(config: Mapping[str, Any]) -> str:
+    """``config``'s cache hints (a config from before the tunable: ``none``)."""
+    return str(config.get("cache_hints", NEUTRAL["cache_hints"]))
+
+
+def cache_hints_of(device: DeviceQuery | Device | None) -> bool:
+    """Whether ``device`` takes the kernel's L2 cache hints: NVIDIA sm80 and later
+    (``createpolicy``); no other device, and no unknown one."""
+    return _sm_at_least(device.vendor, device.arch, 80) if device is not None else False
+
+
 def max_cluster_of(device: DeviceQuery | Device | None) -> int:
     """The largest portable thread-block cluster ``device`` (a query or an artifact's
     descriptor) runs: 8 on NVIDIA sm90 and later, else 1 (none; also for an unknown device)."""
@@ -376,9 +410,13 @@ def max_cluster_of(device: DeviceQuery | Device | None) -> int:
 
 
 @functools.cache
-def _max_cluster(vendor: str, arch: str) -> int:
+def _sm_at_least(vendor: str, arch: str, version: int) -> bool:
     found = re.fullmatch(r"sm(\d+)[a-z]?", arch) if vendor == "nvidia" else None
-    return max(CLUSTER) if found and int(found.group(1)) >= 90 else 1
+    return found is not None and int(found.group(1)) >= version
+
+
+def _max_cluster(vendor: str, arch: str) -> int:
+    return max(CLUSTER) if _sm_at_least(vendor, arch, 90) else 1
 
 
 def reference_rms_norm(x: Any, weight: Any, eps: float) -> Any:

@@ -5,7 +5,7 @@ for each tuned key of one reference device, the few configs that came closest to
 key's best, each as a *shape* relative to the key and its slowdown against the best::
 
     (vectors per thread as a power of two, rows per block, vector bytes, row storage,
-     occupancy, cluster)
+     occupancy, cluster, cache hints)
 
 A shape becomes a config for any row length: the vector width gives the vectors in a
 row, the cluster the slice of them one block takes, and the threads are that count
@@ -30,13 +30,14 @@ from dataclasses import dataclass
 from importlib.resources import files as resources_files
 from typing import Any
 
-from flyconfigs.kernels.rmsnorm import cluster_of
+from flyconfigs.kernels.rmsnorm import cluster_of, hints_of
 from flyconfigs.kernels.rownorm import ELEMENT_BYTES, pow2_ceil
 
 __all__ = ["MISSING", "NEIGHBOURS", "DefaultTable", "Shape", "choose", "config_of", "shape_of", "table"]
 
-Shape = tuple[int, int, int, str, int, int]
-"""``(log2 vectors per thread, rows per block, vector bytes, row storage, occupancy, cluster)``."""
+Shape = tuple[int, int, int, str, int, int, str]
+"""``(log2 vectors per thread, rows per block, vector bytes, row storage, occupancy, cluster,
+cache hints)``."""
 
 MISSING = 0.35
 """The log slowdown charged to a shape a cell does not list (about 1.4×, worse than any
@@ -56,13 +57,15 @@ def shape_of(config: Mapping[str, Any], n: int, dtype: str) -> Shape:
     """``config`` for row length ``n`` of ``dtype`` as a shape (see the module docstring)."""
     vbytes, cluster = int(config["vector_bytes"]), cluster_of(config)
     shift = _span(n, vbytes, dtype, cluster).bit_length() - int(config["threads"]).bit_length()
-    return (shift, int(config["rows_per_block"]), vbytes, str(config["row_storage"]), int(config["occupancy"]), cluster)
+    return (shift, int(config["rows_per_block"]), vbytes, str(config["row_storage"]), int(config["occupancy"]), cluster,
+            hints_of(config))
 
 
 def config_of(shape: Shape, n: int, dtype: str) -> dict[str, int | str] | None:
     """The config ``shape`` stands for at row length ``n`` of ``dtype``; ``None`` when
     its vector is narrower than an element."""
-    shift, rows, vbytes, storage, occupancy, cluster = shape
+    shift, rows, vbytes, storage, occupancy, cluster, *rest = shape
+    hints = str(rest[0]) if rest else "none"
     if vbytes and vbytes < ELEMENT_BYTES[dtype]:
         return None
     span = _span(n, vbytes, dtype, cluster)
@@ -70,7 +73,7 @@ def config_of(shape: Shape, n: int, dtype: str) -> dict[str, int | str] | None:
     if threads < 1:
         return None
     return {"threads": threads, "rows_per_block": rows, "vector_bytes": vbytes, "row_storage": storage,
-            "occupancy": occupancy, "cluster": cluster}
+            "occupancy": occupancy, "cluster": cluster, "cache_hints": hints}
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ def encode(table: DefaultTable) -> dict[str, Any]:
     return {
         "compute_units": table.compute_units,
         "shape_fields": ["log2_vectors_per_thread", "rows_per_block", "vector_bytes", "row_storage", "occupancy",
-                         "cluster"],
+                         "cluster", "cache_hints"],
         "cells": [
             {"dtype": d, "weight_dtype": w, "M": m, "N": n,
              "shapes": [[*shape, round(slow, 4)] for shape, slow in sorted(cell.items(), key=lambda kv: kv[1])]}
@@ -151,8 +154,8 @@ def encode(table: DefaultTable) -> dict[str, Any]:
 
 
 def decode(data: Mapping[str, Any]) -> DefaultTable:
-    """The table :func:`encode` wrote (a table from before clusters, whose shapes have
-    five fields, means cluster 1)."""
+    """The table :func:`encode` wrote (shapes of a table from before clusters have five
+    fields and mean cluster 1; from before cache hints, six, and mean ``none``)."""
     cells: dict[tuple[str, str, int, int], dict[Shape, float]] = {}
     for cell in data["cells"]:
         shapes: dict[Shape, float] = {}
@@ -160,7 +163,8 @@ def decode(data: Mapping[str, Any]) -> DefaultTable:
             *fields, slow = entry
             shift, rows, vbytes, storage, occupancy, *rest = fields
             cluster = int(rest[0]) if rest else 1
-            shapes[(int(shift), int(rows), int(vbytes), str(storage), int(occupancy), cluster)] = float(slow)
+            hints = str(rest[1]) if len(rest) > 1 else "none"
+            shapes[(int(shift), int(rows), int(vbytes), str(storage), int(occupancy), cluster, hints)] = float(slow)
         cells[(str(cell["dtype"]), str(cell["weight_dtype"]), int(cell["M"]), int(cell["N"]))] = shapes
     return DefaultTable(int(data["compute_units"]), cells)
 

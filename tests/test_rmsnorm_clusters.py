@@ -32,7 +32,7 @@ def test_a_config_from_before_clusters_means_cluster_1() -> None:
     old = {k: v for k, v in CLUSTERED.items() if k != "cluster"}
     assert SPEC.check_config(old, FEW_LONG_ROWS, MI300X) is None
     assert SPEC.defines(old, FEW_LONG_ROWS, 64) == SPEC.defines({**old, "cluster": 1}, FEW_LONG_ROWS, 64)
-    assert SPEC.complete_config(old) == {**old, "cluster": 1}
+    assert SPEC.complete_config(old) == {**old, "cluster": 1, "cache_hints": "none"}
     schema = config_schema(SPEC)
     assert schema is not None and "cluster" not in schema["required"]
     assert schema["properties"]["cluster"]["default"] == 1
@@ -62,11 +62,11 @@ def test_the_grid_has_one_block_per_slice_of_every_row(m: int) -> None:
 def test_the_learned_default_reads_a_clustered_shape_per_block_slice() -> None:
     shape = rmsnorm_default.shape_of(CLUSTERED, 16384, "bf16")
     # 2048 vectors over 8 blocks are 256 per block: 256 threads hold one each.
-    assert shape == (0, 1, 16, "reg", 0, 8)
-    assert rmsnorm_default.config_of(shape, 16384, "bf16") == CLUSTERED
+    assert shape == (0, 1, 16, "reg", 0, 8, "none")
+    assert rmsnorm_default.config_of(shape, 16384, "bf16") == {**CLUSTERED, "cache_hints": "none"}
     old = rmsnorm_default.decode({"compute_units": 132, "cells": [
         {"dtype": "bf16", "weight_dtype": "bf16", "M": 1, "N": 1024, "shapes": [[0, 1, 16, "reg", 0, 0.0]]}]})
-    assert list(old.cells[("bf16", "bf16", 1, 1024)]) == [(0, 1, 16, "reg", 0, 1)]
+    assert list(old.cells[("bf16", "bf16", 1, 1024)]) == [(0, 1, 16, "reg", 0, 1, "none")]
 
 
 def test_clusters_are_offered_only_to_few_or_long_rows() -> None:

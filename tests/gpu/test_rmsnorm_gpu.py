@@ -52,13 +52,16 @@ def test_every_shape_against_float64(dtype: str, wdtype: str) -> None:
      (17, 5120, "fp16", "fp32"), (3, 12290, "bf16", "bf16")],
 )
 def test_every_config_of_the_space(m: int, n: int, dtype: str, wdtype: str) -> None:
-    """The space of this device, clusters included where it has them; 12290 bf16 takes
-    4-byte vectors whose 6145 per row split unevenly over a cluster's blocks."""
+    """The space of this device, clusters and cache hints included where it has them;
+    12290 bf16 takes 4-byte vectors whose 6145 per row split unevenly over a cluster's
+    blocks."""
     backend = get_backend()
     key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
     space = SPEC.space(key, DeviceQuery.of(backend.device().identity))
     if backend.device().vendor == "nvidia" and n >= 4096:
         assert any(c["cluster"] > 1 for c in space)
+    if backend.device().vendor == "nvidia" and m <= 16:
+        assert any(c["cache_hints"] == "stream" for c in space)
     wave = backend.device().wave_size
     from flyconfigs.gpu import CompileRequest
 

@@ -46,7 +46,8 @@ from flyconfigs.kernels.rmsnorm_op import _SIGNATURE
 from flyconfigs.registry import DeviceQuery, resolve
 from flyconfigs.tuner.timing import measure, plan_rotation, summarize
 
-WEIGHT_LOAD = "      load_words<VEC * WBYTES>(reinterpret_cast<const char*>(w) + (long long)v * VEC * WBYTES, wraw[i]);\n"
+WEIGHT_LOAD = ("      load_words<VEC * WBYTES, W_READ>(reinterpret_cast<const char*>(w) + (long long)v * VEC * WBYTES, "
+               "wraw[i], w_policy);\n")
 PATCHES: dict[str, list[tuple[str, str]]] = {
     "no-weight": [(WEIGHT_LOAD, "      for (int k = 0; k < WW; ++k) wraw[i][k] = 0x3f803f80u;  // bf16 1.0, twice\n")],
     "no-reduction": [("for (int offset = (TPR < WAVE ? TPR : WAVE) / 2;", "for (int offset = 0;"),
@@ -74,8 +75,8 @@ PATCHES: dict[str, list[tuple[str, str]]] = {
          "      sum += value;\n"
          "    }\n"
          "    cluster_arrive();\n"),
-        ("    store<FC_X_DTYPE, VEC>(yr + (long long)v * VEC * XBYTES, vals);\n  }\n}",
-         "    store<FC_X_DTYPE, VEC>(yr + (long long)v * VEC * XBYTES, vals);\n  }\n  cluster_wait();\n}"),
+        ("    store<FC_X_DTYPE, VEC, Y_STREAM>(yr + (long long)v * VEC * XBYTES, vals);\n  }\n}",
+         "    store<FC_X_DTYPE, VEC, Y_STREAM>(yr + (long long)v * VEC * XBYTES, vals);\n  }\n  cluster_wait();\n}"),
     ],
 }
 PATCHES["no-weight-no-reduction"] = PATCHES["no-weight"] + PATCHES["no-reduction"]

@@ -106,6 +106,30 @@ def _empty_kernel() -> Callable[[], None]:
     return lambda: launch((), torch.cuda.current_stream().cuda_stream)
 
 
+TOLERANCE = {"bf16": 2e-2, "fp16": 4e-3, "fp32": 1e-4}
+"""The largest relative error against the float64 reference a result of each dtype may show."""
+
+
+def relative_error(y: torch.Tensor, reference: torch.Tensor) -> float:
+    """``y``'s largest deviation from ``reference``, relative to the reference's largest value."""
+    return ((y.double() - reference).abs().max() / reference.abs().max()).item()
+
+
+def launcher(kernel: Any, config: dict[str, Any], xs: list[torch.Tensor],
+             w: torch.Tensor) -> Callable[..., torch.Tensor]:
+    """``call(i, y=None)``: ``kernel`` (built for ``config``) normalizes ``xs[i]`` with ``w``
+    on the current stream into ``y``, or into a tensor it allocates, and returns it."""
+    m, n = xs[0].shape
+    grid, block, shared = SPEC.grid(config, m)
+
+    def call(i: int, y: torch.Tensor | None = None) -> torch.Tensor:
+        y = torch.empty_like(xs[i]) if y is None else y
+        kernel.launch(grid, block, (xs[i], w, y, m, n, n, EPS), torch.cuda.current_stream().cuda_stream, shared)
+        return y
+
+    return call
+
+
 def contenders_for(
     m: int, n: int, dtype: str, wdtype: str, copies: int, wanted: set[str], compiled: Any, liger: Any,
     quack: Any = None, empty: Callable[[], None] | None = None,
@@ -121,13 +145,7 @@ def contenders_for(
     key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
     device = DeviceQuery.of(backend.device().identity)
     default = SPEC.default_config(key, device)
-    default_kernel = kernel_for(backend, default, key)
-    g, b, sh = SPEC.grid(default, m)
-
-    def launch_default(i: int, y: torch.Tensor | None = None) -> torch.Tensor:
-        y = torch.empty_like(xs[i]) if y is None else y
-        default_kernel.launch(g, b, (xs[i], w, y, m, n, n, EPS), torch.cuda.current_stream().cuda_stream, sh)
-        return y
+    launch_default = launcher(kernel_for(backend, default, key), default, xs, w)
 
     calls: dict[str, Callable[[int], torch.Tensor | None]] = {
         "copy": lambda i: torch.mul(xs[i], 1.0),
@@ -159,10 +177,9 @@ def contenders_for(
         else:
             y = call(0)
         torch.cuda.synchronize()
-        tol = {"bf16": 2e-2, "fp16": 4e-3, "fp32": 1e-4}[dtype]
         assert y is not None
-        err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
-        if not err < tol or torch.isnan(y).any():
+        err = relative_error(y, ref)
+        if not err < TOLERANCE[dtype] or torch.isnan(y).any():
             raise SystemExit(f"{name} is wrong on {key}: max relative error {err}")
     return calls, info
 

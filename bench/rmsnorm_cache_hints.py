@@ -14,13 +14,12 @@ Run on the GPU machine from ``bench/`` (``FLYCONFIGS_PATH`` naming the artifacts
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import torch
-from _common import OUTPUTS, machine, timed
-from rmsnorm import DT, EPS, _compiled_expression, _empty_kernel
+from _common import OUTPUTS, timed, write_graph_run
+from rmsnorm import DT, EPS, TOLERANCE, _compiled_expression, _empty_kernel, launcher, relative_error
 
 from flyconfigs.gpu import CompileRequest, get_backend
 from flyconfigs.kernels.rmsnorm import SPEC, reference_rms_norm, traffic_bytes
@@ -66,26 +65,15 @@ def main() -> None:
         compiled = _compiled_expression()
         calls = {"copy": lambda i: torch.mul(xs[i], 1.0), "empty": lambda i: empty(),
                  "torch.compile": lambda i: compiled(xs[i], w)}
-        grid, block, shared = SPEC.grid(config, m)
         defines = tuple(SPEC.defines(config, key, wave))
         hints = HINTS + (REREAD_HINTS if config["row_storage"] == "reread" else ())
         errors: dict[str, float] = {}
         for bits in hints:
             request = CompileRequest(SPEC.source(), SPEC.entry, defines + ((f"-DFC_CACHE={bits}",) if bits else ()))
-            kernel = backend.load(backend.compile(request), _SIGNATURE)
-
-            def call(i: int, kernel=kernel) -> torch.Tensor:
-                y = torch.empty_like(xs[i])
-                kernel.launch(grid, block, (xs[i], w, y, m, n, n, EPS), torch.cuda.current_stream().cuda_stream, shared)
-                return y
-
-            y = torch.full_like(xs[0], float("nan"))
-            kernel.launch(grid, block, (xs[0], w, y, m, n, n, EPS), torch.cuda.current_stream().cuda_stream, shared)
-            err = ((y.double() - reference).abs().max() / reference.abs().max()).item()
-            if not err < {"bf16": 2e-2, "fp16": 4e-3, "fp32": 1e-4}[dtype]:
+            call = calls[f"hints={bits}"] = launcher(backend.load(backend.compile(request), _SIGNATURE), config, xs, w)
+            err = errors[f"hints={bits}"] = relative_error(call(0, torch.full_like(xs[0], float("nan"))), reference)
+            if not err < TOLERANCE[dtype]:
                 raise SystemExit(f"FC_CACHE={bits} is wrong on {key}: max relative error {err}")
-            errors[f"hints={bits}"] = err
-            calls[f"hints={bits}"] = call
         compiled(xs[0], w)
         runs, kept = timed(calls, plan.copies, "kept")
         names = list(runs)
@@ -100,13 +88,8 @@ def main() -> None:
               + "  ".join(f"{k} {peer / v['median_us']:.3f}" for k, v in row["results"].items() if k.startswith("hints")),
               flush=True)
         torch.cuda.empty_cache()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "benchmark": "rmsnorm-cache-hints", "machine": machine(), "device": backend.device().model_dump(mode="json"),
-        "torch": torch.__version__, "outputs": "kept", "outputs_means": OUTPUTS["kept"],
-        "protocol": "K calls over rotated copies (>= 3x L2 where memory allows) captured in one graph; "
-                    "interleaved replays; per-call = replay time / K; median of samples",
-        "wall_s": time.time() - started, "rows": rows}, indent=1) + "\n")
+    write_graph_run(args.out, "rmsnorm-cache-hints", rows, backend.device(), started, {"shapes": len(rows)},
+                    {"outputs": "kept", "outputs_means": OUTPUTS["kept"]})
 
 
 if __name__ == "__main__":

@@ -32,13 +32,12 @@ Run on the GPU machine from ``bench/`` (``FLYCONFIGS_PATH`` naming the artifacts
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import torch
-from _common import OUTPUTS, machine, timed
-from rmsnorm import EPS, _empty_kernel
+from _common import OUTPUTS, timed, write_graph_run
+from rmsnorm import EPS, _empty_kernel, launcher, relative_error
 
 from flyconfigs.gpu import CompileRequest, get_backend
 from flyconfigs.kernels.rmsnorm import SPEC, cluster_of, reference_rms_norm, traffic_bytes
@@ -132,24 +131,13 @@ def main() -> None:
             plans.append(("c4:", CLUSTER_OF_4, ["full", "pull-exchange"]))
         calls = {"copy": lambda i: torch.mul(xs[i], 1.0), "empty": lambda i: empty()}
         for prefix, cfg, variants in plans:
-            grid, block, shared = SPEC.grid(cfg, m)
             defines = tuple(SPEC.defines(cfg, key, wave))
             for variant in variants:
                 source = SPEC.source() if variant == "full" else patched(SPEC.source(), variant)
                 kernel = backend.load(backend.compile(CompileRequest(source, SPEC.entry, defines)), _SIGNATURE)
-
-                def call(i: int, kernel=kernel, grid=grid, block=block, shared=shared) -> torch.Tensor:
-                    y = torch.empty_like(xs[i])
-                    kernel.launch(grid, block, (xs[i], w, y, m, n, n, EPS), torch.cuda.current_stream().cuda_stream,
-                                  shared)
-                    return y
-
-                calls[prefix + variant] = call
+                call = calls[prefix + variant] = launcher(kernel, cfg, xs, w)
                 if variant in CORRECT:
-                    y = torch.full_like(xs[0], float("nan"))
-                    kernel.launch(grid, block, (xs[0], w, y, m, n, n, EPS), torch.cuda.current_stream().cuda_stream,
-                                  shared)
-                    err = ((y.double() - reference).abs().max() / reference.abs().max()).item()
+                    err = relative_error(call(0, torch.full_like(xs[0], float("nan"))), reference)
                     if not err < 2e-2:
                         raise SystemExit(f"{prefix + variant} is wrong at {m}x{n}: max relative error {err}")
                     errors[prefix + variant] = err
@@ -163,13 +151,8 @@ def main() -> None:
         base = row["results"]["empty"]["median_us"]
         print(f"{m:>3} x {n:<6} " + "  ".join(f"{k} +{v['median_us'] - base:.2f}" for k, v in row["results"].items()
                                                if k != "empty"), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "benchmark": "rmsnorm-stages", "machine": machine(), "device": backend.device().model_dump(mode="json"),
-        "torch": torch.__version__, "outputs": "kept", "outputs_means": OUTPUTS["kept"],
-        "protocol": "K calls over rotated copies (>= 3x L2 where memory allows) captured in one graph; "
-                    "interleaved replays; per-call = replay time / K; median of samples",
-        "wall_s": time.time() - started, "rows": rows}, indent=1) + "\n")
+    write_graph_run(args.out, "rmsnorm-stages", rows, backend.device(), started, {"shapes": len(rows)},
+                    {"outputs": "kept", "outputs_means": OUTPUTS["kept"]})
 
 
 if __name__ == "__main__":

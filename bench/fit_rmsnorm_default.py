@@ -32,7 +32,7 @@ from typing import Any
 from _common import write_result
 
 from flyconfigs.kernels import rmsnorm_default
-from flyconfigs.kernels.rmsnorm import SPEC, cache_hints_of, max_cluster_of
+from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.schema import Artifact, load_artifact
 from flyconfigs.schema.models import wave_size_of_arch
 
@@ -96,8 +96,7 @@ def _held_out(artifacts: list[Artifact], folds: list[list[int]]) -> Callable[[Ar
         wave = wave_size_of_arch(artifact.device.arch)
         key = dict(artifact.key)
         return rmsnorm_default.choose(tables[int(key["N"])], key, artifact.device.compute_units,
-                                      SPEC.candidates(key, wave, max_cluster_of(artifact.device),
-                                                      cache_hints_of(artifact.device)))
+                                      SPEC.candidates_on(key, artifact.device, wave))
 
     return serve
 

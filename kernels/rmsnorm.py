@@ -199,11 +199,17 @@ class RMSNormSpec:
         (N ≥ 12288).  Never empty: the default is always valid."""
         norm = self.check_key(key)
         w = wave or _wave_of(device)
-        out = self.candidates(norm, w, max_cluster_of(device), cache_hints_of(device))
+        out = self.candidates_on(norm, device, w)
         default = self._default(norm, device, w, out)
         if default not in out:
             out.insert(0, default)
         return out
+
+    def candidates_on(self, norm: Mapping[str, KeyValue], device: DeviceQuery | Device | None,
+                      w: int) -> list[dict[str, KeyValue]]:
+        """:meth:`candidates` with the clusters and cache hints ``device`` (a query or an
+        artifact's descriptor) takes."""
+        return self.candidates(norm, w, max_cluster_of(device), cache_hints_of(device))
 
     def candidates(self, norm: Mapping[str, KeyValue], w: int, max_cluster: int = 1,
                    cache_hints: bool = False) -> list[dict[str, KeyValue]]:
@@ -266,7 +272,7 @@ class RMSNormSpec:
         space.  Where the table lists no shape that is, :meth:`rule_of_thumb`."""
         w = wave or _wave_of(device)
         norm = complete_row_key(key)
-        return self._default(norm, device, w, self.candidates(norm, w, max_cluster_of(device), cache_hints_of(device)))
+        return self._default(norm, device, w, self.candidates_on(norm, device, w))
 
     def _default(self, norm: Mapping[str, KeyValue], device: DeviceQuery | None, w: int,
                  candidates: list[dict[str, KeyValue]]) -> dict[str, KeyValue]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from flyconfigs.kernels import rmsnorm_default
-from flyconfigs.kernels.rmsnorm import SPEC, cache_hints_of, max_cluster_of
+from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema import Artifact, load_artifact
 
@@ -93,8 +93,7 @@ def test_the_table_built_without_a_row_length_serves_it_within_10_percent_of_tun
         table = rmsnorm_default.build([(a.key, timed[id(a)]) for a in artifacts if a.key["N"] != n], 132, keep, within)
         for artifact in (a for a in artifacts if a.key["N"] == n):
             key = dict(artifact.key)
-            config = rmsnorm_default.choose(table, key, 132, SPEC.candidates(key, 32, max_cluster_of(artifact.device),
-                                                                                    cache_hints_of(artifact.device)))
+            config = rmsnorm_default.choose(table, key, 132, SPEC.candidates_on(key, artifact.device, 32))
             time = next(t for c, t in timed[id(artifact)] if c == config)
             within_goal += time <= 1.10 * artifact.winner.timing.median_us  # type: ignore[union-attr]
     assert within_goal / len(artifacts) >= 0.80

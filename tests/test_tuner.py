@@ -4,6 +4,7 @@ isolation in a real worker process, and bad input."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,63 @@ def test_resume_skips_keys_tuned_with_the_same_source_and_toolchain(tmp_path: Pa
         again = tune(SPEC, [KEY, {**KEY, "M": 16}], tmp_path, worker, toolchain, TuneOptions(budget=8, resume=True))
     assert [r.skipped for r in again.results] == [True, False]
     assert toolchain.compiled == before + 8
+
+
+def test_an_interrupted_run_reports_the_keys_it_finished_and_the_ones_it_did_not(tmp_path: Path) -> None:
+    keys = [{**KEY, "M": m} for m in (1, 16, 256)]
+    events: list[str] = []
+
+    def stop_after_the_first_key(event: str, data: dict) -> None:
+        events.append(event)
+        if event == "key":
+            raise KeyboardInterrupt
+
+    with _worker() as worker:
+        report = tune(SPEC, keys, tmp_path, worker, SimulatedToolchain(), TuneOptions(budget=4), stop_after_the_first_key)
+    assert report.interrupted
+    assert [r.key["M"] for r in report.results] == [1]
+    assert [k["M"] for k in report.not_reached] == [16, 256]
+    assert [p.name for p in tmp_path.iterdir()] == [report.results[0].path.name]
+    assert load_artifact(report.results[0].path).key["M"] == 1
+    assert report.seconds["total"] > 0 and all(report.seconds[p] > 0 for p in ("compile", "verify", "time"))
+    assert events.count("key") == 1
+
+
+def test_a_terminated_tune_prints_what_it_finished_and_resume_tunes_the_rest(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM (what ``timeout`` and batch systems send) stops a run the way Ctrl-C does,
+    at the next candidate or key: the finished keys' artifacts stay and are counted, the
+    phase split is printed, and the exit status is 128 + the signal's number."""
+    import os
+    import signal
+
+    from flyconfigs.tuner import emit
+
+    write = emit.write_artifact
+
+    def write_then_terminate(folder: Path, artifact: object) -> Path:
+        path = write(folder, artifact)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return path
+
+    monkeypatch.setattr(emit, "write_artifact", write_then_terminate)
+    argv = ["tune", "rmsnorm", "--backend", "simulated", "--key-grid", "M=1,16,256,4096 N=1024", "--dtype", "bf16",
+            "--out", str(tmp_path), "--budget", "4"]
+    before = signal.getsignal(signal.SIGTERM)
+    assert main([*argv, "--json"]) == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == before
+    out = capsys.readouterr().out
+    summary = json.loads(out)
+    assert summary["interrupted"] and summary["signal"] == "SIGTERM"
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert len(written) == summary["tuned"] == 1 and len(summary["not_reached"]) == 3
+    assert set(summary["seconds"]) >= {"compile", "verify", "time", "total"}
+    monkeypatch.setattr(emit, "write_artifact", write)
+    assert main([*argv, "--resume"]) == 0
+    captured = capsys.readouterr()
+    assert f"tuned {4 - len(written)} keys ({len(written)} skipped)" in captured.out
+    assert "(compile " in captured.out and "stopped by" not in captured.err
+    assert len(list(tmp_path.iterdir())) == 4
 
 
 def test_bad_input_is_a_clear_error_and_nothing_is_half_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -101,6 +101,10 @@ class TuneReport:
     """GPUs a fleet did not tune on, each with the reason (not the target, failed to start)."""
     lost: list[str] = field(default_factory=list)
     """Workers a fleet lost mid-run, each with what happened; their keys went back in the queue."""
+    interrupted: bool = False
+    """The run was stopped (Ctrl-C, a termination signal) before its last key."""
+    not_reached: list[dict[str, Any]] = field(default_factory=list)
+    """The keys an interrupted run wrote no artifact for, in the order asked."""
 
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -127,6 +131,7 @@ def tune(
     options: TuneOptions = TuneOptions(),
     progress: Progress | None = None,
     cross_check: bool = False,
+    stop: threading.Event | None = None,
 ) -> TuneReport:
     """Tune every key of ``keys`` for ``kernel``; one artifact per key in ``out``.
 
@@ -134,6 +139,12 @@ def tune(
     the next key when it finishes one — and every artifact goes through the same atomic
     emit.  ``cross_check`` then re-tunes every key on a second worker whose device has
     the same identity and reports the keys whose winners differ (``report.disagreements``).
+    Setting ``stop`` (a signal handler's way) ends the run at the next candidate or key,
+    a key in flight left unwritten: it returns with ``report.interrupted`` set, the
+    results and phase times of the keys it wrote, and the others in
+    ``report.not_reached`` (``resume`` tunes them).  A ``KeyboardInterrupt`` (Ctrl-C
+    where the caller installed no handler) ends it the same way, at whatever point it
+    arrives; a key whose artifact it had just written may then be listed as not reached.
     Raises :class:`TuneError` for an unusable ``out`` or key."""
     workers = [worker] if isinstance(worker, Worker) else list(worker)
     if not workers:
@@ -142,7 +153,7 @@ def tune(
     checked = [kernel.check_key(k) for k in keys]
     devices = [Device.model_validate(w.device) for w in workers]
     report = TuneReport(devices[0], workers=[f"{emit.host()} GPU {d.ordinal if d.ordinal is not None else 0}" for d in devices])
-    notify = _locked(progress or (lambda event, data: None))
+    notify = _locked(progress or (lambda event, data: None), stop)
     tuners = [KeyTuner(kernel, toolchain, w, d, options, notify=notify) for w, d in zip(workers, devices, strict=True)]
     versions, source_sha = tuners[0].versions, tuners[0].source_sha
     started = time.perf_counter()
@@ -155,6 +166,7 @@ def tune(
         todo.put(index)
     lock = threading.Lock()
     stop = threading.Event()
+    halted = threading.Event()  # interrupted: the report is made, nothing more is written
 
     def run_worker(slot: int) -> None:
         while not stop.is_set():
@@ -164,34 +176,48 @@ def tune(
                 return
             key = checked[index]
             if options.resume and emit.already_tuned(out, kernel.name, key, devices[slot].identity, source_sha, versions):
-                results[index] = KeyResult(key, None, skipped=True)
+                with lock:
+                    results[index] = KeyResult(key, None, skipped=True)
                 notify("skip", {"key": key})
                 continue
             result, artifact = tuners[slot].tune(key)
-            result.path = emit.write_artifact(out, artifact)
             with lock:
+                if halted.is_set():
+                    return
+                result.path = emit.write_artifact(out, artifact)
                 add_seconds(report, result)
                 results[index] = result
                 winners.setdefault(index, []).append((slot, artifact))
             notify("key", {"key": key, "result": result})
 
-    _run_all(run_worker, len(workers), stop)
-    if cross_check and len(workers) > 1:
-        pinned = spread_cross_checks({i: found[0][0] for i, found in winners.items()}, [d.identity for d in devices])
-
-        def recheck(slot: int) -> None:
-            for index in pinned[slot]:
-                if stop.is_set():
+    def recheck(slot: int) -> None:
+        for index in pinned[slot]:
+            if stop.is_set():
+                return
+            result, artifact = tuners[slot].tune(checked[index])
+            with lock:
+                if halted.is_set():
                     return
-                result, artifact = tuners[slot].tune(checked[index])
-                with lock:
-                    add_seconds(report, result)
-                    winners[index].append((slot, artifact))
-                notify("cross-check", {"key": checked[index]})
+                add_seconds(report, result)
+                winners[index].append((slot, artifact))
+            notify("cross-check", {"key": checked[index]})
 
-        _run_all(recheck, len(workers), stop)
-        report.disagreements = disagreements(checked, winners)
-    report.results = [results[i] for i in sorted(results)]
+    pinned: list[list[int]] = []
+    try:
+        _run_all(run_worker, len(workers), stop)
+        if cross_check and len(workers) > 1:
+            pinned = spread_cross_checks({i: found[0][0] for i, found in winners.items()}, [d.identity for d in devices])
+            _run_all(recheck, len(workers), stop)
+    except KeyboardInterrupt:
+        with lock:
+            halted.set()
+            stop.set()
+            report.interrupted = True
+            report.not_reached = [checked[i] for i in range(len(checked)) if i not in results]
+    with lock:
+        if cross_check and len(workers) > 1:
+            report.disagreements = disagreements(checked, winners)
+        report.results = [results[i] for i in sorted(results)]
     report.seconds["total"] = time.perf_counter() - started
     report.worker_restarts = sum(w.restarts for w in workers)
     return report
@@ -342,10 +368,14 @@ def _run_all(target: Callable[[int], None], count: int, stop: threading.Event | 
         raise TuneError(f"{len(errors)} workers failed: {lines}") from errors[0]
 
 
-def _locked(progress: Progress) -> Progress:
+def _locked(progress: Progress, stop: threading.Event | None = None) -> Progress:
+    """``progress`` called under a lock; once ``stop`` is set, every call raises
+    :class:`KeyboardInterrupt` instead, at a point where nothing is half written."""
     lock = threading.Lock()
 
     def call(event: str, data: dict[str, Any]) -> None:
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt
         with lock:
             progress(event, data)
 

@@ -5,6 +5,7 @@ Terminal output is the caller's: progress arrives through the callback."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,10 +85,12 @@ class RayFleet:
 
 def run_session(kernel: str, grids: Sequence[str], extra: Mapping[str, Sequence[Any]] | None, out: Path,
                 backend: str | None, ordinals: Sequence[int], options: TuneOptions, progress: Progress | None = None,
-                cross_check: bool = False, fleet: RayFleet | None = None) -> SessionResult:
+                cross_check: bool = False, fleet: RayFleet | None = None,
+                stop: threading.Event | None = None) -> SessionResult:
     """Tune ``kernel`` (an entry-point name) over ``grids`` into ``out`` on ``ordinals``
     of ``backend`` — or on every matching GPU of a Ray cluster with ``fleet`` — ;
-    ``extra`` gives values for axes a grid does not name.
+    ``extra`` gives values for axes a grid does not name.  Setting ``stop`` (from a
+    signal handler) ends a run on this host's GPUs early, as :func:`tune` says.
 
     Raises :class:`UnknownKernelError`, :class:`InvalidKeyError` or
     :class:`TuneError`; the workers are always closed."""
@@ -106,7 +109,7 @@ def run_session(kernel: str, grids: Sequence[str], extra: Mapping[str, Sequence[
     else:
         workers, toolchain = _workers(kernel, backend, ordinals)
         try:
-            report = tune(decl, keys, out, workers, toolchain, options, progress, cross_check=cross_check)
+            report = tune(decl, keys, out, workers, toolchain, options, progress, cross_check=cross_check, stop=stop)
         finally:
             getattr(toolchain, "close", lambda: None)()
             for worker in workers:
@@ -116,6 +119,8 @@ def run_session(kernel: str, grids: Sequence[str], extra: Mapping[str, Sequence[
         "keys": len(report.results),
         "tuned": sum(not r.skipped for r in report.results),
         "skipped": sum(r.skipped for r in report.results),
+        "interrupted": report.interrupted,
+        "not_reached": report.not_reached,
         "seconds": report.seconds,
         "worker_restarts": report.worker_restarts,
         "workers": len(report.workers),

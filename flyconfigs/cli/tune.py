@@ -4,8 +4,11 @@ bar on stderr, the summary); the session itself is :mod:`flyconfigs.tuner.sessio
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +51,8 @@ def _progress_bar(enabled: bool) -> tuple[Callable[[str, dict[str, Any]], None],
             if event == "key":
                 r = data["result"]
                 state["best"] = r.winner_us
-                text = f"{key}: {r.candidates} candidates, winner {r.winner_us:.2f} us (default {r.default_us:.2f} us)"
+                text = (f"{key}: {r.candidates} candidates, winner {r.winner_us:.2f} us (default {r.default_us:.2f} us)"
+                        f" in {_split(r.seconds)}")
             else:
                 text = f"{key}: already tuned, skipped"
             bar = state["bar"]
@@ -63,6 +67,40 @@ def _progress_bar(enabled: bool) -> tuple[Callable[[str, dict[str, Any]], None],
             state["bar"].close()
 
     return on, close
+
+
+def _split(seconds: dict[str, float]) -> str:
+    """``12.3 s (compile 4.0 s, verify 3.1 s, time 5.2 s)``; the total is the phases' sum
+    unless ``seconds`` has one."""
+    phases = [name for name in ("compile", "verify", "time") if name in seconds]
+    total = seconds.get("total", sum(seconds[name] for name in phases))
+    return f"{total:.1f} s (" + ", ".join(f"{name} {seconds[name]:.1f} s" for name in phases) + ")"
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event | None) -> Iterator[list[int]]:
+    """Within the block Ctrl-C or a termination signal (``timeout``, a batch system's
+    stop, ``kill``) sets ``stop``, which ends the run at its next candidate or key with
+    what it finished reported; a second signal, or the first when ``stop`` is None (a
+    Ray run), raises :class:`KeyboardInterrupt` at once.  Yields the numbers of the
+    signals caught."""
+    caught: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        caught.append(signum)
+        if stop is None or stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield caught
+        return
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield caught
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _fleet(args: argparse.Namespace) -> Any:
@@ -88,13 +126,18 @@ def _tune(args: argparse.Namespace) -> int:
     fleet = _fleet(args)
     ordinals = device_ordinals(args.devices, args.backend) if args.devices else [args.device]
     on, close = _progress_bar(sys.stderr.isatty())
-    try:
-        result = run_session(args.kernel, args.key_grid or ["perf"], extra, Path(args.out), args.backend, ordinals,
-                             TuneOptions(budget=args.budget, resume=args.resume), on, cross_check=args.cross_check,
-                             fleet=fleet)
-    finally:
-        close()
+    stop = threading.Event() if fleet is None else None
+    with _stop_on_signals(stop) as caught:
+        try:
+            result = run_session(args.kernel, args.key_grid or ["perf"], extra, Path(args.out), args.backend, ordinals,
+                                 TuneOptions(budget=args.budget, resume=args.resume), on, cross_check=args.cross_check,
+                                 fleet=fleet, stop=stop)
+        finally:
+            close()
     report, summary = result.report, result.summary
+    signum = caught[0] if caught else signal.SIGINT
+    if report.interrupted:
+        summary["signal"] = signal.Signals(signum).name
     if args.json:
         emit_json({"command": "tune", **summary})
     else:
@@ -105,11 +148,13 @@ def _tune(args: argparse.Namespace) -> int:
         for d in report.disagreements:
             print(f"disagreement on {d['key']}: devices {d['devices']} chose {d['winners']} "
                   f"({'within' if d['within_noise'] else 'beyond'} the noise band)", file=sys.stderr)
-        seconds = report.seconds
         where = f" on {len(report.workers)} GPUs" if len(report.workers) > 1 else ""
-        print(f"tuned {summary['tuned']} keys ({summary['skipped']} skipped){where} into {args.out} in {seconds['total']:.1f} s "
-              f"(compile {seconds['compile']:.1f} s, verify {seconds['verify']:.1f} s, time {seconds['time']:.1f} s)")
-    return 0
+        print(f"tuned {summary['tuned']} keys ({summary['skipped']} skipped){where} into {args.out} in "
+              f"{_split(report.seconds)}")
+        if report.interrupted:
+            print(f"stopped by {summary['signal']}: {len(report.not_reached)} keys not reached "
+                  f"(the same command with --resume tunes them)", file=sys.stderr)
+    return 128 + signum if report.interrupted else 0
 
 
 def register(sub: Any) -> None:

@@ -165,11 +165,10 @@ def tune(
     for index in range(len(checked)):
         todo.put(index)
     lock = threading.Lock()
-    stop = threading.Event()
-    halted = threading.Event()  # interrupted: the report is made, nothing more is written
+    no_more_keys = threading.Event()  # a worker failed or the run was stopped
 
     def run_worker(slot: int) -> None:
-        while not stop.is_set():
+        while not no_more_keys.is_set():
             try:
                 index = todo.get_nowait()
             except queue.Empty:
@@ -182,7 +181,7 @@ def tune(
                 continue
             result, artifact = tuners[slot].tune(key)
             with lock:
-                if halted.is_set():
+                if report.interrupted:  # the report is made: a key finished after it is not written
                     return
                 result.path = emit.write_artifact(out, artifact)
                 add_seconds(report, result)
@@ -192,11 +191,11 @@ def tune(
 
     def recheck(slot: int) -> None:
         for index in pinned[slot]:
-            if stop.is_set():
+            if no_more_keys.is_set():
                 return
             result, artifact = tuners[slot].tune(checked[index])
             with lock:
-                if halted.is_set():
+                if report.interrupted:
                     return
                 add_seconds(report, result)
                 winners[index].append((slot, artifact))
@@ -204,14 +203,13 @@ def tune(
 
     pinned: list[list[int]] = []
     try:
-        _run_all(run_worker, len(workers), stop)
+        _run_all(run_worker, len(workers), no_more_keys)
         if cross_check and len(workers) > 1:
             pinned = spread_cross_checks({i: found[0][0] for i, found in winners.items()}, [d.identity for d in devices])
-            _run_all(recheck, len(workers), stop)
+            _run_all(recheck, len(workers), no_more_keys)
     except KeyboardInterrupt:
         with lock:
-            halted.set()
-            stop.set()
+            no_more_keys.set()
             report.interrupted = True
             report.not_reached = [checked[i] for i in range(len(checked)) if i not in results]
     with lock:

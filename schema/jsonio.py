@@ -259,10 +259,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
+def write_atomic(path: str | os.PathLike[str], data: bytes, durable: bool = True) -> Path:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never
     a torn one: a temporary file in the same folder, flushed, then ``os.replace``.
-    Concurrent writers of the same path each replace it whole; the last one wins."""
+    Concurrent writers of the same path each replace it whole; the last one wins.
+    ``durable=False`` skips the flush to disk (``fsync``): a crash may then leave the
+    file torn, for data whose reader checks it anyway (a cache)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=_TMP_SUFFIX)
@@ -270,7 +272,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:

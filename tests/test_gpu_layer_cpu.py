@@ -94,6 +94,30 @@ def test_compile_cache_round_trip_lru_eviction_and_torn_entries(tmp_path: Path) 
     assert cache.get("03" + "a" * 62) is None
 
 
+def test_compile_cache_keeps_a_running_total_and_scans_only_past_its_cap(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path, max_bytes=10_000)
+    scans: list[int] = []
+    real_scan = cache._evict_locked
+
+    def counted_scan() -> list[str]:
+        scans.append(1)
+        return real_scan()
+
+    cache._evict_locked = counted_scan  # type: ignore[method-assign]
+    cache.put("00" + "c" * 62, b"a" * 3000, {"lowered_name": "k0"})
+    assert len(scans) == 1, "with no running total yet, the first store scans and records one"
+    for i in range(1, 3):
+        cache.put(f"{i:02d}" + "c" * 62, b"a" * 3000, {"lowered_name": f"k{i}"})
+    assert len(scans) == 1, "stores under the cap add to the total without scanning the entries"
+    assert (tmp_path / ".size").read_text() == "9000" == str(cache.size())
+    cache.put("03" + "c" * 62, b"a" * 3000, {"lowered_name": "k3"})
+    assert len(scans) == 2 and cache.size() <= 10_000, "the store that passes the cap scans and evicts"
+    assert (tmp_path / ".size").read_text() == str(cache.size())
+    (tmp_path / ".size").write_text("garbled")
+    cache.put("04" + "c" * 62, b"a" * 10, {"lowered_name": "k4"})
+    assert len(scans) == 3 and (tmp_path / ".size").read_text() == str(cache.size()), "an unreadable total is rebuilt"
+
+
 def test_compile_cache_concurrent_writers_leave_whole_entries(tmp_path: Path) -> None:
     cache = CompileCache(tmp_path, max_bytes=1 << 30)
     payload = os.urandom(200_000)

@@ -4,7 +4,11 @@ Entries are ``<dir>/<key[:2]>/<key>.bin`` (the code object) and ``<key>.json`` (
 lowered name, the log, what built it), each written atomically, so several processes
 compiling the same kernel at once each write a whole file and readers never see a torn
 one.  A hit refreshes the entry's time; when the cache grows past its cap, the least
-recently used entries are removed (under a lock file, by one process at a time).
+recently used entries are removed (under a lock file, by one process at a time).  A
+store adds its size to a running total (``.size``, under the same lock) and scans the
+entries only when that total passes the cap, so storing stays cheap in a cache of
+many thousand entries; the scan writes the true total back.  An entry is not flushed
+to disk one by one: one left torn by a crash fails its sha256 check and is compiled again.
 
 Location: ``FLYCONFIGS_CACHE_DIR``, else platformdirs' user cache dir.  Cap:
 ``FLYCONFIGS_CACHE_MAX_BYTES`` (bytes, or a number with KiB/MiB/GiB; default 1 GiB).
@@ -34,6 +38,7 @@ _SIZE = re.compile(r"^([0-9]{1,15})\s*(|B|KiB|MiB|GiB|TiB|kB|MB|GB|TB)$")
 _UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
           "kB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 _META_MAX = 1 << 20
+_TOTAL = ".size"
 
 
 def parse_size(text: str, variable: str = CACHE_MAX_ENV) -> int:
@@ -108,12 +113,34 @@ class CompileCache:
                 pass
 
     def put(self, key: str, code: bytes, meta: dict[str, Any]) -> None:
-        """Store ``code`` and ``meta`` under ``key``, then evict if over the cap."""
+        """Store ``code`` and ``meta`` under ``key``, then evict if the cache is over its cap."""
         code_path, meta_path = self._paths(key)
-        write_atomic(code_path, code)
+        write_atomic(code_path, code, durable=False)
         record = {**meta, "size": len(code), "sha256": hashlib.sha256(code).hexdigest()}
-        write_atomic(meta_path, json.dumps(record, sort_keys=True).encode())
-        self.evict()
+        write_atomic(meta_path, json.dumps(record, sort_keys=True).encode(), durable=False)
+        with self._locked():
+            total = self._recorded_total()
+            if total is not None and total + len(code) <= self.max_bytes:
+                self._record_total(total + len(code))
+                return
+            self._evict_locked()
+
+    def _locked(self) -> _FileLock:
+        return _FileLock(self.root / ".lock")
+
+    def _recorded_total(self) -> int | None:
+        """The running total of stored bytes, or None when it is missing or unreadable."""
+        try:
+            text = (self.root / _TOTAL).read_text()
+        except OSError:
+            return None
+        return int(text) if text.isdigit() else None
+
+    def _record_total(self, total: int) -> None:
+        try:
+            write_atomic(self.root / _TOTAL, str(total).encode(), durable=False)
+        except OSError:
+            pass  # the next store finds no total and scans
 
     def size(self) -> int:
         """Bytes of code objects stored."""
@@ -124,25 +151,44 @@ class CompileCache:
         keys removed."""
         if not self.root.exists():
             return []
+        with self._locked():
+            return self._evict_locked()
+
+    def _evict_locked(self) -> list[str]:
         removed: list[str] = []
-        with open(self.root / ".lock", "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            entries = []
-            for code_path in self.root.glob("*/*.bin"):
+        entries = []
+        for code_path in self.root.glob("*/*.bin"):
+            try:
+                st = code_path.stat()
+            except FileNotFoundError:
+                continue
+            entries.append((st.st_mtime, st.st_size, code_path))
+        total = sum(size for _, size, _ in entries)
+        for _, size, code_path in sorted(entries):
+            if total <= self.max_bytes:
+                break
+            for path in (code_path, code_path.with_suffix(".json")):
                 try:
-                    st = code_path.stat()
+                    path.unlink()
                 except FileNotFoundError:
-                    continue
-                entries.append((st.st_mtime, st.st_size, code_path))
-            total = sum(size for _, size, _ in entries)
-            for _, size, code_path in sorted(entries):
-                if total <= self.max_bytes:
-                    break
-                for path in (code_path, code_path.with_suffix(".json")):
-                    try:
-                        path.unlink()
-                    except FileNotFoundError:
-                        pass
-                total -= size
-                removed.append(code_path.stem)
+                    pass
+            total -= size
+            removed.append(code_path.stem)
+        self._record_total(total)
         return removed
+
+
+class _FileLock:
+    """An exclusive ``flock`` on ``path`` (created if missing) for a ``with`` block."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle: Any = None
+
+    def __enter__(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = open(self.path, "a+b")  # noqa: SIM115 - closed in __exit__
+        fcntl.flock(self._handle, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        self._handle.close()  # closing the file releases the lock

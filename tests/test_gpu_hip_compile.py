@@ -102,3 +102,36 @@ def test_a_sample_of_every_keys_rmsnorm_space_compiles_for_gfx942_and_the_defaul
 @pytest.mark.skipif(not EXHAUSTIVE, reason="exhaustive compiles run with FLYCONFIGS_EXHAUSTIVE=1 (about 200 s)")
 def test_every_rmsnorm_config_compiles_for_gfx942_and_the_default_does_not_spill() -> None:
     _check(_compile_space(None))
+
+
+def test_the_tuners_toolchain_compiles_what_it_queued_ahead_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Threads stand in for the spawned processes, which do not inherit the prefix's loader.
+    out = run_in_prefix(f"""
+import json, os
+os.environ["FLYCONFIGS_CACHE_DIR"] = {str(tmp_path / "cache")!r}
+from concurrent.futures import ThreadPoolExecutor
+from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.schema.models import Device
+from flyconfigs.tuner.run import candidate_configs
+from flyconfigs.tuner.toolchain import GPUToolchain
+device = Device(vendor="amd", arch="gfx942", product="AMD Instinct MI300X", compute_units=304, wave_size=64)
+first = SPEC.check_key({{"M": 16, "N": 1024, "dtype": "bf16", "weight_dtype": "bf16"}})
+second = {{**first, "M": 4096}}  # M is not compiled in: the same row length shares its variants
+configs = candidate_configs(SPEC, first, device, 3)
+pool = ThreadPoolExecutor(2)
+toolchain = GPUToolchain("hip", 2, executor=pool)
+queued = [toolchain.compile_ahead(SPEC, first, configs, device), toolchain.compile_ahead(SPEC, second, configs, device)]
+errors = toolchain.compile_all(SPEC, first, configs, device)
+after_first = [toolchain.compiled, toolchain.cached]
+toolchain.compile_all(SPEC, second, configs, device)
+report = {{"queued": queued, "errors": errors, "after_first": after_first, "after_second": [toolchain.compiled, toolchain.cached],
+          "seconds": toolchain.compile_seconds, "cubins": len(list((os.environ["FLYCONFIGS_CACHE_DIR"] and __import__("pathlib").Path(os.environ["FLYCONFIGS_CACHE_DIR"])).rglob("*.json")))}}
+toolchain.close()
+pool.shutdown()
+print(json.dumps(report))
+""")
+    assert out["queued"] == [3, 0], "the second key's variants were already queued by the first"
+    assert out["errors"] == [None, None, None]
+    assert out["after_first"] == [3, 0], "each queued variant compiled once, not again for compile_all"
+    assert out["after_second"] == [3, 3], "the second key took the same compiles, counted as cache hits"
+    assert out["seconds"] > 0

@@ -160,6 +160,16 @@ def test_resume_skips_keys_tuned_with_the_same_source_and_toolchain(tmp_path: Pa
         again = tune(SPEC, [KEY, {**KEY, "M": 16}], tmp_path, worker, toolchain, TuneOptions(budget=8, resume=True))
     assert [r.skipped for r in again.results] == [True, False]
     assert toolchain.compiled == before + 8
+    assert toolchain.queued_ahead == [SPEC.check_key(KEY), SPEC.check_key({**KEY, "M": 16})]
+
+
+def test_keys_still_to_tune_are_queued_for_compiling_in_the_order_asked(tmp_path: Path) -> None:
+    keys = [{**KEY, "M": m} for m in (256, 1, 16)]
+    with _worker() as worker:
+        tune(SPEC, keys[:1], tmp_path, worker, SimulatedToolchain(), TuneOptions(budget=4))
+        toolchain = SimulatedToolchain()
+        tune(SPEC, keys, tmp_path, worker, toolchain, TuneOptions(budget=4, resume=True))
+    assert toolchain.queued_ahead == [SPEC.check_key(k) for k in keys[1:]], "a key resume skips is not compiled ahead"
 
 
 def test_an_interrupted_run_reports_the_keys_it_finished_and_the_ones_it_did_not(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The tuning loop: plan → compile → verify → time → select → emit, one key at a time.
 
-Compilation runs in the parent (a process pool, through the on-disk cache); verifying
+Compilation runs in the parent (a process pool, through the on-disk cache), queued ahead
+so that later keys compile while the GPU measures this one; verifying
 and timing run in an isolated worker process (:mod:`flyconfigs.tuner.worker`), restarted
 after a candidate faults it.  Timing is two-stage: a short interleaved screen of every
 verified candidate, then a full interleaved measurement of the best few with the
@@ -53,6 +54,8 @@ class Toolchain(Protocol):
     def options(self) -> list[str]: ...
     def compile_all(self, kernel: TunableKernel, key: dict[str, Any], configs: list[dict[str, Any]],
                     device: Device) -> list[str | None]: ...
+    def compile_ahead(self, kernel: TunableKernel, key: dict[str, Any], configs: list[dict[str, Any]],
+                      device: Device) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,21 @@ def tune(
                 winners[index].append((slot, artifact))
             notify("cross-check", {"key": checked[index]})
 
+    def queue_compiles() -> None:
+        # Every key is queued for the first worker's device (the run's devices share one arch).
+        try:
+            for key in checked:
+                if no_more_keys.is_set():
+                    return
+                if options.resume and emit.already_tuned(out, kernel.name, key, devices[0].identity, source_sha, versions):
+                    continue
+                toolchain.compile_ahead(kernel, key, candidate_configs(kernel, key, devices[0], options.budget), devices[0])
+        except Exception:  # noqa: BLE001 - the key's own compile_all meets the same error and reports it
+            return
+
+    ahead = threading.Thread(target=queue_compiles, name="flyconfigs-compile-ahead", daemon=True)
+    if len({d.arch for d in devices}) == 1:
+        ahead.start()
     pinned: list[list[int]] = []
     try:
         _run_all(run_worker, len(workers), no_more_keys)
@@ -212,6 +230,10 @@ def tune(
             no_more_keys.set()
             report.interrupted = True
             report.not_reached = [checked[i] for i in range(len(checked)) if i not in results]
+    finally:
+        no_more_keys.set()
+        if ahead.is_alive():
+            ahead.join()
     with lock:
         if cross_check and len(workers) > 1:
             report.disagreements = disagreements(checked, winners)

@@ -131,6 +131,8 @@ def run_session(kernel: str, grids: Sequence[str], extra: Mapping[str, Sequence[
         "lost": report.lost,
         "compiled": getattr(toolchain, "compiled", None),
         "compile_cache_hits": getattr(toolchain, "cached", None),
+        "compiler_seconds": getattr(toolchain, "compile_seconds", None),
+        "compile_processes": getattr(toolchain, "workers", None),
         "artifacts": [str(r.path) for r in report.results if r.path],
     }
     return SessionResult(report, summary)

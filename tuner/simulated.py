@@ -116,6 +116,7 @@ class SimulatedToolchain:
     def __init__(self, compile_errors: Mapping[str, str] | None = None) -> None:
         self.compile_errors = dict(compile_errors or {})
         self.compiled = 0
+        self.queued_ahead: list[dict[str, Any]] = []
 
     def versions(self) -> dict[str, str]:
         return {"simulated": "1"}
@@ -127,6 +128,12 @@ class SimulatedToolchain:
                     device: Any) -> list[str | None]:
         self.compiled += len(configs)
         return [self.compile_errors.get(_name(c)) for c in configs]
+
+    def compile_ahead(self, kernel: Any, key: Mapping[str, Any], configs: list[Mapping[str, Any]],
+                      device: Any) -> int:
+        """Records the key queued (nothing is compiled ahead here)."""
+        self.queued_ahead.append(dict(key))
+        return 0
 
 
 config_name = _name

@@ -5,14 +5,20 @@ Runs in the parent: runtime compilers need no GPU context, so the kernel's build
 compiles, a pool of processes compiles it for the device's arch into the shared on-disk
 cache, and the measuring worker then loads it from there.  A second run compiles nothing.
 Kernels that compile on first launch (Triton) build nothing here.
+
+Compiling is queued ahead (:meth:`GPUToolchain.compile_ahead`): while the GPU verifies
+and times one key, the pool already compiles the next keys' candidates, at a lower CPU
+priority than the measuring process.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import threading
+import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from importlib import metadata
 from typing import Any
 
@@ -42,35 +48,81 @@ def portable_options(options: list[str]) -> list[str]:
     return out
 
 
-def _compile_one(backend: str, arch: str, request: CompileRequest) -> tuple[str | None, bool]:
+COMPILE_NICENESS = 10
+"""How much lower than the tuner's own the compiling processes' CPU priority is: the
+measuring process, which launches and times on the GPU, comes first."""
+
+
+def _lower_priority() -> None:
+    try:
+        os.nice(COMPILE_NICENESS)
+    except OSError:  # pragma: no cover - a platform without nice, or a sandbox forbidding it
+        pass
+
+
+def _compile_one(backend: str, arch: str, request: CompileRequest) -> tuple[str | None, bool, float]:
+    """Compile one request: its error (or None), whether the cache had it, and the seconds it took."""
     from flyconfigs.gpu import get_backend
 
+    started = time.perf_counter()
     compiler = get_backend(backend, arch=arch)
     try:
-        return None, compiler.compile(request).from_cache
+        from_cache = compiler.compile(request).from_cache
     except CompileError as exc:
-        return str(exc)[:4000], False
+        return str(exc)[:4000], False, time.perf_counter() - started
+    return None, from_cache, time.perf_counter() - started
 
 
 class GPUToolchain:
-    """Parent-side compiler for a real backend."""
+    """Parent-side compiler for a real backend.
 
-    def __init__(self, backend: str, workers: int) -> None:
+    ``executor`` runs the compiles; by default a pool of ``workers`` spawned processes at
+    a lower CPU priority.  (A compile-only hipRTC, loaded through its own loader, is not
+    inherited by spawned processes; run under it, pass a thread pool.)"""
+
+    def __init__(self, backend: str, workers: int, executor: Executor | None = None) -> None:
         self.name = backend
         self.workers = max(1, workers)
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: Executor | None = executor
+        self._owns_pool = executor is None
         self._lock = threading.Lock()
+        self._futures: dict[tuple[str, CompileRequest], Future[tuple[str | None, bool, float]]] = {}
+        self._taken: set[tuple[str, CompileRequest]] = set()
         self.compiled = 0
         self.cached = 0
+        self.compile_seconds = 0.0
+        """Seconds the compiling processes spent, summed over them (they overlap each other
+        and the measuring)."""
 
-    def _executor(self) -> ProcessPoolExecutor:
+    def _executor(self) -> Executor:
         with self._lock:
             return self._executor_locked()
 
-    def _executor_locked(self) -> ProcessPoolExecutor:
+    def _executor_locked(self) -> Executor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
+                                             initializer=_lower_priority)
         return self._pool
+
+    def _submit_locked(self, arch: str, request: CompileRequest) -> tuple[Future[tuple[str | None, bool, float]], bool]:
+        """The one compile of ``request`` for ``arch`` this toolchain makes (queued now if
+        it was not before), and whether it was new."""
+        future = self._futures.get((arch, request))
+        if future is not None:
+            return future, False
+        future = self._executor_locked().submit(_compile_one, self.name, arch, request)
+        self._futures[(arch, request)] = future
+        return future, True
+
+    def compile_ahead(self, kernel: TunableKernel, key: Mapping[str, Any], configs: list[Mapping[str, Any]],
+                      device: Device) -> int:
+        """Queue the compiles of ``configs`` for ``key`` and return at once; a later
+        :meth:`compile_all` of the same key takes their results instead of compiling again.
+        Queued keys compile in the order they were queued.  Returns how many were queued."""
+        query = DeviceQuery.of(device.identity)
+        requests = [kernel.build(c, key, query) for c in configs]
+        with self._lock:
+            return sum(self._submit_locked(device.arch, r)[1] for r in requests if r is not None)
 
     def versions(self) -> dict[str, str]:
         out = {}
@@ -99,19 +151,24 @@ class GPUToolchain:
         config's compile error, or ``None`` (also when it compiles on first launch)."""
         query = DeviceQuery.of(device.identity)
         requests = [kernel.build(c, key, query) for c in configs]
-        pool = self._executor()
-        futures = [pool.submit(_compile_one, self.name, device.arch, r) if r is not None else None for r in requests]
+        with self._lock:
+            futures = [self._submit_locked(device.arch, r)[0] if r is not None else None for r in requests]
         errors: list[str | None] = []
-        for future in futures:
-            if future is None:
+        for request, future in zip(requests, futures, strict=True):
+            if request is None or future is None:
                 errors.append(None)
                 continue
-            error, from_cache = future.result()
+            error, from_cache, seconds = future.result()
             errors.append(error)
-            if error is None:
-                with self._lock:
-                    self.cached += from_cache
-                    self.compiled += not from_cache
+            with self._lock:
+                # A compile that an earlier key (or an earlier config of this one) took
+                # counts as a cache hit, as it would have been without the queue.
+                first = (device.arch, request) not in self._taken
+                self._taken.add((device.arch, request))
+                self.compile_seconds += seconds if first else 0.0
+                if error is None:
+                    self.cached += from_cache or not first
+                    self.compiled += not from_cache and first
         return errors
 
     def compile_resources(self, kernel: TunableKernel, key: Mapping[str, Any], configs: list[Mapping[str, Any]],
@@ -152,6 +209,13 @@ class GPUToolchain:
         return out
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        """Drop what was queued ahead and not started, and stop the pool (one passed in
+        is left to its owner)."""
+        with self._lock:
+            pending = [f for f in self._futures.values() if not f.done()]
+            self._futures, self._taken = {}, set()
+        for future in pending:
+            future.cancel()
+        if self._pool is not None and self._owns_pool:
+            self._pool.shutdown(cancel_futures=True)
+        self._pool = None

@@ -199,10 +199,13 @@ def test_a_failing_worker_stops_the_run_and_every_failure_is_reported(tmp_path: 
     assert toolchain.compiled <= 2 * 3, "the other worker took no new key after the first failure"
 
 
-def test_a_worker_ignores_ctrl_c_so_the_parent_handles_it() -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_worker_leaves_ctrl_c_and_termination_to_the_parent(signum: int) -> None:
+    """Ctrl-C in a terminal, ``timeout`` and batch systems signal every process of the
+    run; the parent stops at the next candidate, so the worker must live until then."""
     worker = Worker("flyconfigs.tuner.simulated:SimulatedMeasurer", {})
     try:
-        os.kill(worker._process.pid, signal.SIGINT)
+        os.kill(worker._process.pid, signum)
         worker.prepare({"M": 1}, 1, 64)
         assert worker.device["arch"] == "simulated" and worker.check({"a": 1}).status == "ok"
     finally:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -53,7 +54,11 @@ COMPILE_NICENESS = 10
 measuring process, which launches and times on the GPU, comes first."""
 
 
-def _lower_priority() -> None:
+def _start_compiler() -> None:
+    """A compiling process: lower priority, and Ctrl-C or termination left to the parent
+    (they reach the whole process group), which stops the run and then the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         os.nice(COMPILE_NICENESS)
     except OSError:  # pragma: no cover - a platform without nice, or a sandbox forbidding it
@@ -101,7 +106,7 @@ class GPUToolchain:
     def _executor_locked(self) -> Executor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
-                                             initializer=_lower_priority)
+                                             initializer=_start_compiler)
         return self._pool
 
     def _submit_locked(self, arch: str, request: CompileRequest) -> tuple[Future[tuple[str | None, bool, float]], bool]:

@@ -35,9 +35,13 @@ class WorkerLost(Exception):
 
 
 def _serve(conn: Connection, factory: str, options: dict[str, Any]) -> None:
-    # Ctrl-C is the parent's to handle: it stops the run and closes its workers.  A
-    # worker that took it too would answer with a bogus "measurer failed".
+    # Ctrl-C and termination are the parent's to handle: it stops the run at the next
+    # candidate and closes its workers.  Both reach the worker too (a terminal signals
+    # its whole process group, and so do `timeout` and batch systems); a worker that
+    # took them would die mid-key.  A parent that dies anyway closes the pipe, and the
+    # worker ends on EOF.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     module, _, name = factory.partition(":")
     try:
         measurer = getattr(importlib.import_module(module), name)(**options)

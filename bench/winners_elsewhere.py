@@ -1,0 +1,88 @@
+"""What a GPU loses when it is served another GPU's tunings: for every artifact tuned on
+device B (``here``), the time B measured for device A's winner of the same key
+(``served``, from A's artifacts) against B's own winner.  Both times come from B's one
+tuning run, which timed every candidate; A's winner counts only where B tried it.
+Writes ``--out`` (JSON) when given.
+
+    python bench/winners_elsewhere.py --served artifacts/sm90 --here TUNED_ON_B [--out FILE]
+
+Caveat: B's winner was timed in the full measurement, most other candidates only in the
+short screen; the ratios carry that difference in sample count, not a bias of method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine  # noqa: E402
+
+from flyconfigs.schema import load_artifact  # noqa: E402
+
+
+def _key(artifact: object) -> tuple[object, ...]:
+    return (artifact.kernel.name, *sorted(artifact.key.items()))  # type: ignore[attr-defined]
+
+
+def _config(config: object, defaults: dict[str, object]) -> tuple[tuple[str, object], ...]:
+    # A tunable added after an artifact was made is absent from its configs: it had its default.
+    return tuple(sorted({**defaults, **dict(config)}.items()))  # type: ignore[call-overload]
+
+
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--served", type=Path, required=True, help="artifacts of device A (what is served)")
+    parser.add_argument("--here", type=Path, required=True, help="artifacts tuned on device B")
+    parser.add_argument("--kernel", default="rmsnorm")
+    parser.add_argument("--defaults", default='{"cache_hints": "none"}',
+                        help="JSON values of tunables that older configs lack")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    defaults = json.loads(args.defaults)
+    served = {_key(a): a for a in (load_artifact(p) for p in sorted(args.served.glob(f"{args.kernel}-*.json")))}
+    rows, untried, unserved = [], [], 0
+    device = None
+    for path in sorted(args.here.glob(f"{args.kernel}-*.json")):
+        here = load_artifact(path)
+        device = here.device
+        other = served.get(_key(here))
+        if other is None or here.winner.timing is None:
+            unserved += 1
+            continue
+        wanted = _config(other.winner.config, defaults)
+        times = [c.timing.median_us for c in here.candidates if c.timing and _config(c.config, defaults) == wanted]
+        if not times:
+            untried.append(dict(here.key))
+            continue
+        rows.append({"key": dict(here.key), "served_us": times[0], "own_us": here.winner.timing.median_us,
+                     "ratio": times[0] / here.winner.timing.median_us, "served_config": dict(other.winner.config),
+                     "own_config": dict(here.winner.config)})
+    ratios = [r["ratio"] for r in rows]
+    summary = {"keys": len(rows), "geomean": _geomean(ratios), "max": max(ratios, default=None),
+               **{f"over_{t}": sum(r > t for r in ratios) for t in (1.01, 1.03, 1.05, 1.10)},
+               "not_tried_here": len(untried), "not_served": unserved}
+    small = [r["ratio"] for r in rows if r["key"].get("M", 0) <= 16]
+    if small:
+        summary["M_le_16"] = {"keys": len(small), "geomean": _geomean(small), "over_1.03": sum(r > 1.03 for r in small)}
+    print(json.dumps(summary, indent=1))
+    for row in sorted(rows, key=lambda r: -r["ratio"])[:10]:
+        print(f"{row['ratio']:.3f}x {row['key']}: served {row['served_config']} own {row['own_config']}")
+    if args.out:
+        result = {"what": "time on the here device of the served device's winner over its own winner, from its tuning run",
+                  "served_from": sorted({a.device.product for a in served.values()}),
+                  "here": device.model_dump(mode="json") if device else None, "summary": summary,
+                  "rows": rows, "machine": machine()}
+        args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

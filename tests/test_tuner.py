@@ -215,9 +215,10 @@ def test_a_terminated_tune_prints_what_it_finished_and_resume_tunes_the_rest(
     before = signal.getsignal(signal.SIGTERM)
     assert main([*argv, "--json"]) == 128 + signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) == before
-    out = capsys.readouterr().out
-    summary = json.loads(out)
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
     assert summary["interrupted"] and summary["signal"] == "SIGTERM"
+    assert captured.err.count("candidates, winner") == 1, "the key written before the stop still has its line"
     written = sorted(p.name for p in tmp_path.iterdir())
     assert len(written) == summary["tuned"] == 1 and len(summary["not_reached"]) == 3
     assert set(summary["seconds"]) >= {"compile", "verify", "time", "total"}

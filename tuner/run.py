@@ -390,14 +390,18 @@ def _run_all(target: Callable[[int], None], count: int, stop: threading.Event | 
 
 def _locked(progress: Progress, stop: threading.Event | None = None) -> Progress:
     """``progress`` called under a lock; once ``stop`` is set, every call raises
-    :class:`KeyboardInterrupt` instead, at a point where nothing is half written."""
+    :class:`KeyboardInterrupt` instead, at a point where nothing is half written.  A
+    ``key`` event, which reports a key already written, is still passed on first."""
     lock = threading.Lock()
 
     def call(event: str, data: dict[str, Any]) -> None:
-        if stop is not None and stop.is_set():
+        stopped = stop is not None and stop.is_set()
+        if stopped and event != "key":
             raise KeyboardInterrupt
         with lock:
             progress(event, data)
+        if stopped:
+            raise KeyboardInterrupt
 
     return call
 

@@ -118,8 +118,7 @@ device = Device(vendor="amd", arch="gfx942", product="AMD Instinct MI300X", comp
 first = SPEC.check_key({{"M": 16, "N": 1024, "dtype": "bf16", "weight_dtype": "bf16"}})
 second = {{**first, "M": 4096}}  # M is not compiled in: the same row length shares its variants
 configs = candidate_configs(SPEC, first, device, 3)
-pool = ThreadPoolExecutor(2)
-toolchain = GPUToolchain("hip", 2, executor=pool)
+toolchain = GPUToolchain("hip", 2, executor_factory=lambda: ThreadPoolExecutor(2))
 queued = [toolchain.compile_ahead(SPEC, first, configs, device), toolchain.compile_ahead(SPEC, second, configs, device)]
 errors = toolchain.compile_all(SPEC, first, configs, device)
 after_first = [toolchain.compiled, toolchain.cached]
@@ -127,7 +126,6 @@ toolchain.compile_all(SPEC, second, configs, device)
 report = {{"queued": queued, "errors": errors, "after_first": after_first, "after_second": [toolchain.compiled, toolchain.cached],
           "seconds": toolchain.compile_seconds, "cubins": len(list((os.environ["FLYCONFIGS_CACHE_DIR"] and __import__("pathlib").Path(os.environ["FLYCONFIGS_CACHE_DIR"])).rglob("*.json")))}}
 toolchain.close()
-pool.shutdown()
 print(json.dumps(report))
 """)
     assert out["queued"] == [3, 0], "the second key's variants were already queued by the first"

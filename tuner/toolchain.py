@@ -19,7 +19,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor
 from importlib import metadata
 from typing import Any
 
@@ -65,7 +65,14 @@ def _start_compiler() -> None:
         pass
 
 
-def _compile_one(backend: str, arch: str, request: CompileRequest) -> tuple[str | None, bool, float]:
+CompileOutcome = tuple[str | None, bool, float]
+"""A compile's error (or None), whether the cache had it, and the seconds it took."""
+
+CRASHED = ("the compiler's process died compiling this variant: the runtime compiler crashed "
+           "instead of reporting an error")
+
+
+def _compile_one(backend: str, arch: str, request: CompileRequest) -> CompileOutcome:
     """Compile one request: its error (or None), whether the cache had it, and the seconds it took."""
     from flyconfigs.gpu import get_backend
 
@@ -78,20 +85,33 @@ def _compile_one(backend: str, arch: str, request: CompileRequest) -> tuple[str 
     return None, from_cache, time.perf_counter() - started
 
 
+def _process_pool(workers: int) -> Executor:
+    return ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_start_compiler)
+
+
 class GPUToolchain:
     """Parent-side compiler for a real backend.
 
-    ``executor`` runs the compiles; by default a pool of ``workers`` spawned processes at
-    a lower CPU priority.  (A compile-only hipRTC, loaded through its own loader, is not
-    inherited by spawned processes; run under it, pass a thread pool.)"""
+    ``executor_factory`` makes what runs the compiles; by default a pool of ``workers``
+    spawned processes at a lower CPU priority.  (A compile-only hipRTC, loaded through its
+    own loader, is not inherited by spawned processes; run under it, make a thread pool.)
+    ``compile_one`` compiles one request in that pool (:func:`_compile_one`).
 
-    def __init__(self, backend: str, workers: int, executor: Executor | None = None) -> None:
+    A compiling process that dies (the runtime compiler crashing) breaks its pool: the
+    pool is replaced, each compile it lost runs again, and one that breaks a pool twice
+    is compiled alone; if that process dies too, the variant is recorded as a compile
+    error (:data:`CRASHED`) and the run goes on."""
+
+    def __init__(self, backend: str, workers: int, executor_factory: Callable[[], Executor] | None = None,
+                 compile_one: Callable[[str, str, CompileRequest], CompileOutcome] = _compile_one) -> None:
         self.name = backend
         self.workers = max(1, workers)
-        self._pool: Executor | None = executor
-        self._owns_pool = executor is None
+        self._factory = executor_factory or (lambda: _process_pool(self.workers))
+        self._compile_one = compile_one
+        self._pool: Executor | None = None
+        self._generation = 0
         self._lock = threading.Lock()
-        self._futures: dict[tuple[str, CompileRequest], Future[tuple[str | None, bool, float]]] = {}
+        self._futures: dict[tuple[str, CompileRequest], tuple[Future[CompileOutcome], int]] = {}
         self._taken: set[tuple[str, CompileRequest]] = set()
         self.compiled = 0
         self.cached = 0
@@ -99,25 +119,56 @@ class GPUToolchain:
         """Seconds the compiling processes spent, summed over them (they overlap each other
         and the measuring)."""
 
-    def _executor(self) -> Executor:
-        with self._lock:
-            return self._executor_locked()
-
     def _executor_locked(self) -> Executor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
-                                             initializer=_start_compiler)
+            self._pool = self._factory()
         return self._pool
 
-    def _submit_locked(self, arch: str, request: CompileRequest) -> tuple[Future[tuple[str | None, bool, float]], bool]:
+    def _submit_locked(self, arch: str, request: CompileRequest) -> tuple[Future[CompileOutcome], bool]:
         """The one compile of ``request`` for ``arch`` this toolchain makes (queued now if
         it was not before), and whether it was new."""
-        future = self._futures.get((arch, request))
-        if future is not None:
-            return future, False
-        future = self._executor_locked().submit(_compile_one, self.name, arch, request)
-        self._futures[(arch, request)] = future
+        found = self._futures.get((arch, request))
+        if found is not None:
+            return found[0], False
+        future = self._executor_locked().submit(self._compile_one, self.name, arch, request)
+        self._futures[(arch, request)] = (future, self._generation)
         return future, True
+
+    def _forget_broken_locked(self, arch: str, request: CompileRequest) -> None:
+        """``request``'s compile was lost with its pool: replace the pool if it is still the
+        current one (keeping only the compiles that finished), else forget that compile."""
+        found = self._futures.get((arch, request))
+        if found is None or found[1] != self._generation or self._pool is None:
+            self._futures.pop((arch, request), None)
+            return
+        broken, self._pool = self._pool, None
+        self._generation += 1
+        broken.shutdown(wait=False, cancel_futures=True)
+        self._futures = {k: (f, g) for k, (f, g) in self._futures.items()
+                         if f.done() and not f.cancelled() and f.exception() is None}
+
+    def _outcome(self, arch: str, request: CompileRequest, future: Future[CompileOutcome]) -> CompileOutcome:
+        for _ in range(2):
+            try:
+                return future.result()
+            except BrokenExecutor:
+                with self._lock:
+                    self._forget_broken_locked(arch, request)
+                    future = self._submit_locked(arch, request)[0]
+        with self._lock:
+            self._forget_broken_locked(arch, request)
+        alone = _process_pool(1)
+        try:
+            outcome = alone.submit(self._compile_one, self.name, arch, request).result()
+        except BrokenExecutor:
+            outcome = (CRASHED, False, 0.0)
+        finally:
+            alone.shutdown(cancel_futures=True)
+        done: Future[CompileOutcome] = Future()
+        done.set_result(outcome)
+        with self._lock:
+            self._futures[(arch, request)] = (done, self._generation)
+        return outcome
 
     def compile_ahead(self, kernel: TunableKernel, key: Mapping[str, Any], configs: list[Mapping[str, Any]],
                       device: Device) -> int:
@@ -163,7 +214,7 @@ class GPUToolchain:
             if request is None or future is None:
                 errors.append(None)
                 continue
-            error, from_cache, seconds = future.result()
+            error, from_cache, seconds = self._outcome(device.arch, request, future)
             errors.append(error)
             with self._lock:
                 # A compile that an earlier key (or an earlier config of this one) took
@@ -214,13 +265,12 @@ class GPUToolchain:
         return out
 
     def close(self) -> None:
-        """Drop what was queued ahead and not started, and stop the pool (one passed in
-        is left to its owner)."""
+        """Drop what was queued ahead and not started, and stop the pool."""
         with self._lock:
-            pending = [f for f in self._futures.values() if not f.done()]
+            pending = [f for f, _ in self._futures.values() if not f.done()]
             self._futures, self._taken = {}, set()
+            pool, self._pool = self._pool, None
         for future in pending:
             future.cancel()
-        if self._pool is not None and self._owns_pool:
-            self._pool.shutdown(cancel_futures=True)
-        self._pool = None
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)

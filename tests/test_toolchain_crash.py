@@ -48,3 +48,18 @@ def test_a_crashing_variant_is_a_compile_error_and_the_others_still_compile() ->
     assert toolchain.compiled == 7, "each variant that compiled counts once, the crash not at all"
     assert again == [None, None], "compiles queued in the pool that broke ran again in its replacement"
     assert toolchain.cached == 1, "ok0, shared by both keys, was compiled once"
+
+
+def test_compiles_queued_after_a_crash_go_to_a_new_pool() -> None:
+    toolchain = GPUToolchain("cuda", 1, compile_one=compile_or_die)
+    kernel = NamedVariants()
+    try:
+        toolchain.compile_ahead(kernel, {"M": 1}, [{"name": "crash"}], DEVICE)  # type: ignore[arg-type]
+        time.sleep(2)  # the pool's one process is dead by now, and the pool knows it
+        queued = toolchain.compile_ahead(kernel, {"M": 2}, [{"name": "fine"}], DEVICE)  # type: ignore[arg-type]
+        errors = toolchain.compile_all(kernel, {"M": 2}, [{"name": "fine"}], DEVICE)  # type: ignore[arg-type]
+        crashed = toolchain.compile_all(kernel, {"M": 1}, [{"name": "crash"}], DEVICE)  # type: ignore[arg-type]
+    finally:
+        toolchain.close()
+    assert queued == 1 and errors == [None]
+    assert crashed == [CRASHED]

@@ -130,9 +130,22 @@ class GPUToolchain:
         found = self._futures.get((arch, request))
         if found is not None:
             return found[0], False
-        future = self._executor_locked().submit(self._compile_one, self.name, arch, request)
+        try:
+            future = self._executor_locked().submit(self._compile_one, self.name, arch, request)
+        except BrokenExecutor:  # a process died since the last compile was taken
+            self._replace_pool_locked()
+            future = self._executor_locked().submit(self._compile_one, self.name, arch, request)
         self._futures[(arch, request)] = (future, self._generation)
         return future, True
+
+    def _replace_pool_locked(self) -> None:
+        """Drop the current (broken) pool and every compile that did not finish in it."""
+        broken, self._pool = self._pool, None
+        self._generation += 1
+        if broken is not None:
+            broken.shutdown(wait=False, cancel_futures=True)
+        self._futures = {k: (f, g) for k, (f, g) in self._futures.items()
+                         if f.done() and not f.cancelled() and f.exception() is None}
 
     def _forget_broken_locked(self, arch: str, request: CompileRequest) -> None:
         """``request``'s compile was lost with its pool: replace the pool if it is still the
@@ -141,11 +154,7 @@ class GPUToolchain:
         if found is None or found[1] != self._generation or self._pool is None:
             self._futures.pop((arch, request), None)
             return
-        broken, self._pool = self._pool, None
-        self._generation += 1
-        broken.shutdown(wait=False, cancel_futures=True)
-        self._futures = {k: (f, g) for k, (f, g) in self._futures.items()
-                         if f.done() and not f.cancelled() and f.exception() is None}
+        self._replace_pool_locked()
 
     def _outcome(self, arch: str, request: CompileRequest, future: Future[CompileOutcome]) -> CompileOutcome:
         for _ in range(2):

@@ -29,6 +29,7 @@ from flyconfigs.schema.models import (
     Candidate,
     Choice,
     Device,
+    DeviceIdentity,
     KernelRef,
     Provenance,
     Selection,
@@ -170,6 +171,21 @@ def tune(
     lock = threading.Lock()
     no_more_keys = threading.Event()  # a worker failed or the run was stopped
 
+    resumed: dict[int, bool] = {}
+
+    def tuned_before(index: int, identity: DeviceIdentity) -> bool:
+        # --resume's check; read once a key for the first device's identity, which both
+        # the compile queue and the workers ask about.
+        if not options.resume:
+            return False
+        shared = identity == devices[0].identity
+        if shared and index in resumed:
+            return resumed[index]
+        found = emit.already_tuned(out, kernel.name, checked[index], identity, source_sha, versions)
+        if shared:
+            resumed[index] = found
+        return found
+
     def run_worker(slot: int) -> None:
         while not no_more_keys.is_set():
             try:
@@ -177,7 +193,7 @@ def tune(
             except queue.Empty:
                 return
             key = checked[index]
-            if options.resume and emit.already_tuned(out, kernel.name, key, devices[slot].identity, source_sha, versions):
+            if tuned_before(index, devices[slot].identity):
                 with lock:
                     results[index] = KeyResult(key, None, skipped=True)
                 notify("skip", {"key": key})
@@ -207,10 +223,10 @@ def tune(
     def queue_compiles() -> None:
         # Every key is queued for the first worker's device (the run's devices share one arch).
         try:
-            for key in checked:
+            for index, key in enumerate(checked):
                 if no_more_keys.is_set():
                     return
-                if options.resume and emit.already_tuned(out, kernel.name, key, devices[0].identity, source_sha, versions):
+                if tuned_before(index, devices[0].identity):
                     continue
                 toolchain.compile_ahead(kernel, key, candidate_configs(kernel, key, devices[0], options.budget), devices[0])
         except Exception:  # noqa: BLE001 - the key's own compile_all meets the same error and reports it

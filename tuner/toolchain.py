@@ -276,10 +276,7 @@ class GPUToolchain:
     def close(self) -> None:
         """Drop what was queued ahead and not started, and stop the pool."""
         with self._lock:
-            pending = [f for f, _ in self._futures.values() if not f.done()]
             self._futures, self._taken = {}, set()
             pool, self._pool = self._pool, None
-        for future in pending:
-            future.cancel()
         if pool is not None:
             pool.shutdown(cancel_futures=True)

@@ -18,11 +18,13 @@ is never loaded.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,15 +120,12 @@ class CompileCache:
         write_atomic(code_path, code, durable=False)
         record = {**meta, "size": len(code), "sha256": hashlib.sha256(code).hexdigest()}
         write_atomic(meta_path, json.dumps(record, sort_keys=True).encode(), durable=False)
-        with self._locked():
+        with _file_lock(self.root / ".lock"):
             total = self._recorded_total()
             if total is not None and total + len(code) <= self.max_bytes:
                 self._record_total(total + len(code))
                 return
             self._evict_locked()
-
-    def _locked(self) -> _FileLock:
-        return _FileLock(self.root / ".lock")
 
     def _recorded_total(self) -> int | None:
         """The running total of stored bytes, or None when it is missing or unreadable."""
@@ -151,7 +150,7 @@ class CompileCache:
         keys removed."""
         if not self.root.exists():
             return []
-        with self._locked():
+        with _file_lock(self.root / ".lock"):
             return self._evict_locked()
 
     def _evict_locked(self) -> list[str]:
@@ -178,17 +177,10 @@ class CompileCache:
         return removed
 
 
-class _FileLock:
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
     """An exclusive ``flock`` on ``path`` (created if missing) for a ``with`` block."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._handle: Any = None
-
-    def __enter__(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = open(self.path, "a+b")  # noqa: SIM115 - closed in __exit__
-        fcntl.flock(self._handle, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        self._handle.close()  # closing the file releases the lock
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield

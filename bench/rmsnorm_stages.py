@@ -15,14 +15,20 @@ purpose; the other ways of exchanging partial sums are checked against the refer
 ``no-weight-no-reduction``
     both weight and reduction left out: what is left is a load, a multiply and a store,
     the copy's work plus the FMAs;
+``barrier-exchange``
+    (configs with a cluster) not a stage left out but the exchange of ``flyconfigs-sm90``
+    2026.12.8 to 2026.12.10: each block stores its partial into every block with plain
+    distributed-shared-memory stores and one cluster barrier (release, acquire) ends the
+    exchange, where the kernel now stores asynchronously and each block waits on its own
+    mbarrier for the bytes it expects.  Correct, and the same sum on every block.
 ``pull-exchange``
-    (configs with a cluster) not a stage left out but the kernel's earlier exchange: each
-    block reads every block's partial after one barrier, and a second barrier keeps its
-    shared memory alive while the others read, where the kernel now pushes its partial
-    into every block and needs one barrier.  Correct, and the same sum on every block.
+    (configs with a cluster) the exchange before 2026.12.8: each block reads every
+    block's partial after one barrier, and a second barrier keeps its shared memory alive
+    while the others read.  Correct, and the same sum on every block.
 
 For rows the served config keeps in one block, a cluster of 4 (128 threads, 16-byte
-vectors) is timed beside it, with both exchanges (``c4:full``, ``c4:pull-exchange``).
+vectors) is timed beside it, with each exchange (``c4:full``, ``c4:barrier-exchange``,
+``c4:pull-exchange``).
 
 Run on the GPU machine from ``bench/`` (``FLYCONFIGS_PATH`` naming the artifacts to serve):
 
@@ -51,19 +57,29 @@ PATCHES: dict[str, list[tuple[str, str]]] = {
     "no-weight": [(WEIGHT_LOAD, "      for (int k = 0; k < WW; ++k) wraw[i][k] = 0x3f803f80u;  // bf16 1.0, twice\n")],
     "no-reduction": [("for (int offset = (TPR < WAVE ? TPR : WAVE) / 2;", "for (int offset = 0;"),
                      ("  if (WAVES_PER_ROW > 1) {\n", "  if (false) {\n")],
-    "no-exchange": [("#if FC_CLUSTER > 1\n  // Begun now", "#if 0\n  // Begun now"),
+    "no-exchange": [("#if FC_CLUSTER > 1\n  // Every block's partial", "#if 0\n  // Every block's partial"),
                     ("#if FC_CLUSTER > 1\n  {\n", "#if 0\n  {\n")],
+    "barrier-exchange": [
+        ("  if (threadIdx.x == 0) expect_bytes(bar, (unsigned int)(CLUSTER * ROWS * sizeof(float)));\n", ""),
+        ("    if (lane < CLUSTER) cluster_store_counted(&cluster_partial[rank * ROWS + sub], bar, (unsigned int)lane, sum);\n"
+         "    wait_bytes(bar);\n",
+         "    if (lane < CLUSTER) {\n"
+         "      unsigned int at = (unsigned int)__cvta_generic_to_shared(&cluster_partial[rank * ROWS + sub]), far;\n"
+         "      asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(far) : \"r\"(at), \"r\"((unsigned int)lane));\n"
+         "      asm volatile(\"st.shared::cluster.f32 [%0], %1;\" ::\"r\"(far), \"f\"(sum) : \"memory\");\n"
+         "    }\n"
+         "    asm volatile(\"barrier.cluster.arrive;\" ::: \"memory\");\n"
+         "    cluster_wait();\n"),
+    ],
     "pull-exchange": [
-        ("#if FC_CLUSTER > 1\n  // Begun now", "#if 0\n  // Begun now"),
-        ("    __shared__ float cluster_partial[CLUSTER * ROWS];\n"
-         "    const unsigned int rank = blockIdx.x % CLUSTER;\n"
+        ("  if (threadIdx.x == 0) expect_bytes(bar, (unsigned int)(CLUSTER * ROWS * sizeof(float)));\n", ""),
+        ("  cluster_arrive_relaxed();\n#endif\n", "#endif\n"),
+        ("    const unsigned int rank = blockIdx.x % CLUSTER;\n"
          "    cluster_wait();\n"
-         "    if (lane < CLUSTER) cluster_store(&cluster_partial[rank * ROWS + sub], (unsigned int)lane, sum);\n"
-         "    cluster_arrive();\n"
-         "    cluster_wait();\n",
-         "    __shared__ float cluster_partial[ROWS];\n"
+         "    if (lane < CLUSTER) cluster_store_counted(&cluster_partial[rank * ROWS + sub], bar, (unsigned int)lane, sum);\n"
+         "    wait_bytes(bar);\n",
          "    if (lane == 0) cluster_partial[sub] = sum;\n"
-         "    cluster_arrive();\n"
+         "    asm volatile(\"barrier.cluster.arrive;\" ::: \"memory\");\n"
          "    cluster_wait();\n"),
         ("    for (int r = 0; r < CLUSTER; ++r) sum += cluster_partial[r * ROWS + sub];\n",
          "    for (int r = 0; r < CLUSTER; ++r) {\n"
@@ -73,13 +89,13 @@ PATCHES: dict[str, list[tuple[str, str]]] = {
          "      asm volatile(\"ld.shared::cluster.f32 %0, [%1];\" : \"=f\"(value) : \"r\"(far) : \"memory\");\n"
          "      sum += value;\n"
          "    }\n"
-         "    cluster_arrive();\n"),
+         "    asm volatile(\"barrier.cluster.arrive;\" ::: \"memory\");\n"),
         ("    store<FC_X_DTYPE, VEC, Y_STREAM>(yr + (long long)v * VEC * XBYTES, vals);\n  }\n}",
          "    store<FC_X_DTYPE, VEC, Y_STREAM>(yr + (long long)v * VEC * XBYTES, vals);\n  }\n  cluster_wait();\n}"),
     ],
 }
 PATCHES["no-weight-no-reduction"] = PATCHES["no-weight"] + PATCHES["no-reduction"]
-CORRECT = {"full", "pull-exchange"}
+CORRECT = {"full", "barrier-exchange", "pull-exchange"}
 """The variants whose results are right: checked against the float64 reference first."""
 CLUSTER_OF_4 = {"cluster": 4, "occupancy": 0, "row_storage": "reg", "rows_per_block": 1, "threads": 128, "vector_bytes": 16}
 SHAPES = ((1, 1024), (1, 4096), (1, 8192), (16, 1024), (16, 4096), (16, 8192), (1, 12288), (1, 16384), (16, 16384))
@@ -100,7 +116,7 @@ def _variants(config: dict) -> list[str]:
     if config["row_storage"] == "reg":
         variants += ["no-weight", "no-weight-no-reduction"]
     if cluster_of(config) > 1:
-        variants += ["no-exchange", "pull-exchange"]
+        variants += ["no-exchange", "barrier-exchange", "pull-exchange"]
     return variants
 
 
@@ -128,7 +144,7 @@ def main() -> None:
         errors: dict[str, float] = {}
         plans = [("", config, _variants(config))]
         if cluster_of(config) == 1 and n >= 4096 and SPEC.check_config(CLUSTER_OF_4, key, device) is None:
-            plans.append(("c4:", CLUSTER_OF_4, ["full", "pull-exchange"]))
+            plans.append(("c4:", CLUSTER_OF_4, ["full", "barrier-exchange", "pull-exchange"]))
         calls = {"copy": lambda i: torch.mul(xs[i], 1.0), "empty": lambda i: empty()}
         for prefix, cfg, variants in plans:
             defines = tuple(SPEC.defines(cfg, key, wave))

@@ -13,7 +13,8 @@
 //   FC_CLUSTER    blocks sharing one row: 1, or (CUDA sm90+) a thread-block cluster of 2, 4
 //                 or 8 whose blocks each take one contiguous slice of the row; each block
 //                 stores its partial sum into every block's shared memory (distributed
-//                 shared memory) and one cluster barrier ends the exchange
+//                 shared memory) with an asynchronous store that counts its bytes on
+//                 that block's mbarrier; a block goes on once its barrier has them all
 //   FC_WAVE       the wave (warp) width: 32 or 64
 //
 // The host guarantees for FC_VEC_BYTES > 0 that the row length, the row strides and the
@@ -281,16 +282,32 @@ struct WordsFor {
 };
 
 #if FC_CLUSTER > 1
-// Distributed shared memory across the blocks of one cluster (PTX ISA 7.8+, sm90): store
-// into the same variable of block `rank`.
-__device__ __forceinline__ void cluster_store(float* local, unsigned int rank, float value) {
-  unsigned int addr = (unsigned int)__cvta_generic_to_shared(local), remote;
+// Distributed shared memory across the blocks of one cluster (sm90).
+// The same variable of block `rank` and its mbarrier at `bar` (both local shared-memory
+// addresses) as addresses in the cluster's shared memory: `value` is stored there
+// asynchronously and its 4 bytes counted on that block's barrier (PTX ISA 8.1+, sm90).
+__device__ __forceinline__ void cluster_store_counted(float* local, unsigned int bar, unsigned int rank, float value) {
+  unsigned int addr = (unsigned int)__cvta_generic_to_shared(local), remote, remote_bar;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(value) : "memory");
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_bar) : "r"(bar), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(remote),
+               "r"(__float_as_uint(value)), "r"(remote_bar) : "memory");
+}
+// Thread 0 sets up this block's barrier to expect `bytes` and makes that visible to the
+// cluster before the block arrives at the cluster barrier.
+__device__ __forceinline__ void expect_bytes(unsigned int bar, unsigned int bytes) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+// Until the barrier's first phase completes: every expected byte has landed.
+__device__ __forceinline__ void wait_bytes(unsigned int bar) {
+  asm volatile(
+      "{\n .reg .pred done;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n @!done bra WAIT;\n}" ::"r"(bar)
+      : "memory");
 }
 // Every thread of every block of the cluster arrives before any proceeds past the
-// matching wait: with release and acquire, or relaxed (orders no memory).
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive;" ::: "memory"); }
+// matching wait; relaxed: it orders no memory.
 __device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
 #endif
@@ -328,8 +345,13 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
   const int first = CLUSTER > 1 ? (int)(blockIdx.x % CLUSTER) * SLICE : 0;
   const bool active = row < rows;
 #if FC_CLUSTER > 1
+  // Every block's partial of this block's rows lands here, counted on `exchange_bar`.
+  __shared__ float cluster_partial[CLUSTER * ROWS];
+  __shared__ alignas(8) unsigned long long exchange_bar;
+  const unsigned int bar = (unsigned int)__cvta_generic_to_shared(&exchange_bar);
+  if (threadIdx.x == 0) expect_bytes(bar, (unsigned int)(CLUSTER * ROWS * sizeof(float)));
   // Begun now, waited on before the first store into another block: by then every block
-  // of the cluster has started, so its shared memory exists.
+  // of the cluster has started and set up its barrier.
   cluster_arrive_relaxed();
 #endif
   const unsigned long long x_last_policy = cache_policy<X_LAST_READ>();
@@ -401,15 +423,13 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
   }
 #if FC_CLUSTER > 1
   {
-    // Pushed, not pulled: lane r stores this block's partial into block r, so after one
-    // barrier every block holds all partials and none touches another's memory again
-    // (a block may then finish while the others still run).
-    __shared__ float cluster_partial[CLUSTER * ROWS];
+    // Pushed, not pulled: lane r stores this block's partial into block r, and each block
+    // waits only for the bytes it expects, not for the whole cluster; none touches
+    // another's memory after its stores (a block may then finish while others still run).
     const unsigned int rank = blockIdx.x % CLUSTER;
     cluster_wait();
-    if (lane < CLUSTER) cluster_store(&cluster_partial[rank * ROWS + sub], (unsigned int)lane, sum);
-    cluster_arrive();
-    cluster_wait();
+    if (lane < CLUSTER) cluster_store_counted(&cluster_partial[rank * ROWS + sub], bar, (unsigned int)lane, sum);
+    wait_bytes(bar);
     sum = 0.f;  // the same order on every block: the whole row gets one scale
 #pragma unroll
     for (int r = 0; r < CLUSTER; ++r) sum += cluster_partial[r * ROWS + sub];

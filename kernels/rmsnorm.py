@@ -180,10 +180,10 @@ class RMSNormSpec:
             return f"{per_thread * vec} values per thread exceed the register budget of {MAX_REG_FLOATS}"
         if storage == "smem":
             # The held rows (whole vectors), the reduction's per-wave partial sums and, in a
-            # cluster, every block's partial, as rmsnorm.cu declares them: the compiler
-            # refuses a byte more.
+            # cluster, every block's partial and the 8-byte barrier counting them (with its
+            # alignment), as rmsnorm.cu declares them: the compiler refuses a byte more.
             shared = 4 * rows * (slice_vectors * vec + (threads // wave if threads > wave else 1)
-                                 + (cluster if cluster > 1 else 0))
+                                 + (cluster if cluster > 1 else 0)) + (16 if cluster > 1 else 0)
             if shared > MAX_SMEM_BYTES:
                 return f"{rows} rows of {slice_vectors * vec} floats and their partial sums exceed {MAX_SMEM_BYTES} bytes of shared memory"
         if threads > max(wave, pow2_ceil(slice_vectors)):

@@ -1,0 +1,92 @@
+"""The cuda backend on real NVRTC (cuda-python's bindings and NVIDIA's NVRTC wheel), with no
+GPU: sm90 cubins, compile errors with their log, the RMSNorm kernel's sm90-only paths
+(thread-block clusters, their asynchronous exchange, cache hints) and every cluster config
+the sm90 package serves.  What needs the driver (resources, loading, launching) is in
+``tests/gpu``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flyconfigs.errors import BackendUnavailableError, CompileError
+from flyconfigs.gpu import CompileRequest
+from flyconfigs.gpu.backend import Backend, CompiledKernel
+from flyconfigs.gpu.cache import CompileCache
+from flyconfigs.gpu.cuda import CudaBinding
+from flyconfigs.kernels.rmsnorm import SPEC, cluster_of, hints_of
+from flyconfigs.registry import DeviceQuery
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "sm90"
+H200 = DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ())
+
+
+def _nvrtc_missing() -> str | None:
+    try:
+        binding = CudaBinding()
+        binding.compiler_version()
+    except (BackendUnavailableError, ImportError, RuntimeError) as exc:
+        return f"NVRTC is not loadable here ({exc}); scripts/test.sh installs it"
+    return None
+
+
+pytestmark = [pytest.mark.nvrtc, pytest.mark.skipif(_nvrtc_missing() is not None, reason=str(_nvrtc_missing()))]
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> Backend:
+    return Backend(CudaBinding(), arch="sm90", cache=CompileCache(tmp_path / "cache"))
+
+
+def _rmsnorm(config: dict[str, object], key: dict[str, object]) -> CompileRequest:
+    return CompileRequest(SPEC.source(), SPEC.entry, tuple(SPEC.defines(config, key, 32)))
+
+
+def test_compile_for_sm90_without_a_gpu(backend: Backend) -> None:
+    src = 'extern "C" __global__ void scale(float* x, int n, float a) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }'
+    first = backend.compile(CompileRequest(src, "scale"))
+    again = backend.compile(CompileRequest(src, "scale"))
+    assert first.code[:4] == b"\x7fELF", "a cubin is an ELF file"
+    assert (first.arch, first.lowered_name, first.from_cache) == ("sm90", "scale", False)
+    assert again.from_cache and again.code == first.code
+
+
+def test_a_compile_error_carries_the_log(backend: Backend) -> None:
+    with pytest.raises(CompileError) as caught:
+        backend.compile(CompileRequest('extern "C" __global__ void broken( { }', "broken"))
+    assert "error" in caught.value.log and "sm90" in str(caught.value)
+
+
+def test_the_cluster_exchange_assembles_for_every_cluster_size_dtype_and_cache_hint(backend: Backend) -> None:
+    # The exchange is inline PTX (st.async, mbarrier, cluster barriers): only ptxas, run by
+    # NVRTC for a cubin, checks it.  One config for each combination the space offers.
+    keys = [{"M": 1, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}, {"M": 16, "N": 4096, "dtype": "fp16", "weight_dtype": "fp16"},
+            {"M": 2, "N": 12288, "dtype": "bf16", "weight_dtype": "fp32"}, {"M": 1, "N": 16384, "dtype": "fp32", "weight_dtype": "fp32"}]
+    requests, seen = [], set()
+    for key in keys:
+        for config in SPEC.space(key, H200):
+            combination = (key["dtype"], key["weight_dtype"], cluster_of(config), hints_of(config))
+            if combination[2] > 1 and combination not in seen:
+                seen.add(combination)
+                requests.append(_rmsnorm(config, key))
+    assert {c[2] for c in seen} == {2, 4, 8} and {c[3] for c in seen} == {"none", "stream"}
+    results = backend.compile_many(requests, workers=2)
+    errors = [str(r)[:400] for r in results if isinstance(r, CompileError)]
+    assert errors == []
+    assert all(isinstance(r, CompiledKernel) and r.code[:4] == b"\x7fELF" for r in results)
+
+
+def test_every_cluster_config_the_sm90_package_serves_compiles_from_this_source(backend: Backend) -> None:
+    requests = {}
+    for path in sorted(ARTIFACTS.glob("rmsnorm-sm90-*.json")):
+        artifact = json.loads(path.read_text())
+        config = artifact["winner"]["config"]
+        if cluster_of(config) > 1:
+            key = {k: v for k, v in artifact["key"].items() if k != "M"}  # M is not compiled in
+            requests[json.dumps([key, config], sort_keys=True)] = _rmsnorm(config, artifact["key"])
+    assert len(requests) >= 20, "the package serves clusters on many keys"
+    results = backend.compile_many(list(requests.values()), workers=2)
+    failed = [name for name, r in zip(requests, results, strict=True) if isinstance(r, CompileError)]
+    assert failed == []

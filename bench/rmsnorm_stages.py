@@ -53,6 +53,13 @@ from flyconfigs.tuner.timing import measure, plan_rotation, summarize
 
 WEIGHT_LOAD = ("      load_words<VEC * WBYTES, W_READ>(reinterpret_cast<const char*>(w) + (long long)v * VEC * WBYTES, "
                "wraw[i], w_policy);\n")
+# The kernel's exchange, which the exchange variants replace: thread 0 sets up the
+# block's mbarrier, and lane r stores the partial into block r counted on it.
+NO_BARRIER_SETUP = ("  if (threadIdx.x == 0) expect_bytes(bar, (unsigned int)(CLUSTER * ROWS * sizeof(float)));\n", "")
+COUNTED_STORE = ("    if (lane < CLUSTER) cluster_store_counted(&cluster_partial[rank * ROWS + sub], bar, (unsigned int)lane, sum);\n"
+                 "    wait_bytes(bar);\n")
+CLUSTER_ARRIVE = '    asm volatile("barrier.cluster.arrive;" ::: "memory");\n'
+"""A cluster arrive with release semantics, which the kernel itself no longer has."""
 PATCHES: dict[str, list[tuple[str, str]]] = {
     "no-weight": [(WEIGHT_LOAD, "      for (int k = 0; k < WW; ++k) wraw[i][k] = 0x3f803f80u;  // bf16 1.0, twice\n")],
     "no-reduction": [("for (int offset = (TPR < WAVE ? TPR : WAVE) / 2;", "for (int offset = 0;"),
@@ -60,27 +67,22 @@ PATCHES: dict[str, list[tuple[str, str]]] = {
     "no-exchange": [("#if FC_CLUSTER > 1\n  // Every block's partial", "#if 0\n  // Every block's partial"),
                     ("#if FC_CLUSTER > 1\n  {\n", "#if 0\n  {\n")],
     "barrier-exchange": [
-        ("  if (threadIdx.x == 0) expect_bytes(bar, (unsigned int)(CLUSTER * ROWS * sizeof(float)));\n", ""),
-        ("    if (lane < CLUSTER) cluster_store_counted(&cluster_partial[rank * ROWS + sub], bar, (unsigned int)lane, sum);\n"
-         "    wait_bytes(bar);\n",
+        NO_BARRIER_SETUP,
+        (COUNTED_STORE,
          "    if (lane < CLUSTER) {\n"
          "      unsigned int at = (unsigned int)__cvta_generic_to_shared(&cluster_partial[rank * ROWS + sub]), far;\n"
          "      asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(far) : \"r\"(at), \"r\"((unsigned int)lane));\n"
          "      asm volatile(\"st.shared::cluster.f32 [%0], %1;\" ::\"r\"(far), \"f\"(sum) : \"memory\");\n"
          "    }\n"
-         "    asm volatile(\"barrier.cluster.arrive;\" ::: \"memory\");\n"
-         "    cluster_wait();\n"),
+         + CLUSTER_ARRIVE + "    cluster_wait();\n"),
     ],
     "pull-exchange": [
-        ("  if (threadIdx.x == 0) expect_bytes(bar, (unsigned int)(CLUSTER * ROWS * sizeof(float)));\n", ""),
+        NO_BARRIER_SETUP,
         ("  cluster_arrive_relaxed();\n#endif\n", "#endif\n"),
         ("    const unsigned int rank = blockIdx.x % CLUSTER;\n"
-         "    cluster_wait();\n"
-         "    if (lane < CLUSTER) cluster_store_counted(&cluster_partial[rank * ROWS + sub], bar, (unsigned int)lane, sum);\n"
-         "    wait_bytes(bar);\n",
+         "    cluster_wait();\n" + COUNTED_STORE,
          "    if (lane == 0) cluster_partial[sub] = sum;\n"
-         "    asm volatile(\"barrier.cluster.arrive;\" ::: \"memory\");\n"
-         "    cluster_wait();\n"),
+         + CLUSTER_ARRIVE + "    cluster_wait();\n"),
         ("    for (int r = 0; r < CLUSTER; ++r) sum += cluster_partial[r * ROWS + sub];\n",
          "    for (int r = 0; r < CLUSTER; ++r) {\n"
          "      unsigned int at = (unsigned int)__cvta_generic_to_shared(&cluster_partial[sub]), far;\n"
@@ -89,7 +91,7 @@ PATCHES: dict[str, list[tuple[str, str]]] = {
          "      asm volatile(\"ld.shared::cluster.f32 %0, [%1];\" : \"=f\"(value) : \"r\"(far) : \"memory\");\n"
          "      sum += value;\n"
          "    }\n"
-         "    asm volatile(\"barrier.cluster.arrive;\" ::: \"memory\");\n"),
+         + CLUSTER_ARRIVE),
         ("    store<FC_X_DTYPE, VEC, Y_STREAM>(yr + (long long)v * VEC * XBYTES, vals);\n  }\n}",
          "    store<FC_X_DTYPE, VEC, Y_STREAM>(yr + (long long)v * VEC * XBYTES, vals);\n  }\n  cluster_wait();\n}"),
     ],

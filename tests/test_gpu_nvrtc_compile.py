@@ -6,7 +6,6 @@ the sm90 package serves.  What needs the driver (resources, loading, launching) 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from flyconfigs.gpu.cache import CompileCache
 from flyconfigs.gpu.cuda import CudaBinding
 from flyconfigs.kernels.rmsnorm import SPEC, cluster_of, hints_of
 from flyconfigs.registry import DeviceQuery
+from flyconfigs.schema import load_artifact
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "sm90"
 H200 = DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ())
@@ -32,7 +32,8 @@ def _nvrtc_missing() -> str | None:
     return None
 
 
-pytestmark = [pytest.mark.nvrtc, pytest.mark.skipif(_nvrtc_missing() is not None, reason=str(_nvrtc_missing()))]
+MISSING = _nvrtc_missing()
+pytestmark = [pytest.mark.nvrtc, pytest.mark.skipif(MISSING is not None, reason=str(MISSING))]
 
 
 @pytest.fixture
@@ -40,12 +41,9 @@ def backend(tmp_path: Path) -> Backend:
     return Backend(CudaBinding(), arch="sm90", cache=CompileCache(tmp_path / "cache"))
 
 
-def _rmsnorm(config: dict[str, object], key: dict[str, object]) -> CompileRequest:
-    return CompileRequest(SPEC.source(), SPEC.entry, tuple(SPEC.defines(config, key, 32)))
-
-
 def test_compile_for_sm90_without_a_gpu(backend: Backend) -> None:
-    src = 'extern "C" __global__ void scale(float* x, int n, float a) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }'
+    src = ('extern "C" __global__ void scale(float* x, int n, float a) '
+           "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }")
     first = backend.compile(CompileRequest(src, "scale"))
     again = backend.compile(CompileRequest(src, "scale"))
     assert first.code[:4] == b"\x7fELF", "a cubin is an ELF file"
@@ -70,7 +68,7 @@ def test_the_cluster_exchange_assembles_for_every_cluster_size_dtype_and_cache_h
             combination = (key["dtype"], key["weight_dtype"], cluster_of(config), hints_of(config))
             if combination[2] > 1 and combination not in seen:
                 seen.add(combination)
-                requests.append(_rmsnorm(config, key))
+                requests.append(SPEC.build(config, key, H200))
     assert {c[2] for c in seen} == {2, 4, 8} and {c[3] for c in seen} == {"none", "stream"}
     results = backend.compile_many(requests, workers=2)
     errors = [str(r)[:400] for r in results if isinstance(r, CompileError)]
@@ -79,14 +77,13 @@ def test_the_cluster_exchange_assembles_for_every_cluster_size_dtype_and_cache_h
 
 
 def test_every_cluster_config_the_sm90_package_serves_compiles_from_this_source(backend: Backend) -> None:
-    requests = {}
+    requests: set[CompileRequest] = set()  # M is not compiled in: keys of one row length share variants
     for path in sorted(ARTIFACTS.glob("rmsnorm-sm90-*.json")):
-        artifact = json.loads(path.read_text())
-        config = artifact["winner"]["config"]
-        if cluster_of(config) > 1:
-            key = {k: v for k, v in artifact["key"].items() if k != "M"}  # M is not compiled in
-            requests[json.dumps([key, config], sort_keys=True)] = _rmsnorm(config, artifact["key"])
+        artifact = load_artifact(path)
+        if cluster_of(artifact.winner.config) > 1:
+            requests.add(SPEC.build(artifact.winner.config, artifact.key, H200))
     assert len(requests) >= 20, "the package serves clusters on many keys"
-    results = backend.compile_many(list(requests.values()), workers=2)
-    failed = [name for name, r in zip(requests, results, strict=True) if isinstance(r, CompileError)]
+    ordered = sorted(requests, key=lambda r: r.options)
+    results = backend.compile_many(ordered, workers=2)
+    failed = [r.options for r, result in zip(ordered, results, strict=True) if isinstance(result, CompileError)]
     assert failed == []

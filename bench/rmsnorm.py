@@ -12,6 +12,12 @@ the copy does; or dropped, so that the next call writes the same memory again.
 
     python bench/rmsnorm.py --out bench/results/rmsnorm-h200.json [--quick] [--contenders ...]
 
+``--config JSON`` (repeatable) times that config of the op's kernel beside the others, as
+contender ``config-1``, ``config-2``, … in the order given, on every shape where the spec
+accepts it for the key and this device (the row lists the configs under ``configs`` and
+why any was refused under ``refused_configs``); launched as the default is, through the
+kernel directly.  These contenders are diagnostics: never peers, never in the summary.
+
 A contender found not to have run as meant on a row (say, torch.compile falling back to
 the uncompiled expression) is named under that row's ``excluded`` with the reason, and
 ``--resummarize`` recomputes the ratios and the summary without it there.
@@ -132,7 +138,7 @@ def launcher(kernel: Any, config: dict[str, Any], xs: list[torch.Tensor],
 
 def contenders_for(
     m: int, n: int, dtype: str, wdtype: str, copies: int, wanted: set[str], compiled: Any, liger: Any,
-    quack: Any = None, empty: Callable[[], None] | None = None,
+    quack: Any = None, empty: Callable[[], None] | None = None, configs: tuple[dict[str, Any], ...] = (),
 ) -> tuple[dict[str, Callable[[int], torch.Tensor | None]], dict[str, Any]]:
     """Calls over ``copies`` rotated inputs, each returning the output it allocated (the
     empty kernel: None), and what was served.  Every contender allocates its output the
@@ -162,10 +168,22 @@ def contenders_for(
     if empty is not None:
         calls["empty"] = lambda i: empty()
     calls = {k: v for k, v in calls.items() if k in wanted}
+    forced: dict[str, Callable[..., torch.Tensor]] = {}
+    named: dict[str, dict[str, Any]] = {}
+    refused: dict[str, str] = {}
+    for i, config in enumerate(configs, 1):
+        why = SPEC.check_config(config, key, device)
+        if why is not None:
+            refused[f"config-{i}"] = why
+            continue
+        named[f"config-{i}"] = config
+        forced[f"config-{i}"] = launcher(kernel_for(backend, config, key), config, xs, w)
+    calls.update(forced)
 
     served = resolve(SPEC, key, device)
     info = {"served_config": dict(served.config), "served_from": served.source, "served_origin": served.origin,
-            "served_key_match": served.key_match, "default_config": default}
+            "served_key_match": served.key_match, "default_config": default,
+            **({"configs": named} if named else {}), **({"refused_configs": refused} if refused else {})}
     ref = reference_rms_norm(xs[0], w, EPS)
     for name, call in calls.items():
         if name in ("copy", "empty"):
@@ -174,6 +192,8 @@ def contenders_for(
             y = rms_norm(xs[0], w, EPS, out=torch.full_like(xs[0], float("nan")))
         elif name == "flyconfigs-default":
             y = launch_default(0, torch.full_like(xs[0], float("nan")))
+        elif name in forced:
+            y = forced[name](0, torch.full_like(xs[0], float("nan")))
         else:
             y = call(0)
         torch.cuda.synchronize()
@@ -192,6 +212,8 @@ def main() -> None:
                         default=["copy", "empty", "flyconfigs", "flyconfigs-default", "F.rms_norm", *PEERS])
     parser.add_argument("--quack-site", type=Path, help="the folder quack's wheels were installed into (--target)")
     parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--config", action="append", default=[], type=json.loads,
+                        help="a config of the op (JSON) to time beside the others (repeatable; a diagnostic)")
     parser.add_argument("--outputs", choices=sorted(OUTPUTS), default="kept",
                         help="; ".join(f"{k}: {v}" for k, v in OUTPUTS.items()) + " (default kept)")
     parser.add_argument("--grid", action="append", help="a preset or key grid (repeatable; default perf)")
@@ -234,7 +256,8 @@ def main() -> None:
         plan = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
         plan = type(plan)(plan.copies, plan.launches, samples=args.samples)
         compiled = _compiled_expression() if "torch.compile" in wanted else None
-        calls, info = contenders_for(m, n, dtype, wdtype, plan.copies, wanted, compiled, liger, quack, empty)
+        calls, info = contenders_for(m, n, dtype, wdtype, plan.copies, wanted, compiled, liger, quack, empty,
+                                     tuple(args.config))
         runs, kept = timed(calls, plan.copies, args.outputs)
         names = list(runs)
         results = measure([runs[k] for k in names], plan)

@@ -2,8 +2,9 @@
 tunings, scores it on row lengths it was not fitted on, and writes the table with where
 it came from and its scores.
 
-Data: every measured RMSNorm artifact in FOLDER (one tuning run on one device), each key
-with all its timed candidates.  Scores, each against the key's tuned winner:
+Data: every measured RMSNorm artifact in FOLDER of one device (one tuning run; a folder
+that holds several devices' tunings needs ``--product``), each key with all its timed
+candidates.  Scores, each against the key's tuned winner:
 
 * ``leave_one_n_out``: for each tuned row length N, the table is built from the other
   row lengths alone and serves every key of N; the served config's time is the time
@@ -17,7 +18,7 @@ with all its timed candidates.  Scores, each against the key's tuned winner:
 
 The shipped table is built from every key.
 
-    python bench/fit_rmsnorm_default.py artifacts/sm90 --out kernels/rmsnorm_default.json
+    python bench/fit_rmsnorm_default.py artifacts/sm90 --product "NVIDIA H200" --out kernels/rmsnorm_default.json
 """
 
 from __future__ import annotations
@@ -43,17 +44,18 @@ WITHIN = 0.15
 GOAL = 1.10
 
 
-def _measured(folder: Path) -> list[Artifact]:
+def _measured(folder: Path, product: str | None) -> list[Artifact]:
     artifacts = []
     for path in sorted(folder.glob("rmsnorm-*.json")):
         artifact = load_artifact(path)
-        if artifact.selection.measured and artifact.winner.timing:
+        if artifact.selection.measured and artifact.winner.timing and product in (None, artifact.device.product):
             artifacts.append(artifact)
     if not artifacts:
-        raise SystemExit(f"{folder}: no measured RMSNorm artifact")
+        raise SystemExit(f"{folder}: no measured RMSNorm artifact" + (f" of {product!r}" if product else ""))
     devices = {(a.device.arch, a.device.product, a.device.compute_units) for a in artifacts}
     if len(devices) != 1:
-        raise SystemExit(f"{folder}: artifacts of several devices {sorted(devices)}; fit on one tuning run")
+        raise SystemExit(f"{folder}: artifacts of several devices {sorted(devices)}; fit on one tuning run "
+                         "(--product names its device)")
     return artifacts
 
 
@@ -112,10 +114,11 @@ def _dumps(document: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
+    parser.add_argument("--product", help="fit on this device's tunings only (when FOLDER holds several)")
     parser.add_argument("--out", type=Path, required=True, help="the table to write (kernels/rmsnorm_default.json)")
     parser.add_argument("--results", type=Path, help="folder for the scores (default bench/results)")
     args = parser.parse_args()
-    artifacts = _measured(args.folder)
+    artifacts = _measured(args.folder, args.product)
     lengths = sorted({int(a.key["N"]) for a in artifacts})
     scores = {
         "leave_one_n_out": _score(artifacts, _held_out(artifacts, [[n] for n in lengths])),

@@ -24,8 +24,10 @@ MI300X = DeviceQuery("amd", "gfx942", "AMD Instinct MI300X", 304, ())
 
 @functools.cache
 def _measured() -> list[Artifact]:
-    """The committed H200 tunings (read once: two tests use all 436)."""
-    return [a for a in map(load_artifact, sorted(SM90.glob("rmsnorm-sm90-*.json"))) if a.selection.measured]
+    """The committed H200 tunings, which the shipped table was fitted on (read once: two
+    tests use all 436); the package's tunings of other products are left out."""
+    return [a for a in map(load_artifact, sorted(SM90.glob("rmsnorm-sm90-*.json")))
+            if a.selection.measured and a.device.product == "NVIDIA H200"]
 
 
 @pytest.mark.parametrize("n", [128, 1000, 3584, 4099, 8192, 16384])

@@ -1,4 +1,5 @@
-"""Committed-config regression check: for every artifact in a folder, re-measure its
+"""Committed-config regression check: for every RMSNorm artifact in a folder tuned on this
+GPU's product (a recorded time compares only with the product that recorded it), re-measure its
 winner, its default and the other finalists it recorded (the fastest candidates by
 recorded median), interleaved in one run, and report the winner against the best of them
 and against its own recorded time.  It re-measures; it never asks winners to be the same.
@@ -33,10 +34,14 @@ def main() -> None:
     parser.add_argument("--finalists", type=int, default=5)
     args = parser.parse_args()
     backend = get_backend()
-    rows = []
+    product = backend.device().product
+    rows, elsewhere = [], 0
     started = time.time()
-    for path in sorted(args.folder.glob("*.json")):
+    for path in sorted(args.folder.glob("rmsnorm-*.json")):
         artifact = load_artifact(path)
+        if artifact.device.product != product:
+            elsewhere += 1
+            continue
         timed = sorted((c for c in artifact.candidates if c.timing), key=lambda c: c.timing.median_us)
         configs = [dict(artifact.winner.config)]
         for c in [artifact.default, *timed]:
@@ -69,6 +74,7 @@ def main() -> None:
     within = [r["winner_vs_best"] <= 1.03 for r in rows]
     summary = {
         "artifacts": len(rows),
+        "artifacts_of_other_products": elsewhere,
         "winner_within_3pct_of_best": sum(within),
         "max_winner_vs_best": max((r["winner_vs_best"] for r in rows), default=None),
         "median_winner_vs_recorded": statistics.median(r["winner_vs_recorded"] for r in rows) if rows else None,

@@ -6,6 +6,8 @@ Writes ``--out`` (JSON) when given.
 
     python bench/winners_elsewhere.py --served artifacts/sm90 --here TUNED_ON_B [--out FILE]
 
+A ``--served`` folder that holds several products' tunings needs ``--served-product``.
+
 Caveat: B's winner was timed in the full measurement, most other candidates only in the
 short screen; the ratios carry that difference in sample count, not a bias of method.
 """
@@ -41,13 +43,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--served", type=Path, required=True, help="artifacts of device A (what is served)")
     parser.add_argument("--here", type=Path, required=True, help="artifacts tuned on device B")
+    parser.add_argument("--served-product", help="device A's product, when --served holds several")
     parser.add_argument("--kernel", default="rmsnorm")
     parser.add_argument("--defaults", default='{"cache_hints": "none"}',
                         help="JSON values of tunables that older configs lack")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     defaults = json.loads(args.defaults)
-    served = {_key(a): a for a in (load_artifact(p) for p in sorted(args.served.glob(f"{args.kernel}-*.json")))}
+    served_all = [load_artifact(p) for p in sorted(args.served.glob(f"{args.kernel}-*.json"))]
+    products = sorted({a.device.product for a in served_all})
+    if args.served_product is None and len(products) > 1:
+        raise SystemExit(f"{args.served}: tunings of several products {products}; --served-product names device A")
+    served = {_key(a): a for a in served_all if args.served_product in (None, a.device.product)}
     rows, untried, unserved = [], [], 0
     device = None
     for path in sorted(args.here.glob(f"{args.kernel}-*.json")):

@@ -32,8 +32,11 @@ from flyconfigs.schema.canonical import canonical_text  # noqa: E402
 from flyconfigs.tuner.timing import TimingPlan, measure, plan_rotation  # noqa: E402
 
 
-def _by_key(folder: Path) -> dict[str, Any]:
-    return {canonical_text(dict(a.key)): a for a in map(load_artifact, sorted(folder.glob("rmsnorm-*.json")))}
+def _by_key(folder: Path, product: str) -> dict[str, Any]:
+    """``folder``'s RMSNorm artifacts made for ``product``, by key (a folder may hold
+    several products' tunings; only this GPU's are timed here)."""
+    return {canonical_text(dict(a.key)): a for a in map(load_artifact, sorted(folder.glob("rmsnorm-*.json")))
+            if a.device.product == product}
 
 
 def main() -> None:
@@ -47,12 +50,12 @@ def main() -> None:
 
     backend = get_backend()
     device = backend.device()
-    predicted = _by_key(args.predicted)
+    predicted = _by_key(args.predicted, device.product)
     rows: list[dict[str, Any]] = []
     started = time.time()
     for item in args.tuned:
         label, _, folder = item.partition("=")
-        for text, tuned in _by_key(Path(folder)).items():
+        for text, tuned in _by_key(Path(folder), device.product).items():
             guess = predicted.get(text)
             if guess is None or guess.selection.rule != "predicted" or tuned.default is None:
                 continue

@@ -37,9 +37,19 @@ def _band(m: int) -> str:
     return "M<=16" if m <= 16 else "M<=1024" if m <= 1024 else "M>1024"
 
 
+def _shape(row: dict[str, Any]) -> str:
+    return "cluster" if row["config"]["cluster"] > 1 else "one block"
+
+
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _figures(ratios: list[float]) -> dict[str, Any]:
+    return {"rows": len(ratios), "median": statistics.median(ratios), "p10": _quantile(ratios, 0.1),
+            "p90": _quantile(ratios, 0.9), "over_1.05": sum(x > 1.05 for x in ratios),
+            "over_1.10": sum(x > 1.10 for x in ratios)}
 
 
 def main() -> int:
@@ -63,33 +73,22 @@ def main() -> int:
         if artifact is None or SPEC.complete_config(dict(artifact.winner.config)) != served:
             other += 1
             continue
-        tuned = artifact.winner.timing.median_us
-        rows.append({"key": dict(artifact.key), "config": served, "tuned_us": tuned,
-                     "benchmark_us": row["results"]["flyconfigs"]["median_us"],
-                     "empty_us": row["results"].get("empty", {}).get("median_us"),
-                     "ratio": row["results"]["flyconfigs"]["median_us"] / tuned})
-    groups: dict[str, dict[str, Any]] = {}
-    for shape in ("one block", "cluster"):
-        for band in ("M<=16", "M<=1024", "M>1024"):
-            ratios = [r["ratio"] for r in rows
-                      if (r["config"]["cluster"] > 1) == (shape == "cluster") and _band(r["key"]["M"]) == band]
-            if ratios:
-                groups[f"{shape}, {band}"] = {
-                    "rows": len(ratios), "median": statistics.median(ratios), "p10": _quantile(ratios, 0.1),
-                    "p90": _quantile(ratios, 0.9), "over_1.05": sum(x > 1.05 for x in ratios),
-                    "over_1.10": sum(x > 1.10 for x in ratios)}
+        tuned, measured = artifact.winner.timing.median_us, row["results"]["flyconfigs"]["median_us"]
+        rows.append({"key": dict(artifact.key), "config": served, "tuned_us": tuned, "benchmark_us": measured,
+                     "empty_us": row["results"].get("empty", {}).get("median_us"), "ratio": measured / tuned})
+    shapes = ("one block", "cluster")
+    order = [f"{shape}, {band}" for shape in shapes for band in ("M<=16", "M<=1024", "M>1024")]
+    grouped: dict[str, list[float]] = {}
+    for r in rows:
+        grouped.setdefault(f"{_shape(r)}, {_band(r['key']['M'])}", []).append(r["ratio"])
     small = [r for r in rows if r["key"]["M"] <= 16 and r["empty_us"] is not None]
     if small:
         split = statistics.median(r["empty_us"] for r in small)
-        for half, keep in ((f"empty <= {split:.2f} us", lambda r: r["empty_us"] <= split),
-                           (f"empty > {split:.2f} us", lambda r: r["empty_us"] > split)):
-            for shape in ("one block", "cluster"):
-                ratios = [r["ratio"] for r in small if keep(r) and (r["config"]["cluster"] > 1) == (shape == "cluster")]
-                if ratios:
-                    groups[f"{shape}, M<=16, {half}"] = {
-                        "rows": len(ratios), "median": statistics.median(ratios), "p10": _quantile(ratios, 0.1),
-                        "p90": _quantile(ratios, 0.9), "over_1.05": sum(x > 1.05 for x in ratios),
-                        "over_1.10": sum(x > 1.10 for x in ratios)}
+        halves = (f"empty <= {split:.2f} us", f"empty > {split:.2f} us")
+        order += [f"{shape}, M<=16, {half}" for half in halves for shape in shapes]
+        for r in small:
+            grouped.setdefault(f"{_shape(r)}, M<=16, {halves[r['empty_us'] > split]}", []).append(r["ratio"])
+    groups = {name: _figures(grouped[name]) for name in order if name in grouped}
     for name, g in groups.items():
         print(f"{name:40s} {g['rows']:4d} rows  median {g['median']:.3f}  p10 {g['p10']:.3f}  p90 {g['p90']:.3f}  "
               f"over 1.05: {g['over_1.05']}  over 1.10: {g['over_1.10']}")

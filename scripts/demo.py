@@ -80,6 +80,9 @@ def main() -> None:
             step(f"explain on {device}")
             flyconfigs("explain", "rmsnorm", *key, "--device", device)
         if target == "sm90":
+            other = "sm90:132:NVIDIA H100 80GB HBM3"
+            step(f"the same key on {other}: its own tunings, from the same package")
+            flyconfigs("explain", "rmsnorm", *KEYS[0], "--device", other)
             step(f"the Triton family on {device}: fused residual add + RMSNorm")
             flyconfigs("explain", "fused_add_rmsnorm", "M=2048", "N=3584", "dtype=bf16", "weight_dtype=bf16",
                        "--device", device)

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from flyconfigs.registry.matching import by_product
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import (
     Entry,
@@ -35,6 +36,17 @@ class Index:
 
     entries: list[Entry]
     by_layer: tuple[dict[tuple[object, ...], list[Entry]], ...] = field(default_factory=tuple)
+    by_product: dict[tuple[object, ...], list[Entry]] = field(default_factory=dict)
+    """A layer's entries in the order another product tries them (:func:`by_product`),
+    by layer, token and product asked: built on first use."""
+
+    def for_product(self, layer: int, token: tuple[object, ...], product: str | None) -> list[Entry]:
+        """Layer ``layer``'s entries for ``token``, the products nearest ``product`` first."""
+        slot = (layer, token, product)
+        ordered = self.by_product.get(slot)
+        if ordered is None:
+            ordered = self.by_product[slot] = by_product(self.by_layer[layer].get(token, []), product)
+        return ordered
 
 
 class Catalog:

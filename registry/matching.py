@@ -1,10 +1,12 @@
 """Matching, as pure functions of their inputs: an exact key, the nearest key on a
-kernel's ordinal axes, and collisions between sources (with their labels)."""
+kernel's ordinal axes, the order in which other products' artifacts are tried, and
+collisions between sources (with their labels)."""
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 
 from flyconfigs.registry.declarations import KernelDecl, KeyValue
 from flyconfigs.registry.problems import Problem, ProblemLog
@@ -12,13 +14,27 @@ from flyconfigs.registry.records import Collision
 from flyconfigs.registry.sources import PACKAGES_ENV, Entry
 from flyconfigs.schema.canonical import canonical_text, same_value
 
-__all__ = ["exact_matches", "find_collisions", "nearest_matches", "source_label"]
+__all__ = ["by_product", "exact_matches", "find_collisions", "nearest_matches", "source_label"]
 
 
 def exact_matches(pool: list[Entry], key: dict[str, KeyValue]) -> list[Entry]:
     """The entries of ``pool`` whose key is ``key``, in pool order."""
     wanted = canonical_text(key)
     return [e for e in pool if e.key == key and canonical_text(e.key) == wanted]
+
+
+def by_product(pool: list[Entry], product: str | None) -> list[Entry]:
+    """``pool`` in source order and, within each source, the products whose names share
+    the longest prefix with ``product`` first (then by name): the order in which a step
+    that accepts another product's artifacts tries them, so a device is served one
+    product's tunings wherever that product has the key, not whichever file comes first."""
+    asked = product or ""
+
+    def order(entry: Entry) -> tuple[int, int, str]:
+        name = entry.device.product or ""
+        return entry.source.rank, -len(os.path.commonprefix([name, asked])), name
+
+    return sorted(pool, key=order)
 
 
 def nearest_matches(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl) -> list[Entry]:

@@ -15,7 +15,10 @@ Precedence (the one place it is written down; the README repeats it):
    and within each step the sources in order: ``FLYCONFIGS_PATH`` directories as listed;
    then the data packages ``FLYCONFIGS_PACKAGES`` lists, in its order; then each
    target's official ``flyconfigs-<target>``; then any other package by normalized
-   distribution name.  When two sources hold an artifact for the same kernel, device
+   distribution name.  Where a step accepts other products' artifacts (b, the
+   same-compute-units half of c, and d) and one source holds several products', the
+   product whose name shares the longest prefix with the device's comes first, then by
+   name; a nearer key still goes before a nearer product.  When two sources hold an artifact for the same kernel, device
    and key, the first in that order wins and the collision is reported
    (``flyconfigs doctor``, which fails on one nobody chose: between packages that
    ``FLYCONFIGS_PACKAGES`` does not both rank);
@@ -257,7 +260,7 @@ class Resolver:
         if token is None:
             trace.append(Step(what, "skipped: the device's identity is incomplete"))
             return None
-        pool = index.by_layer[layer].get(token, [])
+        pool = index.by_layer[layer].get(token, []) if layer == 0 else index.for_product(layer, token, query.product)
         matches = exact_matches(pool, key) if mode == "exact" else nearest_matches(pool, key, decl)
         matches = [e for e in matches if id(e) not in tried]
         if not matches:

@@ -1,11 +1,12 @@
 """The matching rules as pure functions: exact keys, the nearest key on ordinal axes
-only (log2 distance, a tie to the larger tuned value), collisions by rank."""
+only (log2 distance, a tie to the larger tuned value), the order other products are
+tried in, collisions by rank."""
 
 from __future__ import annotations
 
-from factories import MI300X, make_artifact
+from factories import H200, MI300X, make_artifact
 from flyconfigs.kernels.rmsnorm import SPEC
-from flyconfigs.registry.matching import exact_matches, find_collisions, nearest_matches
+from flyconfigs.registry.matching import by_product, exact_matches, find_collisions, nearest_matches
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry, Source
 
@@ -33,3 +34,25 @@ def test_collisions_name_the_winner_by_rank() -> None:
     (collision,) = find_collisions([second, first], ProblemLog())
     assert collision.winner.startswith("/x/0-") and collision.shadowed[0].startswith("/x/1-")
     assert collision.expected, "an override directory winning is a choice"
+
+
+def _product_entry(product: str, rank: int = 0, **key: object) -> Entry:
+    device = {**H200, "product": product}
+    artifact = make_artifact(device=device, key={**KEY, **key})
+    return Entry("rmsnorm", dict(artifact.key), artifact.device.identity, f"/x/{rank}-{product}-{artifact.file_name()}",
+                 Source("override", f"/x/{rank}", rank), _artifact=artifact)
+
+
+def test_other_products_are_tried_nearest_name_first_within_each_source() -> None:
+    h200, h100 = _product_entry("NVIDIA H200"), _product_entry("NVIDIA H100 80GB HBM3")
+    # Whatever order the files come in, one device gets one product's artifacts.
+    for pool in ([h200, h100], [h100, h200]):
+        assert [e.device.product for e in by_product(pool, "NVIDIA H100 NVL")] == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
+        assert [e.device.product for e in by_product(pool, "NVIDIA H200 NVL")] == ["NVIDIA H200", "NVIDIA H100 80GB HBM3"]
+        # No name nearer than the other: by name, the same for every key.
+        assert by_product(pool, "NVIDIA GH200 480GB")[0] is h100
+        assert by_product(pool, None)[0] is h100
+    # A source that ranks first still goes first, whatever its product.
+    elsewhere = _product_entry("NVIDIA H200", rank=0)
+    near_but_later = _product_entry("NVIDIA H100 80GB HBM3", rank=1)
+    assert by_product([near_but_later, elsewhere], "NVIDIA H100 NVL") == [elsewhere, near_but_later]

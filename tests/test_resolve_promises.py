@@ -241,6 +241,30 @@ def test_a_wave_32_config_is_not_served_to_a_wave_64_device(site: SiteDir) -> No
     assert any("wave" in reason for reason in r.reasons)
 
 
+def test_a_device_between_two_products_gets_one_products_tunings_for_every_key(site: SiteDir) -> None:
+    # One package holds an H200's and an H100's tunings of the same keys, each product
+    # with a winner of its own; a third product with the same compute units is served the
+    # nearer name's wherever it has the key, not whichever file the manifest lists first.
+    h100 = {**H200, "product": "NVIDIA H100 80GB HBM3"}
+    h200_config = {"threads": 256, "rows_per_block": 1, "vector_bytes": 16, "row_storage": "reg", "occupancy": 0}
+    h100_config = {"threads": 128, "rows_per_block": 1, "vector_bytes": 16, "row_storage": "reg", "occupancy": 0}
+    ms = [1, 16, 256, 4096, 65536]
+    only_h200 = _with_winner(h200_config, device=H200, key={**KEY, "M": 2048})
+    site.install("sm90", [_with_winner(config, device=device, key={**KEY, "M": m})
+                          for m in ms for device, config in ((H200, h200_config), (h100, h100_config))] + [only_h200])
+    for m in ms:
+        near_h100 = resolve("rmsnorm", {**KEY, "M": m}, "sm90:132:NVIDIA H100 NVL")
+        assert near_h100.layer == "same-compute-units" and dict(near_h100.config) == h100_config
+        assert near_h100.matched_device is not None and near_h100.matched_device.product == "NVIDIA H100 80GB HBM3"
+        near_h200 = resolve("rmsnorm", {**KEY, "M": m}, "sm90:132:NVIDIA H200 NVL")
+        assert dict(near_h200.config) == h200_config
+    # A nearer key still goes before a nearer product: M=2500 is nearer the H200's 2048
+    # than the H100's 4096.
+    nearest = resolve("rmsnorm", {**KEY, "M": 2500}, "sm90:132:NVIDIA H100 NVL")
+    assert nearest.key_match == "nearest" and nearest.matched_key is not None and nearest.matched_key["M"] == 2048
+    assert dict(nearest.config) == h200_config
+
+
 def test_a_nearest_key_config_is_checked_against_the_asked_key(site: SiteDir) -> None:
     # Tuned at M=1 with 32 rows per block is fine there; it is checked again for M=4096
     # (and still fine), while a config invalid for the asked N would be refused.

@@ -1,0 +1,127 @@
+"""Where the tuner's and the benchmark's timings of one config of the op part: for each
+shape, the same configs timed in one process under the protocol of
+flyconfigs.tuner.timing, in set-ups that differ in one thing at a time:
+
+- ``tuner``: the tuner's own workload (``RMSNormWorkload``: rotated inputs and outputs
+  allocated before capture; every replay writes the same outputs again);
+- ``bench``: the benchmark's buffers (rotated inputs; every call allocates its output
+  during capture and keeps it, as ``bench/rmsnorm.py --outputs kept`` does).
+
+Each round times, interleaved: (1) every config in both set-ups together with the
+benchmark's copy kernel, (2) the configs alone in the tuner's set-up, as the tuner's final
+stage does, (3) the configs alone in the benchmark's set-up, (4) the configs through the
+tuner's measurer (``GPUMeasurer``) in this process, and (5) the same through the tuner's
+worker process, as ``flyconfigs tune`` times them.  Rounds repeat
+(``--rounds``), so the spread between rounds shows how far the machine's state moves.
+Writes ``--out`` (JSON); needs a GPU.
+
+    python bench/timing_context.py --grid "M=2,4 N=4096 dtype=bf16" --config JSON ... --out FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import timed, write_graph_run  # noqa: E402
+from rmsnorm import grid, launcher  # noqa: E402
+
+from flyconfigs.gpu import get_backend  # noqa: E402
+from flyconfigs.kernels.rmsnorm import SPEC, traffic_bytes  # noqa: E402
+from flyconfigs.kernels.rmsnorm_op import kernel_for  # noqa: E402
+from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
+from flyconfigs.registry import DeviceQuery  # noqa: E402
+from flyconfigs.tuner.measure_gpu import GPUMeasurer  # noqa: E402
+from flyconfigs.tuner.timing import Measurement, TimingPlan, measure, plan_rotation, summarize  # noqa: E402
+from flyconfigs.tuner.worker import Worker  # noqa: E402
+
+
+def set_ups(key: dict[str, Any], configs: dict[str, dict[str, Any]], copies: int) -> tuple[
+        dict[str, Callable[[int], None]], dict[str, Callable[[int], None]], Callable[[int], None], list[Any]]:
+    """The tuner's runs and the benchmark's runs of each config over ``copies`` rotated
+    inputs (the same inputs for both), the benchmark's copy kernel, and what keeps the
+    benchmark's outputs alive."""
+    backend = get_backend()
+    workload = RMSNormWorkload(key, copies, backend)
+    tuner = {name: workload.launcher(c) for name, c in configs.items()}
+    bench_calls: dict[str, Callable[[int], Any]] = {
+        name: launcher(kernel_for(backend, c, key), c, workload.xs, workload.w) for name, c in configs.items()}
+    bench_calls["copy"] = lambda i: torch.mul(workload.xs[i], 1.0)
+    bench, kept = timed(bench_calls, copies, "kept")
+    copy = bench.pop("copy")
+    return tuner, bench, copy, [kept, workload]
+
+
+def summaries(names: list[str], samples: list[list[float]], traffic: int) -> dict[str, dict[str, float]]:
+    """The timing summary of each named config from its per-call samples."""
+    return {k: summarize(Measurement(tuple(v)), traffic) for k, v in zip(names, samples, strict=True)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--grid", action="append", required=True, help="a preset or key grid (repeatable)")
+    parser.add_argument("--config", action="append", required=True, type=json.loads,
+                        help="a config of the op (JSON; repeatable); one the spec refuses for a shape is left out there")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=15)
+    args = parser.parse_args()
+    props = torch.cuda.get_device_properties(0)
+    device = get_backend().device()
+    query = DeviceQuery.of(device.identity)
+    started = time.time()
+    rows = []
+    measurer = GPUMeasurer("rmsnorm")
+    worker = Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer", {"kernel": "rmsnorm", "backend": None, "ordinal": 0})
+    for m, n, dtype, wdtype in grid(False, args.grid):
+        key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
+        configs = {f"config-{i}": c for i, c in enumerate(args.config, 1) if SPEC.check_config(c, key, query) is None}
+        traffic = traffic_bytes(m, n, dtype, wdtype)
+        plan = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
+        plan = TimingPlan(plan.copies, plan.launches, samples=args.samples)
+        tuner, bench, copy, keep = set_ups(key, configs, plan.copies)
+        names = list(configs)
+        measurer.prepare(key, plan.copies, traffic)
+        worker.prepare(key, plan.copies, traffic)
+        listed = [configs[k] for k in names]
+
+        rounds = []
+        for _ in range(args.rounds):
+            together = measure([*(tuner[k] for k in names), *(bench[k] for k in names), copy], plan)
+            alone_tuner = measure([tuner[k] for k in names], plan)
+            alone_bench = measure([bench[k] for k in names], plan)
+            in_process = measurer.time(listed, plan.launches, plan.samples, plan.warmup)
+            in_worker = worker.time(listed, plan.launches, plan.samples, plan.warmup)
+            rounds.append({
+                "together": {**{f"tuner {k}": summarize(r, traffic) for k, r in zip(names, together[:len(names)], strict=True)},
+                             **{f"bench {k}": summarize(r, traffic) for k, r in zip(names, together[len(names):-1], strict=True)},
+                             "copy": summarize(together[-1], traffic)},
+                "tuner alone": {k: summarize(r, traffic) for k, r in zip(names, alone_tuner, strict=True)},
+                "bench alone": {k: summarize(r, traffic) for k, r in zip(names, alone_bench, strict=True)},
+                "measurer": summaries(names, in_process, traffic),
+                "worker": summaries(names, in_worker, traffic),
+            })
+        del tuner, bench, copy, keep
+        torch.cuda.empty_cache()
+        row = {**key, "traffic_bytes": traffic, "copies": plan.copies, "launches_per_replay": plan.launches,
+               "configs": configs, "rounds": rounds}
+        rows.append(row)
+        for i, r in enumerate(rounds):
+            line = "  ".join(f"{k}: " + " ".join(f"{v['median_us']:.3f}" for v in part.values())
+                             for k, part in r.items())
+            print(f"{m} x {n} {dtype}/{wdtype} round {i}: {line}", flush=True)
+        write_graph_run(args.out, "timing-context", rows, device, started, None)
+    worker.close()
+    write_graph_run(args.out, "timing-context", rows, device, started, {"shapes": len(rows)})
+
+
+if __name__ == "__main__":
+    main()

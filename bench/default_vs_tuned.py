@@ -7,6 +7,9 @@ on keys tuned after it was made (row lengths its table never saw).
 
     flyconfigs tune rmsnorm --key-grid "M=1,16,256,4096,65536 N=640,2304,4608,10240,14336 dtype=bf16" --out DIR
     python bench/default_vs_tuned.py DIR --name rmsnorm-default-unseen-n-h200
+
+A folder that holds several kernels' or devices' artifacts (a data package's) is read
+with ``--kernel`` and ``--product``; without them it is refused.
 """
 
 from __future__ import annotations
@@ -25,10 +28,19 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--name", required=True)
     parser.add_argument("--out", type=Path, help="folder for the result (default bench/results)")
+    parser.add_argument("--kernel", help="read only this kernel's artifacts")
+    parser.add_argument("--product", help="read only the artifacts tuned on this product")
     args = parser.parse_args()
     keys, devices = [], []
-    for path in sorted(args.folder.glob("*.json")):
-        artifact = load_artifact(path)
+    artifacts = [(path, load_artifact(path)) for path in sorted(args.folder.glob("*.json"))]
+    artifacts = [(path, a) for path, a in artifacts
+                 if args.kernel in (None, a.kernel.name) and args.product in (None, a.device.product)]
+    for what, values in (("kernels", {a.kernel.name for _, a in artifacts}),
+                         ("products", {a.device.product for _, a in artifacts})):
+        if len(values) > 1:
+            raise SystemExit(f"{args.folder}: artifacts of several {what} ({', '.join(sorted(map(str, values)))}); "
+                             f"name one with --{what[:-1]}")
+    for path, artifact in artifacts:
         devices.append(artifact.device)
         if not artifact.selection.measured or artifact.default is None or artifact.default.timing is None:
             raise SystemExit(f"{path}: not a measured artifact with a timed default")

@@ -15,6 +15,7 @@ RESULTS = ROOT / "bench" / "results"
 sys.path.insert(0, str(ROOT / "tests"))
 
 from flyconfigs.tuner.timing import Measurement  # noqa: E402
+from flyconfigs.schema import Artifact, load_artifact  # noqa: E402
 
 
 def machine() -> dict[str, Any]:
@@ -34,6 +35,22 @@ def quantiles(samples: list[float]) -> dict[str, float]:
     """Median, p20 and p80 of ``samples`` (the timing protocol's own quantiles)."""
     m = Measurement(tuple(samples))
     return {"median": m.median_us, "p20": m.quantile(0.2), "p80": m.quantile(0.8), "n": len(samples)}
+
+
+def artifacts_of(folder: Path, kernel: str | None, product: str | None = None,
+                 option: str = "--product") -> list[tuple[Path, Artifact]]:
+    """``folder``'s artifacts of ``kernel`` (of every kernel when ``None``) with their
+    paths, in file-name order; only ``product``'s when it is given.  Without ``product``, a
+    folder that holds several kernels' or products' artifacts is refused (``SystemExit``
+    naming ``option``), so one figure never mixes two devices' tunings."""
+    found = [(path, load_artifact(path)) for path in sorted(folder.glob(f"{kernel}-*.json" if kernel else "*.json"))]
+    found = [(path, a) for path, a in found if product in (None, a.device.product)]
+    for what, values, name in (("kernels", {a.kernel.name for _, a in found}, "--kernel"),
+                               ("products", {a.device.product for _, a in found}, option)):
+        if len(values) > 1:
+            raise SystemExit(f"{folder}: artifacts of several {what} ({', '.join(sorted(map(str, values)))}); "
+                             f"name one with {name}")
+    return found
 
 
 def write_result(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:

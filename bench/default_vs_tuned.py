@@ -18,9 +18,8 @@ import argparse
 import math
 from pathlib import Path
 
-from _common import write_result
+from _common import artifacts_of, write_result
 
-from flyconfigs.schema import load_artifact
 
 
 def main() -> None:
@@ -32,15 +31,7 @@ def main() -> None:
     parser.add_argument("--product", help="read only the artifacts tuned on this product")
     args = parser.parse_args()
     keys, devices = [], []
-    artifacts = [(path, load_artifact(path)) for path in sorted(args.folder.glob("*.json"))]
-    artifacts = [(path, a) for path, a in artifacts
-                 if args.kernel in (None, a.kernel.name) and args.product in (None, a.device.product)]
-    for what, values in (("kernels", {a.kernel.name for _, a in artifacts}),
-                         ("products", {a.device.product for _, a in artifacts})):
-        if len(values) > 1:
-            raise SystemExit(f"{args.folder}: artifacts of several {what} ({', '.join(sorted(map(str, values)))}); "
-                             f"name one with --{what[:-1]}")
-    for path, artifact in artifacts:
+    for path, artifact in artifacts_of(args.folder, args.kernel, args.product):
         devices.append(artifact.device)
         if not artifact.selection.measured or artifact.default is None or artifact.default.timing is None:
             raise SystemExit(f"{path}: not a measured artifact with a timed default")

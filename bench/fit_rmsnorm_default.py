@@ -30,11 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import write_result
+from _common import artifacts_of, write_result
 
 from flyconfigs.kernels import rmsnorm_default
 from flyconfigs.kernels.rmsnorm import SPEC
-from flyconfigs.schema import Artifact, load_artifact
+from flyconfigs.schema import Artifact
 from flyconfigs.schema.models import wave_size_of_arch
 
 KEEP = 8
@@ -45,17 +45,12 @@ GOAL = 1.10
 
 
 def _measured(folder: Path, product: str | None) -> list[Artifact]:
-    artifacts = []
-    for path in sorted(folder.glob("rmsnorm-*.json")):
-        artifact = load_artifact(path)
-        if artifact.selection.measured and artifact.winner.timing and product in (None, artifact.device.product):
-            artifacts.append(artifact)
+    artifacts = [a for _, a in artifacts_of(folder, "rmsnorm", product) if a.selection.measured and a.winner.timing]
     if not artifacts:
         raise SystemExit(f"{folder}: no measured RMSNorm artifact" + (f" of {product!r}" if product else ""))
     devices = {(a.device.arch, a.device.product, a.device.compute_units) for a in artifacts}
     if len(devices) != 1:
-        raise SystemExit(f"{folder}: artifacts of several devices {sorted(devices)}; fit on one tuning run "
-                         "(--product names its device)")
+        raise SystemExit(f"{folder}: artifacts of several devices {sorted(devices)}; fit on one tuning run")
     return artifacts
 
 

@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine  # noqa: E402
+from _common import artifacts_of, machine  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
 from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
-from flyconfigs.schema import load_artifact  # noqa: E402
 from flyconfigs.schema.canonical import canonical_text  # noqa: E402
 from flyconfigs.tuner.timing import TimingPlan, measure, plan_rotation  # noqa: E402
 
@@ -35,8 +34,7 @@ from flyconfigs.tuner.timing import TimingPlan, measure, plan_rotation  # noqa: 
 def _by_key(folder: Path, product: str) -> dict[str, Any]:
     """``folder``'s RMSNorm artifacts made for ``product``, by key (a folder may hold
     several products' tunings; only this GPU's are timed here)."""
-    return {canonical_text(dict(a.key)): a for a in map(load_artifact, sorted(folder.glob("rmsnorm-*.json")))
-            if a.device.product == product}
+    return {canonical_text(dict(a.key)): a for _, a in artifacts_of(folder, "rmsnorm", product)}
 
 
 def main() -> None:

@@ -60,9 +60,12 @@ def set_ups(key: dict[str, Any], configs: dict[str, dict[str, Any]], copies: int
     return tuner, bench, copy, [kept, workload]
 
 
-def summaries(names: list[str], samples: list[list[float]], traffic: int) -> dict[str, dict[str, float]]:
-    """The timing summary of each named config from its per-call samples."""
-    return {k: summarize(Measurement(tuple(v)), traffic) for k, v in zip(names, samples, strict=True)}
+def summaries(names: list[str], measured: list[Measurement] | list[list[float]], traffic: int,
+              prefix: str = "") -> dict[str, dict[str, float]]:
+    """The timing summary of each named config, from its measurement or its per-call
+    samples (as a worker returns them)."""
+    return {prefix + k: summarize(m if isinstance(m, Measurement) else Measurement(tuple(m)), traffic)
+            for k, m in zip(names, measured, strict=True)}
 
 
 def main() -> None:
@@ -101,11 +104,11 @@ def main() -> None:
             in_process = measurer.time(listed, plan.launches, plan.samples, plan.warmup)
             in_worker = worker.time(listed, plan.launches, plan.samples, plan.warmup)
             rounds.append({
-                "together": {**{f"tuner {k}": summarize(r, traffic) for k, r in zip(names, together[:len(names)], strict=True)},
-                             **{f"bench {k}": summarize(r, traffic) for k, r in zip(names, together[len(names):-1], strict=True)},
+                "together": {**summaries(names, together[:len(names)], traffic, "tuner "),
+                             **summaries(names, together[len(names):-1], traffic, "bench "),
                              "copy": summarize(together[-1], traffic)},
-                "tuner alone": {k: summarize(r, traffic) for k, r in zip(names, alone_tuner, strict=True)},
-                "bench alone": {k: summarize(r, traffic) for k, r in zip(names, alone_bench, strict=True)},
+                "tuner alone": summaries(names, alone_tuner, traffic),
+                "bench alone": summaries(names, alone_bench, traffic),
                 "measurer": summaries(names, in_process, traffic),
                 "worker": summaries(names, in_worker, traffic),
             })

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write_result  # noqa: E402
+from _common import artifacts_of, write_result  # noqa: E402
 
 from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
-from flyconfigs.schema import load_artifact  # noqa: E402
 
 KERNEL = "rmsnorm"
 
@@ -61,9 +60,8 @@ def main() -> int:
     result = json.loads(args.result.read_text())
     product = result["device"]["product"]
     winners: dict[tuple[Any, ...], Any] = {}
-    for path in sorted(args.artifacts.glob(f"{KERNEL}-*.json")):
-        artifact = load_artifact(path)
-        if artifact.device.product == product and artifact.winner.timing is not None:
+    for _, artifact in artifacts_of(args.artifacts, KERNEL, product):
+        if artifact.winner.timing is not None:
             key = dict(artifact.key)
             winners[(key["M"], key["N"], key["dtype"], key["weight_dtype"])] = artifact
     rows, other = [], 0

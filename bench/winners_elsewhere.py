@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine  # noqa: E402
+from _common import artifacts_of, machine  # noqa: E402
 
 from flyconfigs.schema import load_artifact  # noqa: E402
 
@@ -50,11 +50,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     defaults = json.loads(args.defaults)
-    served_all = [load_artifact(p) for p in sorted(args.served.glob(f"{args.kernel}-*.json"))]
-    products = sorted({a.device.product for a in served_all})
-    if args.served_product is None and len(products) > 1:
-        raise SystemExit(f"{args.served}: tunings of several products {products}; --served-product names device A")
-    served = {_key(a): a for a in served_all if args.served_product in (None, a.device.product)}
+    served = {_key(a): a for _, a in artifacts_of(args.served, args.kernel, args.served_product, "--served-product")}
     rows, untried, unserved = [], [], 0
     device = None
     for path in sorted(args.here.glob(f"{args.kernel}-*.json")):

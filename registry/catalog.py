@@ -36,16 +36,16 @@ class Index:
 
     entries: list[Entry]
     by_layer: tuple[dict[tuple[object, ...], list[Entry]], ...] = field(default_factory=tuple)
-    by_product: dict[tuple[object, ...], list[Entry]] = field(default_factory=dict)
+    product_order: dict[tuple[object, ...], list[Entry]] = field(default_factory=dict)
     """A layer's entries in the order another product tries them (:func:`by_product`),
     by layer, token and product asked: built on first use."""
 
     def for_product(self, layer: int, token: tuple[object, ...], product: str | None) -> list[Entry]:
         """Layer ``layer``'s entries for ``token``, the products nearest ``product`` first."""
         slot = (layer, token, product)
-        ordered = self.by_product.get(slot)
+        ordered = self.product_order.get(slot)
         if ordered is None:
-            ordered = self.by_product[slot] = by_product(self.by_layer[layer].get(token, []), product)
+            ordered = self.product_order[slot] = by_product(self.by_layer[layer].get(token, []), product)
         return ordered
 
 

@@ -38,7 +38,12 @@ class Workload(Protocol):
 
     Errors a candidate causes are raised as :class:`~flyconfigs.errors.CompileError`
     (it does not build) or :class:`~flyconfigs.errors.GPUError` (it faulted; the
-    process is restarted before the next candidate)."""
+    process is restarted before the next candidate).
+
+    A workload may also define ``release(keep: Sequence[Config]) -> int``: unload every
+    variant the process has loaded except ``keep``'s, since a launch grows slower as a
+    process loads more code.  Where it exists the measurer calls it before each timing
+    (keeping the configs timed) and before the next key (keeping none)."""
 
     @property
     def copies(self) -> int:

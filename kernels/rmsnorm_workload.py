@@ -4,14 +4,14 @@ variant's resources.  Imports torch; the tuner's worker process uses it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from flyconfigs.gpu.backend import Backend
 from flyconfigs.kernels.rmsnorm import SPEC, RMSNormSpec, reference_rms_norm, traffic_bytes
-from flyconfigs.kernels.rmsnorm_op import kernel_for
+from flyconfigs.kernels.rmsnorm_op import kernel_for, unload_kernels
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
 from flyconfigs.schema.models import Resources
 
@@ -59,6 +59,11 @@ class RMSNormWorkload:
             kernel.launch(grid, block, (xs[i], w, ys[i], m, n, n, EPS), torch.cuda.current_stream().cuda_stream, shared)
 
         return run
+
+    def release(self, keep: Sequence[Mapping[str, Any]]) -> int:
+        """Unload every variant the process has loaded except ``keep``'s at this key (see
+        :func:`~flyconfigs.kernels.rmsnorm_op.unload_kernels`); returns how many."""
+        return unload_kernels([kernel_for(self.backend, c, self.key) for c in keep])
 
     def check(self, config: Mapping[str, Any]) -> str | None:
         """Run ``config`` once on poisoned output; ``None`` if it matches the reference,

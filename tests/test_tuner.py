@@ -5,6 +5,7 @@ isolation in a real worker process, and bad input."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,24 @@ def test_near_ties_are_remeasured_and_a_tie_keeps_the_default(tmp_path: Path) ->
     artifact = load_artifact(result.path)
     assert artifact.selection.remeasured
     assert artifact.winner.config == space[0]
+
+
+def test_the_screen_ranks_each_candidate_against_the_default_timed_beside_it(tmp_path: Path) -> None:
+    # The screen times the space in groups (a GPU measurer loads only each group's
+    # variants); here every timing request runs 4% slower than the one before, so the
+    # fastest config, in the last group, is slower in absolute terms than the first
+    # group's and is found only by its ratio to the default beside it.
+    space = _space()
+    options = TuneOptions(screen_group=16)
+    fastest = config_name(space[-1])
+    with _worker(speeds={fastest: 0.9}, drift=0.04) as worker:
+        (result,) = tune(SPEC, [KEY], tmp_path, worker, SimulatedToolchain(), options).results
+    artifact = load_artifact(result.path)
+    assert artifact.winner.config == space[-1]
+    timed = {config_name(c.config): c.timing.median_us for c in artifact.candidates if c.timing}
+    first_group = statistics.median(timed[config_name(c)] for c in space[1:options.screen_group])
+    last_group = statistics.median(timed[config_name(c)] for c in space[-options.screen_group + 1:-1])
+    assert last_group > first_group * (1 + 0.04 * (len(space) // options.screen_group - 1))
 
 
 def test_failures_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:

@@ -4,7 +4,9 @@ It owns the GPU context and loads the kernel by its entry-point name
 (:func:`~flyconfigs.kernels.plugin.tunable_kernel`), so it serves any declared kernel:
 it builds the kernel's workload for a key, checks each candidate against the
 reference, reads its resources and times candidates with the protocol of
-:mod:`flyconfigs.tuner.timing`.
+:mod:`flyconfigs.tuner.timing`.  Where the workload can release what it loaded
+(``release``), configs are timed with only their own variants loaded, and a new key
+starts with none.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class GPUMeasurer:
         """Allocate ``copies`` rotated inputs for ``key`` (frees the previous key's)."""
         import torch
 
+        if self._workload is not None:
+            self._release([])
         self._workload = None
         torch.cuda.empty_cache()
         self._workload = self.kernel.workload(key, copies, self.backend)
@@ -54,6 +58,11 @@ class GPUMeasurer:
         if self._workload is None:
             raise RuntimeError("check or time before prepare")
         return self._workload
+
+    def _release(self, keep: list[Mapping[str, Any]]) -> None:
+        release = getattr(self._workload, "release", None)
+        if release is not None:
+            release(keep)
 
     def check(self, config: Mapping[str, Any]) -> CheckResult:
         """Verify one candidate: its status, message and resources."""
@@ -69,10 +78,12 @@ class GPUMeasurer:
             return CheckResult("wrong_result", wrong, resources)
         return CheckResult("ok", None, resources)
 
-    def time(self, configs: list[Mapping[str, Any]], launches: int, samples: int, warmup: int) -> list[list[float]]:
+    def time(self, configs: list[Mapping[str, Any]], launches: int, samples: int, warmup: int,
+             hold: bool = True) -> list[list[float]]:
         """Per-call microsecond samples of each config, interleaved."""
         from flyconfigs.tuner.timing import TimingPlan, measure
 
         workload = self._prepared()
-        plan = TimingPlan(copies=workload.copies, launches=launches, warmup=warmup, samples=samples)
+        self._release(configs)
+        plan = TimingPlan(copies=workload.copies, launches=launches, warmup=warmup, samples=samples, hold=hold)
         return [list(m.samples_us) for m in measure([workload.launcher(c) for c in configs], plan)]

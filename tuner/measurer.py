@@ -50,12 +50,14 @@ class Check:
 
 @dataclass(frozen=True)
 class Time:
-    """Per-call microsecond samples of each of ``configs``, interleaved."""
+    """Per-call microsecond samples of each of ``configs``, interleaved; ``hold`` as
+    :attr:`flyconfigs.tuner.timing.TimingPlan.hold`."""
 
     configs: list[dict[str, Any]]
     launches: int
     samples: int
     warmup: int
+    hold: bool = True
 
 
 Request = Prepare | Check | Time
@@ -70,7 +72,8 @@ class Measurer(Protocol):
 
     def prepare(self, key: Mapping[str, Any], copies: int, traffic: int) -> None: ...
     def check(self, config: Mapping[str, Any]) -> CheckResult: ...
-    def time(self, configs: list[Mapping[str, Any]], launches: int, samples: int, warmup: int) -> list[list[float]]: ...
+    def time(self, configs: list[Mapping[str, Any]], launches: int, samples: int, warmup: int,
+             hold: bool = True) -> list[list[float]]: ...
 
 
 def answer(measurer: Measurer, request: Request) -> object:
@@ -81,5 +84,5 @@ def answer(measurer: Measurer, request: Request) -> object:
     if isinstance(request, Check):
         return measurer.check(request.config)
     if isinstance(request, Time):
-        return measurer.time(list(request.configs), request.launches, request.samples, request.warmup)
+        return measurer.time(list(request.configs), request.launches, request.samples, request.warmup, request.hold)
     raise TypeError(f"not a measurer request: {type(request).__name__}")

@@ -4,7 +4,8 @@ Compilation runs in the parent (a process pool, through the on-disk cache), queu
 so that later keys compile while the GPU measures this one; verifying
 and timing run in an isolated worker process (:mod:`flyconfigs.tuner.worker`), restarted
 after a candidate faults it.  Timing is two-stage: a short interleaved screen of every
-verified candidate, then a full interleaved measurement of the best few with the
+verified candidate, in groups with the default in each (each ranked by its time over the
+default's beside it), then a full interleaved measurement of the best few with the
 default; near-ties with the best are re-measured before the winner is chosen.
 """
 
@@ -65,6 +66,10 @@ class TuneOptions:
 
     budget: int | None = None
     finalists: int = 6
+    screen_group: int = 16
+    """Candidates screened together, the default among them: a measurer that releases
+    what it loaded (see :class:`~flyconfigs.kernels.plugin.Workload`) then times each
+    group with only its own variants loaded."""
     screen_samples: int = 5
     samples: int = 15
     warmup: int = 3
@@ -567,6 +572,26 @@ def _verify(ctx: _Context, key: dict[str, Any], plan: _Plan, status: list[CheckR
     return out
 
 
+def _screen(worker: Worker, plan: _Plan, verified: list[int], options: TuneOptions) -> tuple[dict[int, Timing], dict[int, float]]:
+    """Every verified candidate timed briefly, interleaved in groups of ``screen_group``
+    with the default in each: each one's timing and its median over the default's in
+    its group (what the finalists are ranked by, so the groups need not run alike)."""
+    default_index = plan.default_index
+    others = [i for i in verified if i != default_index]
+    size = max(1, options.screen_group - 1)
+    timings: dict[int, Timing] = {}
+    ratios: dict[int, float] = {default_index: 1.0}
+    for first in range(0, max(1, len(others)), size):
+        group = [default_index, *others[first:first + size]]
+        measured = _time(worker, [plan.configs[i] for i in group], plan.screen_launches, options.screen_samples, 1,
+                         plan, options)
+        timings.setdefault(default_index, measured[0])
+        for i, timing in zip(group[1:], measured[1:], strict=True):
+            timings[i] = timing
+            ratios[i] = timing.median_us / measured[0].median_us
+    return timings, ratios
+
+
 def _select(ctx: _Context, key: dict[str, Any], plan: _Plan, status: list[CheckResult], worker: Worker) -> _Selected:
     """A short interleaved screen of every verified candidate, a full measurement of the
     best few with the default, near-ties re-measured, then the decision."""
@@ -574,15 +599,14 @@ def _select(ctx: _Context, key: dict[str, Any], plan: _Plan, status: list[CheckR
     configs = plan.configs
     default_index = plan.default_index
     verified = [i for i, s in enumerate(status) if s.status == "ok"]
-    screen = _time(worker, [configs[i] for i in verified], plan.screen_launches, options.screen_samples, 1, plan, options)
-    ranked = sorted(range(len(verified)), key=lambda j: screen[j].median_us)
-    finalists = [verified[j] for j in ranked[: options.finalists]]
+    screen, ratios = _screen(worker, plan, verified, options)
+    finalists = sorted(verified, key=lambda i: ratios[i])[: options.finalists]
     if default_index not in finalists:
         finalists.append(default_index)
     final = _time(worker, [configs[i] for i in finalists], plan.launches, options.samples, options.warmup, plan, options)
     timings = {i: final[n] for n, i in enumerate(finalists)}
-    for j, i in enumerate(verified):
-        timings.setdefault(i, screen[j])
+    for i in verified:
+        timings.setdefault(i, screen[i])
     ties = [finalists[n] for n in near_ties(final)]
     remeasured = len(ties) > 1
     if remeasured:

@@ -58,12 +58,14 @@ class SimulatedMeasurer:
     """Worker-side measurer of the test backend.
 
     ``behaviour`` maps config names (see :func:`config_name`) to ``wrong``, ``crash``
-    (the process exits, like a faulted context), ``hang`` or ``launch_error``.
+    (the process exits, like a faulted context), ``hang`` or ``launch_error``.  With
+    ``drift`` every timing request runs that fraction slower than the one before, as on
+    a machine whose state moves between requests.
     """
 
     def __init__(self, speeds: Mapping[str, float] | None = None, behaviour: Mapping[str, str] | None = None,
                  noise: float = 0.002, seed: int = 0, ordinal: int = 0, delay_s: float = 0.0,
-                 kernel: str | None = None) -> None:
+                 kernel: str | None = None, drift: float = 0.0) -> None:
         # Loaded by its entry-point name in this process, as the GPU measurer loads it.
         self.kernel = tunable_kernel(kernel) if kernel is not None else None
         self.ordinal = ordinal
@@ -72,6 +74,8 @@ class SimulatedMeasurer:
         self.behaviour = dict(behaviour or {})
         self.noise = noise
         self.rng = random.Random(seed)
+        self.drift = drift
+        self.requests = 0
         self.key: dict[str, Any] = {}
         self.traffic = 0
 
@@ -100,10 +104,12 @@ class SimulatedMeasurer:
             return CheckResult("wrong_result", "simulated: 3 outputs off the reference", resources)
         return CheckResult("ok", None, resources)
 
-    def time(self, configs: list[Mapping[str, Any]], launches: int, samples: int, warmup: int) -> list[list[float]]:
+    def time(self, configs: list[Mapping[str, Any]], launches: int, samples: int, warmup: int,
+             hold: bool = True) -> list[list[float]]:
         out = []
+        self.requests += 1
         for config in configs:
-            t = simulated_time(self.traffic, config, self.speeds)
+            t = simulated_time(self.traffic, config, self.speeds) * (1 + self.drift * (self.requests - 1))
             out.append([t * (1 + self.rng.gauss(0, self.noise)) for _ in range(samples)])
         return out
 

@@ -7,13 +7,22 @@ copies are captured in one CUDA/HIP graph (so per-launch host gaps are not measu
 the graphs are replayed interleaved (A B C A B C …) after a warm-up, each replay timed
 with device events, and every sample is the replay time divided by ``K``.  With enough
 copies (``K·bytes ≥ 3×`` the last-level cache) every call reads cold memory.
+
+The sampled replays are queued behind a spin kernel (``hold``) that keeps the stream busy
+until the host has queued them all, so a sample is the device's time alone: unheld, a
+replay whose launch reaches the stream after its start event counts the host's
+submission latency too, which varies with the host's load and the process's state and
+flattens short calls.  Each held chunk checks that the spin was still running when its
+last replay was queued, and is queued again behind a longer spin when it was not.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Measurement", "TimingPlan", "measure", "plan_rotation", "summarize"]
 
@@ -26,6 +35,8 @@ class TimingPlan:
     launches: int
     warmup: int = 3
     samples: int = 15
+    hold: bool = True
+    """Queue the sampled replays behind a spin kernel (see the module's docstring)."""
 
     @property
     def method(self) -> str:
@@ -69,6 +80,32 @@ def plan_rotation(bytes_per_call: int, cache_bytes: int, memory_budget: int = 8 
     return TimingPlan(copies=int(max(1, min(launches, cold, room))), launches=launches)
 
 
+HOLD_CHUNK = 64
+"""Replays queued behind one spin: few enough that the queue never fills while the spin
+runs (a full queue would block the host, and the spin end before the chunk is queued)."""
+HOLD_FIRST_US = 40.0
+"""The host's time to queue one timed replay with its two events, guessed for the first
+chunk; each later chunk's spin is sized from the chunk before."""
+HOLD_MAX_US = 200_000.0
+_cycles_per_us: dict[int, float] = {}
+
+
+def _spin_cycles_per_us(torch: Any) -> float:
+    """The device's spin-kernel clock, measured once per device (``torch.cuda._sleep``
+    counts cycles of the SM clock, which runs at its own rate under load)."""
+    device = torch.cuda.current_device()
+    if device not in _cycles_per_us:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 2_000_000
+        torch.cuda._sleep(cycles)  # first launch loads the kernel
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        _cycles_per_us[device] = cycles / max(1.0, start.elapsed_time(end) * 1e3)
+    return _cycles_per_us[device]
+
+
 def measure(contenders: Sequence[Callable[[int], None]], plan: TimingPlan) -> list[Measurement]:
     """Time every contender under ``plan``, interleaved; returns one measurement each.
 
@@ -92,19 +129,40 @@ def measure(contenders: Sequence[Callable[[int], None]], plan: TimingPlan) -> li
         for graph in graphs:
             graph.replay()
     torch.cuda.synchronize()
+    order = [(s, g) for s in range(plan.samples) for g in range(len(graphs))]
     starts = [[torch.cuda.Event(enable_timing=True) for _ in range(plan.samples)] for _ in graphs]  # type: ignore[no-untyped-call]
     ends = [[torch.cuda.Event(enable_timing=True) for _ in range(plan.samples)] for _ in graphs]  # type: ignore[no-untyped-call]
-    for s in range(plan.samples):
-        for g, graph in enumerate(graphs):
+
+    def queue(part: list[tuple[int, int]]) -> None:
+        for s, g in part:
             starts[g][s].record()
-            graph.replay()
+            graphs[g].replay()
             ends[g][s].record()
+
+    if not plan.hold:
+        queue(order)
+    else:
+        cycles_per_us = _spin_cycles_per_us(torch)
+        per_replay_us = HOLD_FIRST_US
+        for first in range(0, len(order), HOLD_CHUNK):
+            part = order[first:first + HOLD_CHUNK]
+            hold_us = min(HOLD_MAX_US, 50.0 + 2 * per_replay_us * len(part))  # twice the host's pace
+            while True:
+                released = torch.cuda.Event()  # type: ignore[no-untyped-call]
+                torch.cuda._sleep(int(hold_us * cycles_per_us))  # type: ignore[no-untyped-call]
+                released.record()
+                queued = time.perf_counter()
+                queue(part)
+                per_replay_us = (time.perf_counter() - queued) * 1e6 / len(part)
+                if not released.query() or hold_us >= HOLD_MAX_US:  # type: ignore[no-untyped-call]
+                    break
+                hold_us = min(HOLD_MAX_US, hold_us * 4)  # the spin ended first: queue the chunk again
     torch.cuda.synchronize()
     out = []
     for g in range(len(graphs)):
         per_call = tuple(starts[g][s].elapsed_time(ends[g][s]) * 1e3 / plan.launches for s in range(plan.samples))
         out.append(Measurement(per_call))
-    del graphs
+    graphs.clear()
     return out
 
 

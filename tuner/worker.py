@@ -96,9 +96,9 @@ class Worker:
         return result
 
     def time(self, configs: Sequence[Mapping[str, Any]], launches: int, samples: int, warmup: int,
-             timeout: float = 120.0) -> list[list[float]]:
+             timeout: float = 120.0, hold: bool = True) -> list[list[float]]:
         """Per-call samples of each config, interleaved (see :class:`Time`)."""
-        raw = self._receive(Time([dict(c) for c in configs], launches, samples, warmup), timeout)
+        raw = self._receive(Time([dict(c) for c in configs], launches, samples, warmup, hold), timeout)
         return [[float(v) for v in row] for row in raw]
 
     def _receive(self, request: Request | None, timeout: float) -> Any:

@@ -81,6 +81,7 @@ class Binding(Protocol):
     def arch_option(self, arch: str) -> str: ...
     def destroy_program(self, program: Any) -> Any: ...
     def load_module(self, code: bytes) -> Any: ...
+    def unload_module(self, module: Any) -> Any: ...
     def get_function(self, module: Any, name: bytes) -> Any: ...
     def launch(self, f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shmem: int, stream: Any,
                params: Any, extra: Any) -> Any: ...
@@ -434,6 +435,12 @@ class Backend:
         module = self.check(self.binding.load_module(compiled.code), "loading the code object", LaunchError)
         function = self.check(self.binding.get_function(module, compiled.lowered_name.encode()), "finding the kernel", LaunchError)
         return Kernel(compiled, module, function, tuple(signature), self)
+
+    def unload(self, kernel: Kernel) -> None:
+        """Unload ``kernel``'s code object from the device; the caller must not launch it
+        again (nor replay a graph that holds it)."""
+        self.activate()
+        self.check(self.binding.unload_module(kernel.module), "unloading the code object", LaunchError)
 
     def launch(
         self,

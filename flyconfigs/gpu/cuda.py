@@ -23,7 +23,8 @@ CUDA_SYMBOLS = {
     ],
     "driver": [
         "cuInit", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetName", "cuDeviceGetAttribute", "cuDriverGetVersion",
-        "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel", "cuGetProcAddress",
+        "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuModuleLoadData", "cuModuleUnload", "cuModuleGetFunction",
+        "cuLaunchKernel", "cuGetProcAddress",
         "cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventDestroy", "cuCtxSynchronize", "cuFuncGetAttribute",
         "cuOccupancyMaxActiveBlocksPerMultiprocessor", "CUdevice_attribute", "CUfunction_attribute",
     ],
@@ -165,6 +166,9 @@ class CudaBinding:
 
     def load_module(self, code: bytes) -> Any:
         return self.api.cuModuleLoadData(code)
+
+    def unload_module(self, module: Any) -> Any:
+        return self.api.cuModuleUnload(module)
 
     def get_function(self, module: Any, name: bytes) -> Any:
         return self.api.cuModuleGetFunction(module, name)

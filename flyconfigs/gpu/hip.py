@@ -24,7 +24,7 @@ HIP_SYMBOLS = {
         "hiprtcVersion", "hiprtcResult",
     ],
     "hip": [
-        "hipModuleLoadData", "hipModuleGetFunction", "hipModuleLaunchKernel", "hipEventCreate", "hipEventRecord",
+        "hipModuleLoadData", "hipModuleUnload", "hipModuleGetFunction", "hipModuleLaunchKernel", "hipEventCreate", "hipEventRecord",
         "hipEventSynchronize", "hipEventElapsedTime", "hipEventDestroy", "hipDeviceSynchronize", "hipGetDeviceProperties", "hipSetDevice",
         "hipDriverGetVersion", "hipRuntimeGetVersion", "hipGetDeviceCount", "hipError_t",
     ],
@@ -144,6 +144,9 @@ class HipBinding:
 
     def load_module(self, code: bytes) -> Any:
         return self.api.hipModuleLoadData(code)
+
+    def unload_module(self, module: Any) -> Any:
+        return self.api.hipModuleUnload(module)
 
     def get_function(self, module: Any, name: bytes) -> Any:
         return self.api.hipModuleGetFunction(module, name)

@@ -12,7 +12,7 @@ import torch
 from flyconfigs.gpu import get_backend
 from flyconfigs.kernels import rms_norm
 from flyconfigs.kernels.rmsnorm import SPEC, reference_rms_norm
-from flyconfigs.kernels.rmsnorm_op import kernel_for
+from flyconfigs.kernels.rmsnorm_op import kernel_for, unload_kernels
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
 from flyconfigs.registry.device import DeviceQuery
 
@@ -140,6 +140,21 @@ def test_a_layout_seen_before_still_checks_what_each_call_changes() -> None:
         rms_norm(aligned, w.half())
     with pytest.raises(ValueError, match="out must match"):
         rms_norm(aligned, w, out=torch.empty(64, 4096, device="cuda", dtype=torch.float16))
+
+
+def test_unloading_every_variant_but_the_kept_ones_leaves_the_op_working() -> None:
+    # What the tuner's measuring process does before each timing.
+    x, w = _inputs(8, 4096, "bf16", "bf16", 5)
+    served = rms_norm(x, w)
+    backend = get_backend()
+    key = {"M": 8, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
+    configs = list(SPEC.space(key, DeviceQuery.of(backend.device().identity)))[:3]
+    kernels = [kernel_for(backend, c, key) for c in configs]
+    assert unload_kernels([kernels[0]]) >= 3  # the two others and what the op had loaded
+    assert kernel_for(backend, configs[0], key) is kernels[0]
+    assert kernel_for(backend, configs[1], key) is not kernels[1]  # loaded again
+    torch.testing.assert_close(rms_norm(x, w), served, rtol=0, atol=0)
+    assert unload_kernels() >= 2
 
 
 def test_under_torch_compile_and_graph_capture() -> None:

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import sys
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from flyconfigs.tuner.timing import Measurement  # noqa: E402
 from flyconfigs.schema import Artifact, load_artifact  # noqa: E402
+from flyconfigs.tuner.timing import Measurement  # noqa: E402
 
 
 def machine() -> dict[str, Any]:
@@ -35,6 +36,18 @@ def quantiles(samples: list[float]) -> dict[str, float]:
     """Median, p20 and p80 of ``samples`` (the timing protocol's own quantiles)."""
     m = Measurement(tuple(samples))
     return {"median": m.median_us, "p20": m.quantile(0.2), "p80": m.quantile(0.8), "n": len(samples)}
+
+
+def configs_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The arguments of a script that times given configs of the op over shapes:
+    ``--out``, ``--grid`` (repeatable), ``--config`` (JSON, repeatable) and ``--samples``."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--grid", action="append", required=True, help="a preset or key grid (repeatable)")
+    parser.add_argument("--config", action="append", required=True, type=json.loads,
+                        help="a config of the op (JSON; repeatable); one the spec refuses for a shape is left out there")
+    parser.add_argument("--samples", type=int, default=15)
+    return parser
 
 
 def artifacts_of(folder: Path, kernel: str | None, product: str | None = None,

@@ -20,8 +20,6 @@ Writes ``--out`` (JSON); needs a GPU.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -30,7 +28,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write_graph_run  # noqa: E402
+from _common import configs_parser, write_graph_run  # noqa: E402
 from rmsnorm import grid  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
@@ -43,60 +41,62 @@ from flyconfigs.tuner.run import candidate_configs  # noqa: E402
 from flyconfigs.tuner.timing import TimingPlan, measure, plan_rotation, summarize  # noqa: E402
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--grid", action="append", required=True, help="a preset or key grid (repeatable)")
-    parser.add_argument("--config", action="append", required=True, type=json.loads,
-                        help="a config of the op (JSON; repeatable); one the spec refuses for a shape is left out there")
-    parser.add_argument("--samples", type=int, default=15)
-    args = parser.parse_args()
+def steps(key: dict[str, Any], configs: dict[str, dict[str, Any]], samples: int) -> tuple[TimingPlan, dict[str, Any]]:
+    """The rotation and each step's timings of ``configs`` at ``key``, starting from
+    nothing of the op loaded."""
     backend = get_backend()
     device = backend.device()
+    m, n = int(key["M"]), int(key["N"])
+    names = list(configs)
+    traffic = traffic_bytes(m, n, key["dtype"], key["weight_dtype"])
+    rotation = plan_rotation(traffic, device.l2_bytes or 0, memory_budget=16 << 30)
+    plan = TimingPlan(rotation.copies, rotation.launches, samples=samples)
+    screen = TimingPlan(rotation.copies, min(148, rotation.launches), warmup=1, samples=5)
+    space = candidate_configs(tunable_kernel("rmsnorm"), key, device, None)
+    unload_kernels()
+    workload = RMSNormWorkload(key, plan.copies, backend)
+    stages: dict[str, dict[str, dict[str, float]]] = {}
+
+    def timed(stage: str) -> None:
+        measured = measure([workload.launcher(configs[k]) for k in names], plan)
+        stages[stage] = {k: summarize(r, traffic) for k, r in zip(names, measured, strict=True)}
+        print(f"{m} x {n} {key['dtype']}/{key['weight_dtype']} {stage:32s} "
+              + " ".join(f"{r.median_us:.3f}" for r in measured), flush=True)
+
+    timed("fresh")
+    timed("fresh again")
+    for _ in range(40):
+        measure([workload.launcher(configs[k]) for k in names], screen)
+    timed("after 200 graphs of the timed")
+    for c in space:
+        workload.check(c)
+    timed(f"after checking the space ({len(space)})")
+    measure([workload.launcher(c) for c in space], screen)
+    timed("after the screen")
+    unloaded = unload_kernels([kernel_for(backend, c, key) for c in configs.values()])
+    timed(f"after unloading the rest ({unloaded})")
+    for c in space:
+        workload.check(c)
+    timed("after loading them again")
+    measure([workload.launcher(c) for c in space], screen)
+    timed("after a second screen")
+    return plan, stages
+
+
+def main() -> None:
+    parser = configs_parser(__doc__)
+    args = parser.parse_args()
+    device = get_backend().device()
     query = DeviceQuery.of(device.identity)
-    kernel = tunable_kernel("rmsnorm")
     started = time.time()
     rows = []
     for m, n, dtype, wdtype in grid(False, args.grid):
         key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
         configs = {f"config-{i}": c for i, c in enumerate(args.config, 1) if SPEC.check_config(c, key, query) is None}
-        names = list(configs)
-        traffic = traffic_bytes(m, n, dtype, wdtype)
-        rotation = plan_rotation(traffic, device.l2_bytes or 0, memory_budget=16 << 30)
-        plan = TimingPlan(rotation.copies, rotation.launches, samples=args.samples)
-        screen = TimingPlan(rotation.copies, min(148, rotation.launches), warmup=1, samples=5)
-        space = candidate_configs(kernel, key, device, None)
-        unload_kernels()
-        workload = RMSNormWorkload(key, plan.copies, backend)
-        stages: dict[str, dict[str, dict[str, float]]] = {}
-
-        def timed(stage: str) -> None:
-            measured = measure([workload.launcher(configs[k]) for k in names], plan)
-            stages[stage] = {k: summarize(r, traffic) for k, r in zip(names, measured, strict=True)}
-            print(f"{m} x {n} {dtype}/{wdtype} {stage:32s} " + " ".join(f"{r.median_us:.3f}" for r in measured),
-                  flush=True)
-
-        timed("fresh")
-        timed("fresh again")
-        for _ in range(40):
-            measure([workload.launcher(configs[k]) for k in names], screen)
-        timed("after 200 graphs of the timed")
-        for c in space:
-            workload.check(c)
-        timed(f"after checking the space ({len(space)})")
-        measure([workload.launcher(c) for c in space], screen)
-        timed("after the screen")
-        unloaded = unload_kernels([kernel_for(backend, c, key) for c in configs.values()])
-        timed(f"after unloading the rest ({unloaded})")
-        for c in space:
-            workload.check(c)
-        timed("after loading them again")
-        measure([workload.launcher(c) for c in space], screen)
-        timed("after a second screen")
-        del workload
+        plan, stages = steps(key, configs, args.samples)
         torch.cuda.empty_cache()
-        rows.append({**key, "traffic_bytes": traffic, "copies": plan.copies, "launches_per_replay": plan.launches,
-                     "configs": configs, "stages": stages})
+        rows.append({**key, "traffic_bytes": traffic_bytes(m, n, dtype, wdtype), "copies": plan.copies,
+                     "launches_per_replay": plan.launches, "configs": configs, "stages": stages})
         write_graph_run(args.out, "loaded-code", rows, device, started, None)
     write_graph_run(args.out, "loaded-code", rows, device, started, {"shapes": len(rows)})
 

@@ -20,15 +20,16 @@ With ``--tune-steps`` each shape then goes through what a tune run does to its w
 before the final timing, the configs timed after each step in the same worker, held and
 not held: fresh, after checking every candidate of the key's space (compiled ahead by the
 tuner's toolchain, as a run does), after the screen of all of them, while the toolchain
-compiles another key's space, and after a restart.  Writes ``--out`` (JSON); needs a GPU.
+compiles another key's space, and after a restart.  The tuner's measurer now unloads
+every variant but the timed ones before it times, so these steps no longer move its
+figures; ``bench/loaded_code.py`` shows what they do in one process.  Writes ``--out``
+(JSON); needs a GPU.
 
     python bench/timing_context.py --grid "M=2,4 N=4096 dtype=bf16" --config JSON ... --out FILE
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import threading
 import time
@@ -39,20 +40,20 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import timed, write_graph_run  # noqa: E402
+from _common import configs_parser, timed, write_graph_run  # noqa: E402
 from rmsnorm import grid, launcher  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
+from flyconfigs.kernels.plugin import tunable_kernel  # noqa: E402
 from flyconfigs.kernels.rmsnorm import SPEC, traffic_bytes  # noqa: E402
 from flyconfigs.kernels.rmsnorm_op import kernel_for  # noqa: E402
 from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
-from flyconfigs.kernels.plugin import tunable_kernel  # noqa: E402
 from flyconfigs.registry import DeviceQuery  # noqa: E402
 from flyconfigs.schema import Device  # noqa: E402
 from flyconfigs.tuner.measure_gpu import GPUMeasurer  # noqa: E402
 from flyconfigs.tuner.run import TuneOptions, candidate_configs  # noqa: E402
-from flyconfigs.tuner.toolchain import GPUToolchain  # noqa: E402
 from flyconfigs.tuner.timing import Measurement, TimingPlan, measure, plan_rotation, summarize  # noqa: E402
+from flyconfigs.tuner.toolchain import GPUToolchain  # noqa: E402
 from flyconfigs.tuner.worker import Worker, available_cpus  # noqa: E402
 
 
@@ -127,13 +128,8 @@ def tune_steps(key: dict[str, Any], names: list[str], listed: list[dict[str, Any
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--grid", action="append", required=True, help="a preset or key grid (repeatable)")
-    parser.add_argument("--config", action="append", required=True, type=json.loads,
-                        help="a config of the op (JSON; repeatable); one the spec refuses for a shape is left out there")
+    parser = configs_parser(__doc__)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--samples", type=int, default=15)
     parser.add_argument("--tune-steps", action="store_true",
                         help="also time the configs after each step a tune run takes (see above)")
     args = parser.parse_args()

@@ -68,7 +68,8 @@ def unload_kernels(keep: Collection[Kernel] = ()) -> int:
     more for cluster launches, so candidates are timed with only the ones compared
     loaded, as in a process that serves the op.  A later :func:`kernel_for` or call of
     the op loads what it needs again, from the code kept in memory since a call that
-    kept some variants (one that keeps none forgets it)."""
+    kept some variants (one that keeps none forgets it).  Not for a process where another
+    thread or a captured graph may still launch a variant it unloads."""
     kept = {id(k) for k in keep}
     with _LOCK:
         gone = [ident for ident, kernel in _KERNELS.items() if id(kernel) not in kept]

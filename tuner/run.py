@@ -532,7 +532,9 @@ def candidate_configs(kernel: TunableKernel, key: dict[str, Any], device: Device
 
 def _plan(ctx: _Context, key: dict[str, Any], device: Device) -> _Plan:
     """The kernel's space for ``key`` on ``device`` (the default first, cut to the
-    budget) and the rotation that keeps every timed call cold."""
+    budget) and the rotation: copies enough for a replay to touch 3× the cache, up to
+    the launches per replay (at most 200), so a key that moves under 1.5% of the cache
+    per call, as at small M, is timed partly or wholly from the cache."""
     configs = candidate_configs(ctx.kernel, key, device, ctx.options.budget)
     traffic = ctx.kernel.traffic(key)
     copies, launches = _rotation(traffic, device, ctx.options, ctx.options.final_target_us)

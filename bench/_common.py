@@ -50,6 +50,14 @@ def configs_parser(doc: str | None) -> argparse.ArgumentParser:
     return parser
 
 
+def accepted_configs(configs: list[dict[str, Any]], key: dict[str, Any], query: Any) -> dict[str, dict[str, Any]]:
+    """``configs`` (as ``--config`` gave them) named ``config-1``, ``config-2``, … by
+    position, less those the op's spec refuses at ``key`` on the device ``query``."""
+    from flyconfigs.kernels.rmsnorm import SPEC
+
+    return {f"config-{i}": c for i, c in enumerate(configs, 1) if SPEC.check_config(c, key, query) is None}
+
+
 def artifacts_of(folder: Path, kernel: str | None, product: str | None = None,
                  option: str = "--product") -> list[tuple[Path, Artifact]]:
     """``folder``'s artifacts of ``kernel`` (of every kernel when ``None``) with their

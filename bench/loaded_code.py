@@ -28,12 +28,12 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import configs_parser, write_graph_run  # noqa: E402
+from _common import accepted_configs, configs_parser, write_graph_run  # noqa: E402
 from rmsnorm import grid  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels.plugin import tunable_kernel  # noqa: E402
-from flyconfigs.kernels.rmsnorm import SPEC, traffic_bytes  # noqa: E402
+from flyconfigs.kernels.rmsnorm import traffic_bytes  # noqa: E402
 from flyconfigs.kernels.rmsnorm_op import kernel_for, unload_kernels  # noqa: E402
 from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
 from flyconfigs.registry import DeviceQuery  # noqa: E402
@@ -92,7 +92,7 @@ def main() -> None:
     rows = []
     for m, n, dtype, wdtype in grid(False, args.grid):
         key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
-        configs = {f"config-{i}": c for i, c in enumerate(args.config, 1) if SPEC.check_config(c, key, query) is None}
+        configs = accepted_configs(args.config, key, query)
         plan, stages = steps(key, configs, args.samples)
         torch.cuda.empty_cache()
         rows.append({**key, "traffic_bytes": traffic_bytes(m, n, dtype, wdtype), "copies": plan.copies,

@@ -28,7 +28,8 @@ from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
 from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
 from flyconfigs.schema.canonical import canonical_text  # noqa: E402
-from flyconfigs.tuner.timing import TimingPlan, measure, plan_rotation  # noqa: E402
+from flyconfigs.tuner.run import TuneOptions, rotation  # noqa: E402
+from flyconfigs.tuner.timing import TimingPlan, measure  # noqa: E402
 
 
 def _by_key(folder: Path, product: str) -> dict[str, Any]:
@@ -48,6 +49,7 @@ def main() -> None:
 
     backend = get_backend()
     device = backend.device()
+    options = TuneOptions()
     predicted = _by_key(args.predicted, device.product)
     rows: list[dict[str, Any]] = []
     started = time.time()
@@ -60,14 +62,13 @@ def main() -> None:
             configs = [dict(tuned.winner.config), dict(guess.winner.config), dict(tuned.default.config)]
             key = dict(tuned.key)
             traffic = SPEC.traffic(key)
-            rotation = plan_rotation(traffic, device.l2_bytes or 0, 8 << 30, 200, target_us=1500.0,
-                                     bandwidth_gbps=device.memory_bandwidth_gbps, buffers_per_copy=2)
-            workload = RMSNormWorkload(key, rotation.copies, backend, seed=7)
+            final = rotation(traffic, device, options, options.final_target_us)
+            workload = RMSNormWorkload(key, final.copies, backend, seed=7)
             for config in configs:
                 wrong = workload.check(config)
                 if wrong:
                     raise SystemExit(f"{key}: {config} is wrong: {wrong}")
-            plan = TimingPlan(rotation.copies, rotation.launches, samples=args.samples)
+            plan = TimingPlan(final.copies, final.launches, samples=args.samples)
             medians = [statistics.median(m.samples_us) for m in measure([workload.launcher(c) for c in configs], plan)]
             rows.append({"grid": label, "key": key, "tuned": configs[0], "predicted": configs[1], "default": configs[2],
                          "tuned_us": medians[0], "predicted_us": medians[1], "default_us": medians[2],

@@ -40,18 +40,18 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import configs_parser, timed, write_graph_run  # noqa: E402
+from _common import accepted_configs, configs_parser, timed, write_graph_run  # noqa: E402
 from rmsnorm import grid, launcher  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels.plugin import tunable_kernel  # noqa: E402
-from flyconfigs.kernels.rmsnorm import SPEC, traffic_bytes  # noqa: E402
+from flyconfigs.kernels.rmsnorm import traffic_bytes  # noqa: E402
 from flyconfigs.kernels.rmsnorm_op import kernel_for  # noqa: E402
 from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
 from flyconfigs.registry import DeviceQuery  # noqa: E402
 from flyconfigs.schema import Device  # noqa: E402
 from flyconfigs.tuner.measure_gpu import GPUMeasurer  # noqa: E402
-from flyconfigs.tuner.run import TuneOptions, candidate_configs  # noqa: E402
+from flyconfigs.tuner.run import TuneOptions, candidate_configs, rotation  # noqa: E402
 from flyconfigs.tuner.timing import Measurement, TimingPlan, measure, plan_rotation, summarize  # noqa: E402
 from flyconfigs.tuner.toolchain import GPUToolchain  # noqa: E402
 from flyconfigs.tuner.worker import Worker, available_cpus  # noqa: E402
@@ -89,12 +89,8 @@ def tune_steps(key: dict[str, Any], names: list[str], listed: list[dict[str, Any
     kernel = tunable_kernel("rmsnorm")
     worker = Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer", {"kernel": "rmsnorm", "backend": None, "ordinal": 0})
     device = Device.model_validate(worker.device)
-
-    def rotation(target_us: float) -> TimingPlan:
-        return plan_rotation(traffic, device.l2_bytes or 0, options.memory_budget, options.max_launches,
-                             target_us=target_us, bandwidth_gbps=device.memory_bandwidth_gbps, buffers_per_copy=2)
-
-    final, screen = rotation(options.final_target_us), rotation(options.screen_target_us)
+    final = rotation(traffic, device, options, options.final_target_us)
+    screen = rotation(traffic, device, options, options.screen_target_us)
     space = candidate_configs(kernel, key, device, None)
     out: dict[str, dict[str, dict[str, float]]] = {}
 
@@ -144,7 +140,7 @@ def main() -> None:
     try:
         for m, n, dtype, wdtype in grid(False, args.grid):
             key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
-            configs = {f"config-{i}": c for i, c in enumerate(args.config, 1) if SPEC.check_config(c, key, query) is None}
+            configs = accepted_configs(args.config, key, query)
             traffic = traffic_bytes(m, n, dtype, wdtype)
             plan = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
             plan = TimingPlan(plan.copies, plan.launches, samples=args.samples)

@@ -18,10 +18,10 @@ Precedence (the one place it is written down; the README repeats it):
    distribution name.  Where a step accepts other products' artifacts (b, the
    same-compute-units half of c, and d) and one source holds several products', the
    product whose name shares the longest prefix with the device's comes first, then by
-   name; a nearer key still goes before a nearer product.  When two sources hold an artifact for the same kernel, device
-   and key, the first in that order wins and the collision is reported
-   (``flyconfigs doctor``, which fails on one nobody chose: between packages that
-   ``FLYCONFIGS_PACKAGES`` does not both rank);
+   name; a nearer key still goes before a nearer product.  When two sources hold an
+   artifact for the same kernel, device and key, the first in that order wins and the
+   collision is reported (``flyconfigs doctor``, which fails on one nobody chose:
+   between packages that ``FLYCONFIGS_PACKAGES`` does not both rank);
 3. the kernel's default heuristic.
 
 Nearest key: the smallest sum over ordinal axes of ``|log2 a - log2 b|``; a tie goes to

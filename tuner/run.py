@@ -40,11 +40,11 @@ from flyconfigs.schema.models import (
 from flyconfigs.tuner import emit
 from flyconfigs.tuner.measurer import CheckResult
 from flyconfigs.tuner.select import decide, near_ties
-from flyconfigs.tuner.timing import Measurement, plan_rotation, summarize
+from flyconfigs.tuner.timing import Measurement, TimingPlan, plan_rotation, summarize
 from flyconfigs.tuner.worker import Worker, WorkerLost
 
 __all__ = ["KeyResult", "KeyTuner", "Progress", "TuneOptions", "TuneReport", "add_seconds", "candidate_configs",
-           "disagreements", "spread_cross_checks", "tune"]
+           "disagreements", "rotation", "spread_cross_checks", "tune"]
 
 
 class Toolchain(Protocol):
@@ -119,10 +119,12 @@ class TuneReport:
 Progress = Callable[[str, dict[str, Any]], None]
 
 
-def _rotation(bytes_per_call: int, device: Device, options: TuneOptions, target_us: float) -> tuple[int, int]:
-    plan = plan_rotation(bytes_per_call, device.l2_bytes or 0, options.memory_budget, options.max_launches,
+def rotation(bytes_per_call: int, device: Device, options: TuneOptions, target_us: float) -> TimingPlan:
+    """The copies and calls per replay a run times ``bytes_per_call`` with on ``device``
+    for a replay of about ``target_us`` (its screen's or its final stage's), inputs and
+    outputs rotated (:func:`~flyconfigs.tuner.timing.plan_rotation`)."""
+    return plan_rotation(bytes_per_call, device.l2_bytes or 0, options.memory_budget, options.max_launches,
                          target_us=target_us, bandwidth_gbps=device.memory_bandwidth_gbps, buffers_per_copy=2)
-    return plan.copies, plan.launches
 
 
 def _timing(samples: Sequence[float], bytes_per_call: int) -> Timing:
@@ -537,9 +539,9 @@ def _plan(ctx: _Context, key: dict[str, Any], device: Device) -> _Plan:
     per call, as at small M, is timed partly or wholly from the cache."""
     configs = candidate_configs(ctx.kernel, key, device, ctx.options.budget)
     traffic = ctx.kernel.traffic(key)
-    copies, launches = _rotation(traffic, device, ctx.options, ctx.options.final_target_us)
-    screen = _rotation(traffic, device, ctx.options, ctx.options.screen_target_us)[1]
-    return _Plan(configs, 0, traffic, copies, launches, min(screen, launches))
+    final = rotation(traffic, device, ctx.options, ctx.options.final_target_us)
+    screen = rotation(traffic, device, ctx.options, ctx.options.screen_target_us).launches
+    return _Plan(configs, 0, traffic, final.copies, final.launches, min(screen, final.launches))
 
 
 def _compile(ctx: _Context, key: dict[str, Any], plan: _Plan, device: Device) -> list[CheckResult]:

@@ -22,7 +22,6 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["Measurement", "TimingPlan", "measure", "plan_rotation", "summarize"]
 
@@ -90,16 +89,19 @@ HOLD_MAX_US = 200_000.0
 _cycles_per_us: dict[int, float] = {}
 
 
-def _spin_cycles_per_us(torch: Any) -> float:
+def _spin_cycles_per_us() -> float:
     """The device's spin-kernel clock, measured once per device (``torch.cuda._sleep``
     counts cycles of the SM clock, which runs at its own rate under load)."""
+    import torch
+
     device = torch.cuda.current_device()
     if device not in _cycles_per_us:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         cycles = 2_000_000
-        torch.cuda._sleep(cycles)  # first launch loads the kernel
+        torch.cuda._sleep(cycles)  # type: ignore[no-untyped-call]  # the first launch loads the kernel
         start.record()
-        torch.cuda._sleep(cycles)
+        torch.cuda._sleep(cycles)  # type: ignore[no-untyped-call]
         end.record()
         end.synchronize()
         _cycles_per_us[device] = cycles / max(1.0, start.elapsed_time(end) * 1e3)
@@ -142,7 +144,7 @@ def measure(contenders: Sequence[Callable[[int], None]], plan: TimingPlan) -> li
     if not plan.hold:
         queue(order)
     else:
-        cycles_per_us = _spin_cycles_per_us(torch)
+        cycles_per_us = _spin_cycles_per_us()
         per_replay_us = HOLD_FIRST_US
         for first in range(0, len(order), HOLD_CHUNK):
             part = order[first:first + HOLD_CHUNK]

@@ -1,6 +1,7 @@
 """RMSNorm's workload for the tuner (a :class:`~flyconfigs.kernels.plugin.Workload`):
-rotated inputs, a launch per config, the check against the float64 reference, and each
-variant's resources.  Imports torch; the tuner's worker process uses it."""
+rotated inputs, a launch per config, the check against the float64 reference (an
+:class:`~flyconfigs.kernels.output_check.OutputCheck`), and each variant's resources.
+Imports torch; the tuner's worker process uses it."""
 
 from __future__ import annotations
 
@@ -10,15 +11,15 @@ from typing import Any
 import torch
 
 from flyconfigs.gpu.backend import Backend
+from flyconfigs.kernels.output_check import OutputCheck
 from flyconfigs.kernels.rmsnorm import SPEC, RMSNormSpec, reference_rms_norm, traffic_bytes
 from flyconfigs.kernels.rmsnorm_op import kernel_for, unload_kernels
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
 from flyconfigs.schema.models import Resources
 
-__all__ = ["TOLERANCES", "RMSNormWorkload"]
+__all__ = ["RMSNormWorkload"]
 
 DT = TORCH_DTYPES
-TOLERANCES = {"bf16": (1.6e-2, 1e-2), "fp16": (2e-3, 2e-3), "fp32": (2e-5, 2e-5)}
 EPS = 1e-6
 
 
@@ -34,7 +35,8 @@ class RMSNormWorkload:
         self.xs = [(torch.randn(m, n, device="cuda", generator=g) * 2).to(DT[key["dtype"]]) for _ in range(copies)]
         self.ys = [torch.empty_like(x) for x in self.xs]
         self.w = (torch.rand(n, device="cuda", generator=g) + 0.5).to(DT[key["weight_dtype"]])
-        self.reference = reference_rms_norm(self.xs[0], self.w, EPS)
+        x0, w = self.xs[0], self.w
+        self.output_check = OutputCheck((m, n), lambda a, b: reference_rms_norm(x0[a:b], w, EPS), key["dtype"])
         self.bytes = traffic_bytes(m, n, key["dtype"], key["weight_dtype"])
 
     @property
@@ -71,13 +73,4 @@ class RMSNormWorkload:
         self.ys[0].fill_(float("nan"))
         self.launcher(config)(0)
         torch.cuda.synchronize()
-        y = self.ys[0]
-        if torch.isnan(y).any():
-            return f"{int(torch.isnan(y).sum())} outputs unwritten or NaN"
-        rtol, atol = TOLERANCES[self.key["dtype"]]
-        diff = (y.double() - self.reference).abs()
-        bound = atol + rtol * self.reference.abs()
-        bad = diff > bound
-        if bad.any():
-            return f"{int(bad.sum())} outputs off the float64 reference (max error {diff.max().item():.3g})"
-        return None
+        return self.output_check.mismatch(self.ys[0])

@@ -50,12 +50,22 @@ def configs_parser(doc: str | None) -> argparse.ArgumentParser:
     return parser
 
 
-def accepted_configs(configs: list[dict[str, Any]], key: dict[str, Any], query: Any) -> dict[str, dict[str, Any]]:
+def accepted_configs(configs: list[dict[str, Any]], key: dict[str, Any],
+                     query: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """``configs`` (as ``--config`` gave them) named ``config-1``, ``config-2``, … by
-    position, less those the op's spec refuses at ``key`` on the device ``query``."""
+    position: those the op's spec accepts at ``key`` on the device ``query``, and why it
+    refuses each of the others."""
     from flyconfigs.kernels.rmsnorm import SPEC
 
-    return {f"config-{i}": c for i, c in enumerate(configs, 1) if SPEC.check_config(c, key, query) is None}
+    accepted: dict[str, dict[str, Any]] = {}
+    refused: dict[str, str] = {}
+    for i, config in enumerate(configs, 1):
+        why = SPEC.check_config(config, key, query)
+        if why is None:
+            accepted[f"config-{i}"] = config
+        else:
+            refused[f"config-{i}"] = why
+    return accepted, refused
 
 
 def artifacts_of(folder: Path, kernel: str | None, product: str | None = None,

@@ -42,15 +42,15 @@ def main() -> None:
         raise SystemExit(f"{args.folder}: no artifact")
     ratios = [k["default_over_tuned"] for k in keys]
     device = devices[0]
+    within = sum(r <= 1.10 for r in ratios)
     summary = {
         "keys": len(keys),
-        "within_10_percent": sum(r <= 1.10 for r in ratios) / len(ratios),
+        "within_10_percent": within / len(ratios),
         "geomean_default_over_tuned": math.exp(sum(map(math.log, ratios)) / len(ratios)),
         "worst_default_over_tuned": max(ratios),
     }
     path = write_result(args.name, {"device": device.model_dump(mode="json"), "summary": summary, "per_key": keys},
                         args.out)
-    within = sum(r <= 1.10 for r in ratios)
     print(f"{within} of {len(keys)} keys within 10% of tuned, geomean "
           f"{summary['geomean_default_over_tuned']:.3f}x, worst {summary['worst_default_over_tuned']:.2f}x -> {path}")
 

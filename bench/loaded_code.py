@@ -92,7 +92,7 @@ def main() -> None:
     rows = []
     for m, n, dtype, wdtype in grid(False, args.grid):
         key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
-        configs = accepted_configs(args.config, key, query)
+        configs, _ = accepted_configs(args.config, key, query)
         plan, stages = steps(key, configs, args.samples)
         torch.cuda.empty_cache()
         rows.append({**key, "traffic_bytes": traffic_bytes(m, n, dtype, wdtype), "copies": plan.copies,

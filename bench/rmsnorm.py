@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUTPUTS, machine, timed, write_graph_run  # noqa: E402
+from _common import OUTPUTS, accepted_configs, machine, timed, write_graph_run  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels import rms_norm  # noqa: E402
@@ -168,16 +168,8 @@ def contenders_for(
     if empty is not None:
         calls["empty"] = lambda i: empty()
     calls = {k: v for k, v in calls.items() if k in wanted}
-    forced: dict[str, Callable[..., torch.Tensor]] = {}
-    named: dict[str, dict[str, Any]] = {}
-    refused: dict[str, str] = {}
-    for i, config in enumerate(configs, 1):
-        why = SPEC.check_config(config, key, device)
-        if why is not None:
-            refused[f"config-{i}"] = why
-            continue
-        named[f"config-{i}"] = config
-        forced[f"config-{i}"] = launcher(kernel_for(backend, config, key), config, xs, w)
+    named, refused = accepted_configs(list(configs), key, device)
+    forced = {name: launcher(kernel_for(backend, config, key), config, xs, w) for name, config in named.items()}
     calls.update(forced)
 
     served = resolve(SPEC, key, device)

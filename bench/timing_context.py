@@ -140,7 +140,7 @@ def main() -> None:
     try:
         for m, n, dtype, wdtype in grid(False, args.grid):
             key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
-            configs = accepted_configs(args.config, key, query)
+            configs, _ = accepted_configs(args.config, key, query)
             traffic = traffic_bytes(m, n, dtype, wdtype)
             plan = plan_rotation(traffic, props.L2_cache_size, memory_budget=16 << 30)
             plan = TimingPlan(plan.copies, plan.launches, samples=args.samples)

@@ -48,7 +48,7 @@ class OutputCheck:
                  chunk_elements: int = CHUNK_ELEMENTS) -> None:
         if dtype not in TOLERANCES:
             raise ValueError(f"no tolerance for output dtype {dtype!r} (one of {', '.join(TOLERANCES)})")
-        self.rtol, self.atol = TOLERANCES[dtype]
+        rtol, atol = TOLERANCES[dtype]
         rows = shape[0]
         step = max(1, chunk_elements // max(1, math.prod(shape[1:])))
         low = high = None
@@ -58,7 +58,7 @@ class OutputCheck:
             if low is None or high is None:
                 low = torch.empty(shape, dtype=torch.float32, device=part.device)
                 high = torch.empty_like(low)
-            bound = self.atol + self.rtol * part.abs()
+            bound = atol + rtol * part.abs()
             low[start:stop], high[start:stop] = _inward(part - bound, part + bound)
         if low is None or high is None:
             raise ValueError(f"an output of shape {shape} has no rows to check")

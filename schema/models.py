@@ -45,6 +45,7 @@ __all__ = [
     "Value",
     "Provenance",
     "Resources",
+    "ScreenProtocol",
     "Selection",
     "Timing",
     "TimingProtocol",
@@ -52,7 +53,7 @@ __all__ = [
     "wave_size_of_arch",
 ]
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 """The schema version this package writes; it reads any ``1.x``."""
 
 TEST_BACKENDS = frozenset({"simulated"})
@@ -261,9 +262,10 @@ class Candidate(_Model):
             "allOf": [
                 {"if": {"properties": {"status": {"enum": ["ok", "compiled"]}}},
                  "else": {"required": ["message"],
-                          "properties": {"message": {"type": "string", "minLength": 1}, "timing": {"type": "null"}}}},
+                          "properties": {"message": {"type": "string", "minLength": 1}, "timing": {"type": "null"},
+                                         "timed_in": {"type": "null"}}}},
                 {"if": {"properties": {"status": {"const": "compiled"}}},
-                 "then": {"properties": {"timing": {"type": "null"}}}},
+                 "then": {"properties": {"timing": {"type": "null"}, "timed_in": {"type": "null"}}}},
                 {"if": {"properties": {"status": {"const": "ok"}}},
                  "then": {"properties": {"predicted_us": {"type": "null"}}}},
             ],
@@ -277,11 +279,17 @@ class Candidate(_Model):
     resources: Resources | None = None
     predicted_us: Annotated[Micros | None, Field(exclude_if=_is_none)] = None
     """What the cost model predicts per call (1.1; only on ``compiled`` candidates)."""
+    timed_in: Annotated[Literal["screen", "final"] | None, Field(exclude_if=_is_none)] = None
+    """Which protocol ``timing`` comes from (1.2): ``final``, the artifact's
+    ``timing_protocol``, or ``screen``, its brief ``timing_protocol.screen``.  Timings of
+    the two are not comparable with each other; ``None`` where the maker did not say."""
 
     @model_validator(mode="after")
     def _status_fits(self) -> Candidate:
         if self.status != "ok" and self.timing is not None:
             raise ValueError(f"timing: a {self.status!r} candidate cannot have a timing")
+        if self.timed_in is not None and self.timing is None:
+            raise ValueError("timed_in: only a candidate with a timing says where it was timed")
         if self.status not in ("ok", "compiled") and not self.message:
             raise ValueError(f"message: a {self.status!r} candidate needs a message saying why")
         if self.status == "ok" and self.predicted_us is not None:
@@ -324,8 +332,24 @@ class ModelRef(_Model):
     version: Positive
 
 
+class ScreenProtocol(_Model):
+    """The brief timing every checked candidate had before the finalists were chosen (1.2).
+
+    Candidates were timed in interleaved groups of at most ``group_size``, the default in
+    each, and ranked by their median over the default's in their group; the
+    ``finalists`` best and the default were then timed under the artifact's protocol.
+    """
+
+    launches_per_sample: Positive
+    warmup: Count
+    samples: Positive
+    group_size: Annotated[StrictInt, Field(ge=2, le=4096)]
+    finalists: Positive
+
+
 class TimingProtocol(_Model):
-    """How samples were taken (see flyconfigs.tuner.timing)."""
+    """How samples were taken (see flyconfigs.tuner.timing): the winner's and the
+    default's timings, and those of candidates ``timed_in`` ``final``."""
 
     method: Literal["graph-replay", "events"]
     launches_per_sample: Positive
@@ -333,6 +357,8 @@ class TimingProtocol(_Model):
     samples: Positive
     rotate_bytes: Count
     interleaved: bool
+    screen: Annotated[ScreenProtocol | None, Field(exclude_if=_is_none)] = None
+    """How the candidates ``timed_in`` ``screen`` were timed (1.2)."""
 
 
 class Provenance(_Model):
@@ -379,7 +405,28 @@ class Artifact(_Model):
                 raise ValueError("selection.rule: a predicted artifact has no measured candidate or winner timing")
         elif any(c.status == "compiled" for c in self.candidates):
             raise ValueError("candidates: 'compiled' (never timed) candidates belong to a predicted selection only")
+        self._timed_in_fits()
         return self
+
+    def _timed_in_fits(self) -> None:
+        """A candidate's ``timed_in`` names a protocol the artifact records, its sample
+        count is that protocol's, and the winner and the default were timed in the final."""
+        protocol = self.provenance.timing_protocol
+        chosen = [self.winner.config] + ([self.default.config] if self.default is not None else [])
+        for i, c in enumerate(self.candidates):
+            if c.timed_in is None or c.timing is None:
+                continue
+            where = f"candidates[{i}].timed_in"
+            if protocol is None:
+                raise ValueError(f"{where}: needs provenance.timing_protocol")
+            stage = protocol if c.timed_in == "final" else protocol.screen
+            if stage is None:
+                raise ValueError(f"{where}: 'screen' needs provenance.timing_protocol.screen")
+            if c.timing.samples != stage.samples:
+                raise ValueError(f"{where}: {c.timing.samples} samples, but the {c.timed_in} protocol takes "
+                                 f"{stage.samples}")
+            if c.timed_in == "screen" and any(same_value(c.config, chosen_config) for chosen_config in chosen):
+                raise ValueError(f"{where}: the winner and the default are timed in the final, not the screen")
 
     def identity(self) -> dict[str, object]:
         """What makes two artifacts "the same slot": kernel name, device identity, key."""

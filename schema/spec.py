@@ -45,7 +45,9 @@ READER_ONLY = {
         "Rules the flyconfigs reader adds that JSON Schema cannot express: an integer is never 64.0; "
         "documents are at most 8 MiB, nest at most 32 levels and have no duplicate object keys; "
         "device.features are sorted; timing has min_us <= p20_us <= median_us <= p80_us; winner.config is "
-        "the config of a candidate with status ok and default.config that of a candidate; fields of a "
+        "the config of a candidate with status ok and default.config that of a candidate; a candidate's timed_in "
+        "(1.2) needs a timing, names a protocol recorded in provenance.timing_protocol whose samples its timing "
+        "has, and is never screen for the winner's or the default's config; fields of a "
         "newer 1.x minor are ignored (this document refuses them, since it describes exactly this minor)."
     ),
     "manifest": (

@@ -101,6 +101,25 @@ def artifact_dict(
     }
 
 
+def staged_artifact_dict(**kwargs: Any) -> dict[str, Any]:
+    """A schema-valid measured artifact that says which candidates the final timed (the
+    winner, the default and candidate 2) and which only the screen, with both protocols
+    (schema 1.2); the arguments are :func:`artifact_dict`'s."""
+    data = artifact_dict(**kwargs)
+    winner = kwargs.get("winner_index", 0)
+    data["provenance"]["timing_protocol"]["screen"] = {
+        "launches_per_sample": 4, "warmup": 1, "samples": 5, "group_size": 16, "finalists": 2}
+    for i, cand in enumerate(data["candidates"]):
+        if cand["status"] != "ok":
+            continue
+        if i in (winner, 1, 2):
+            cand["timed_in"] = "final"
+        else:
+            cand["timed_in"] = "screen"
+            cand["timing"] = {**cand["timing"], "samples": 5}
+    return data
+
+
 def make_artifact(**kwargs: Any) -> Artifact:
     """A validated :class:`Artifact` (see :func:`artifact_dict` for the arguments)."""
     return Artifact.model_validate(artifact_dict(**kwargs))

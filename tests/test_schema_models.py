@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from factories import H200, MI300X, artifact_dict
+from factories import H200, MI300X, artifact_dict, staged_artifact_dict
 from flyconfigs.errors import ArtifactError
 from flyconfigs.schema import Artifact, Device, canonical_bytes, content_hash, load_artifact, loads_artifact
 
@@ -158,3 +158,56 @@ def test_pretty_printed_and_reordered_files_still_load() -> None:
     data = artifact_dict()
     raw = json.dumps(data, indent=4).encode()
     assert loads_artifact(raw) == _load(copy.deepcopy(data))
+
+
+# -- which protocol timed each candidate (1.2) ------------------------------------------
+
+
+def test_a_staged_artifact_reads_and_round_trips() -> None:
+    artifact = _load(staged_artifact_dict())
+    assert [c.timed_in for c in artifact.candidates] == ["final", "final", "final", "screen", "screen", "screen",
+                                                         "screen", None]
+    assert artifact.provenance.timing_protocol.screen.samples == 5
+    assert loads_artifact(artifact.to_json_bytes()).to_json_bytes() == artifact.to_json_bytes()
+
+
+def test_an_artifact_that_does_not_say_writes_no_timed_in() -> None:
+    written = json.loads(_load(artifact_dict()).to_json_bytes())
+    assert all("timed_in" not in c for c in written["candidates"])
+    assert "screen" not in written["provenance"]["timing_protocol"]
+
+
+def test_a_screen_timing_needs_the_screen_protocol() -> None:
+    data = staged_artifact_dict()
+    del data["provenance"]["timing_protocol"]["screen"]
+    assert _problem(data) == ("candidates[3].timed_in", "'screen' needs provenance.timing_protocol.screen")
+
+
+def test_a_timing_has_the_sample_count_of_the_protocol_it_names() -> None:
+    data = staged_artifact_dict()
+    data["candidates"][4]["timed_in"] = "final"
+    assert _problem(data) == ("candidates[4].timed_in", "5 samples, but the final protocol takes 50")
+    data = staged_artifact_dict()
+    data["candidates"][2]["timed_in"] = "screen"
+    assert _problem(data) == ("candidates[2].timed_in", "50 samples, but the screen protocol takes 5")
+
+
+def test_the_winner_and_the_default_are_timed_in_the_final() -> None:
+    for chosen in (0, 1):  # the winner, the default
+        data = staged_artifact_dict()
+        data["candidates"][chosen]["timed_in"] = "screen"
+        data["candidates"][chosen]["timing"]["samples"] = 5
+        assert _problem(data) == (f"candidates[{chosen}].timed_in",
+                                  "the winner and the default are timed in the final, not the screen")
+
+
+def test_only_a_timed_candidate_says_where_it_was_timed() -> None:
+    data = staged_artifact_dict()
+    data["candidates"][7]["timed_in"] = "screen"  # a compile error
+    assert _problem(data) == ("candidates[7].timed_in", "only a candidate with a timing says where it was timed")
+
+
+def test_timed_in_takes_only_screen_or_final() -> None:
+    data = staged_artifact_dict()
+    data["candidates"][3]["timed_in"] = "warmup"
+    assert _problem(data)[0] == "candidates[3].timed_in"

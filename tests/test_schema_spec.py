@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from factories import MI300X, artifact_dict
+from factories import MI300X, artifact_dict, staged_artifact_dict
 from flyconfigs.cli import main
 from flyconfigs.registry.layout import build_manifest
 from flyconfigs.errors import ArtifactError
@@ -60,6 +60,13 @@ def test_good_examples_validate(path: Path) -> None:
 def test_bad_examples_fail_the_spec_too(name: str) -> None:
     document = json.loads((CORPUS / "bad" / name).read_text())
     assert list(_validator("artifact").iter_errors(document)), name
+
+
+def test_the_spec_takes_timed_in_only_on_timed_candidates() -> None:
+    staged = staged_artifact_dict()
+    assert list(_validator("artifact").iter_errors(staged)) == []
+    staged["candidates"][7]["timed_in"] = "screen"  # a compile error: never timed
+    assert list(_validator("artifact").iter_errors(staged))
 
 
 def test_manifest_spec_accepts_a_real_manifest() -> None:

@@ -147,6 +147,27 @@ def test_the_screen_ranks_each_candidate_against_the_default_timed_beside_it(tmp
     assert last_group > first_group * (1 + 0.04 * (len(space) // options.screen_group - 1))
 
 
+def test_each_timing_says_whether_it_is_from_the_screen_or_the_final(tmp_path: Path) -> None:
+    # The screen's timings are shorter and grouped: a reader must not rank them against the
+    # winner's.  The artifact names both protocols and which one timed each candidate.
+    space = _space()
+    options = TuneOptions(screen_group=8, finalists=3, screen_samples=4, samples=9)
+    with _worker(speeds={config_name(space[7]): 0.8, config_name(space[20]): 0.85}) as worker:
+        (result,) = tune(SPEC, [KEY], tmp_path, worker, SimulatedToolchain(), options).results
+    artifact = load_artifact(result.path)
+    protocol = artifact.provenance.timing_protocol
+    assert protocol.samples == 9
+    assert (protocol.screen.samples, protocol.screen.group_size, protocol.screen.finalists) == (4, 8, 3)
+    timed = [c for c in artifact.candidates if c.timing is not None]
+    final = [c for c in timed if c.timed_in == "final"]
+    assert {c.timed_in for c in timed} == {"screen", "final"}
+    assert all(c.timing.samples == (9 if c.timed_in == "final" else 4) for c in timed)
+    assert 2 <= len(final) <= 4  # the three finalists and the default, which may be one of them
+    finals = [c.config for c in final]
+    assert artifact.winner.config == space[7] and space[7] in finals and space[0] in finals and space[20] in finals
+    assert all(c.timed_in is None for c in artifact.candidates if c.timing is None)
+
+
 def test_failures_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     space = _space()
     behaviour = {config_name(space[1]): "crash", config_name(space[2]): "wrong", config_name(space[3]): "launch_error"}

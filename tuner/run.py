@@ -33,6 +33,7 @@ from flyconfigs.schema.models import (
     DeviceIdentity,
     KernelRef,
     Provenance,
+    ScreenProtocol,
     Selection,
     Timing,
     TimingProtocol,
@@ -45,6 +46,9 @@ from flyconfigs.tuner.worker import Worker, WorkerLost
 
 __all__ = ["KeyResult", "KeyTuner", "Progress", "TuneOptions", "TuneReport", "add_seconds", "candidate_configs",
            "disagreements", "rotation", "spread_cross_checks", "tune"]
+
+SCREEN_WARMUP = 1
+"""Warm-up replays before the screen's samples (the final takes ``TuneOptions.warmup``)."""
 
 
 class Toolchain(Protocol):
@@ -473,6 +477,8 @@ class _Selected:
     """The timed candidates and the decision among them."""
 
     timings: dict[int, Timing]
+    final: frozenset[int]
+    """The candidates whose timing is from the final protocol; the others' are from the screen."""
     winner_index: int
     noise_band: float
     remeasured: bool
@@ -587,8 +593,8 @@ def _screen(worker: Worker, plan: _Plan, verified: list[int], options: TuneOptio
     ratios: dict[int, float] = {default_index: 1.0}
     for first in range(0, max(1, len(others)), size):
         group = [default_index, *others[first:first + size]]
-        measured = _time(worker, [plan.configs[i] for i in group], plan.screen_launches, options.screen_samples, 1,
-                         plan, options)
+        measured = _time(worker, [plan.configs[i] for i in group], plan.screen_launches, options.screen_samples,
+                         SCREEN_WARMUP, plan, options)
         timings.setdefault(default_index, measured[0])
         for i, timing in zip(group[1:], measured[1:], strict=True):
             timings[i] = timing
@@ -621,7 +627,8 @@ def _select(ctx: _Context, key: dict[str, Any], plan: _Plan, status: list[CheckR
     else:
         pool = finalists
     decision = decide([configs[i] for i in pool], [timings[i] for i in pool], pool.index(default_index))
-    return _Selected(timings, pool[decision.winner], decision.noise_band, remeasured, decision.kept_default)
+    return _Selected(timings, frozenset(finalists), pool[decision.winner], decision.noise_band, remeasured,
+                     decision.kept_default)
 
 
 def _artifact(ctx: _Context, key: dict[str, Any], device: Device, plan: _Plan, status: list[CheckResult],
@@ -631,7 +638,8 @@ def _artifact(ctx: _Context, key: dict[str, Any], device: Device, plan: _Plan, s
     configs, timings = plan.configs, selected.timings
     candidates = [
         Candidate(config=c, status=s.status, message=s.message, timing=timings.get(i) if s.status == "ok" else None,
-                  resources=s.resources)
+                  resources=s.resources,
+                  timed_in=None if s.status != "ok" or i not in timings else "final" if i in selected.final else "screen")
         for i, (c, s) in enumerate(zip(configs, status, strict=True))
     ]
     winner, default = selected.winner_index, plan.default_index
@@ -652,7 +660,12 @@ def _artifact(ctx: _Context, key: dict[str, Any], device: Device, plan: _Plan, s
             compile_options=ctx.toolchain.options(),
             timing_protocol=TimingProtocol(method="graph-replay", launches_per_sample=plan.launches,
                                            warmup=ctx.options.warmup, samples=ctx.options.samples,
-                                           rotate_bytes=plan.copies * plan.traffic, interleaved=True),
+                                           rotate_bytes=plan.copies * plan.traffic, interleaved=True,
+                                           screen=ScreenProtocol(launches_per_sample=plan.screen_launches,
+                                                                 warmup=SCREEN_WARMUP,
+                                                                 samples=ctx.options.screen_samples,
+                                                                 group_size=max(2, ctx.options.screen_group),
+                                                                 finalists=ctx.options.finalists)),
             host=emit.host(),
             created=emit.now_utc(),
             git_revision=emit.git_revision(),

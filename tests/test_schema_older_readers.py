@@ -1,0 +1,126 @@
+"""What older readers do with the files this version writes, proven with those readers
+themselves: the schema package of the last 1.0 and the last 1.1 commit, taken from this
+repository's history, load them.
+
+A 1.0 reader reads a later file that uses only 1.0 values (fields it does not know are
+ignored); one with a 1.1 value (a bool key, an upper-case kernel name, a predicted
+selection, compiled candidates) is refused with the field named, so a 1.0 reader skips it
+and falls back, and never serves a predicted config as measured.  A 1.2 file, whose
+candidates say which protocol timed them, reads in both: what 1.2 adds only describes
+timings both readers already take."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+
+from factories import MI300X, artifact_dict, predicted_artifact_dict, staged_artifact_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+READERS = {
+    "1.0": "84ece000d2bfbd57130c9a73675a8bfc9c6bf726",  # flyconfigs-sm90 2026.12.3 was made with it
+    "1.1": "2742b6c9c9ef1f2d4649c7ebf9384686162ff953",
+}
+"""The last commit of each older schema minor."""
+
+LOAD = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from flyconfigs.schema.load import load_artifact
+from flyconfigs.schema.models import SCHEMA_VERSION
+assert SCHEMA_VERSION == sys.argv[2], SCHEMA_VERSION
+out = {}
+for path in sys.argv[3:]:
+    try:
+        load_artifact(path)
+        out[path] = None
+    except Exception as exc:
+        out[path] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
+def _reader(version: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    done = subprocess.run(["git", "-C", str(ROOT), "archive", READERS[version], "flyconfigs", "schema"],
+                          capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"the {version} reader's commit is not in this clone's history: {done.stderr.decode()[:200]}")
+    folder = tmp_path_factory.mktemp(f"reader-{version}")
+    with tarfile.open(fileobj=BytesIO(done.stdout)) as archive:
+        archive.extractall(folder, filter="tar")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def reader_1_0(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _reader("1.0", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def reader_1_1(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _reader("1.1", tmp_path_factory)
+
+
+def _read_with(reader: Path, version: str, files: dict[str, Path]) -> dict[str, str | None]:
+    done = subprocess.run([sys.executable, "-c", LOAD, str(reader), version, *map(str, files.values())],
+                          capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    by_path = json.loads(done.stdout)
+    return {name: by_path[str(path)] for name, path in files.items()}
+
+
+def _writer(folder: Path, files: dict[str, Path]):
+    def put(name: str, data: dict) -> None:
+        files[name] = folder / f"{name}.json"
+        files[name].write_text(json.dumps(data))
+    return put
+
+
+def test_the_1_0_reader_reads_1_1_files_with_1_0_values_and_refuses_new_values(reader_1_0: Path,
+                                                                              tmp_path: Path) -> None:
+    files: dict[str, Path] = {}
+    put = _writer(tmp_path, files)
+    measured = json.loads(sorted((ROOT / "artifacts" / "sm90").glob("fused_add_rmsnorm-*.json"))[0].read_text())
+    assert measured["schema_version"] == "1.1"
+    put("measured-1.1", measured)
+    put("unknown-field", {**artifact_dict(), "schema_version": "1.1", "notes": "a field of a later minor"})
+    put("bool-key", {**artifact_dict(), "schema_version": "1.1", "key": {"M": 4096, "N": 8192, "dtype": "bf16",
+                                                                         "causal": True}})
+    put("upper-case-kernel", {**artifact_dict(kernel="PagedAttention"), "schema_version": "1.1"})
+    put("predicted", predicted_artifact_dict(device=MI300X))
+    put("gfx942-package", json.loads(sorted((ROOT / "artifacts" / "gfx942").glob("*.json"))[0].read_text()))
+
+    seen = _read_with(reader_1_0, "1.0", files)
+    assert seen["measured-1.1"] is None and seen["unknown-field"] is None
+    assert "key.causal" in seen["bool-key"]
+    assert "kernel.name" in seen["upper-case-kernel"]
+    for name in ("predicted", "gfx942-package"):
+        assert "selection.rule" in seen[name] and "status" in seen[name], seen[name]
+
+
+def test_older_readers_read_1_2_files_and_ignore_which_protocol_timed_each_candidate(
+        reader_1_0: Path, reader_1_1: Path, tmp_path: Path) -> None:
+    files: dict[str, Path] = {}
+    put = _writer(tmp_path, files)
+    staged = staged_artifact_dict()
+    assert staged["schema_version"] == "1.2"
+    put("staged", staged)
+    put("staged-bool-key", {**staged, "key": {"M": 4096, "N": 8192, "dtype": "bf16", "causal": True}})
+    put("staged-bad-timing", {**staged, "winner": {**staged["winner"], "timing": {**staged["winner"]["timing"],
+                                                                                  "p20_us": 99.0}}})
+
+    by_1_1 = _read_with(reader_1_1, "1.1", files)
+    assert by_1_1["staged"] is None and by_1_1["staged-bool-key"] is None
+    assert "winner.timing.p20_us" in by_1_1["staged-bad-timing"]
+    by_1_0 = _read_with(reader_1_0, "1.0", files)
+    assert by_1_0["staged"] is None
+    assert "key.causal" in by_1_0["staged-bool-key"]

@@ -8,8 +8,10 @@ Writes ``--out`` (JSON) when given.
 
 A ``--served`` folder that holds several products' tunings needs ``--served-product``.
 
-Caveat: B's winner was timed in the full measurement, most other candidates only in the
-short screen; the ratios carry that difference in sample count, not a bias of method.
+B's winner was timed in the final, most other candidates only in the screen, a shorter
+timing in groups (schema 1.2's ``timed_in``; for older files the sample count against the
+final protocol's says which).  A screen time is not a final time, so each row says where
+A's winner was timed and the summary gives the final-only figures beside the mixed ones.
 """
 
 from __future__ import annotations
@@ -33,6 +35,15 @@ def _key(artifact: object) -> tuple[object, ...]:
 def _config(config: object, defaults: dict[str, object]) -> tuple[tuple[str, object], ...]:
     # A tunable added after an artifact was made is absent from its configs: it had its default.
     return tuple(sorted({**defaults, **dict(config)}.items()))  # type: ignore[call-overload]
+
+
+def _timed_in(candidate: object, artifact: object) -> str:
+    """``final`` or ``screen``: the candidate's ``timed_in``, or for a file made before
+    schema 1.2, ``final`` when its sample count is the final protocol's."""
+    if candidate.timed_in is not None:  # type: ignore[attr-defined]
+        return candidate.timed_in  # type: ignore[attr-defined,no-any-return]
+    protocol = artifact.provenance.timing_protocol  # type: ignore[attr-defined]
+    return "final" if protocol is not None and candidate.timing.samples == protocol.samples else "screen"  # type: ignore[attr-defined]
 
 
 def _geomean(values: list[float]) -> float | None:
@@ -61,17 +72,22 @@ def main() -> int:
             unserved += 1
             continue
         wanted = _config(other.winner.config, defaults)
-        times = [c.timing.median_us for c in here.candidates if c.timing and _config(c.config, defaults) == wanted]
-        if not times:
+        tried = [c for c in here.candidates if c.timing and _config(c.config, defaults) == wanted]
+        if not tried:
             untried.append(dict(here.key))
             continue
-        rows.append({"key": dict(here.key), "served_us": times[0], "own_us": here.winner.timing.median_us,
-                     "ratio": times[0] / here.winner.timing.median_us, "served_config": dict(other.winner.config),
-                     "own_config": dict(here.winner.config)})
+        served_us = tried[0].timing.median_us  # type: ignore[union-attr]
+        rows.append({"key": dict(here.key), "served_us": served_us, "own_us": here.winner.timing.median_us,
+                     "ratio": served_us / here.winner.timing.median_us, "served_config": dict(other.winner.config),
+                     "own_config": dict(here.winner.config), "served_timed_in": _timed_in(tried[0], here)})
     ratios = [r["ratio"] for r in rows]
     summary = {"keys": len(rows), "geomean": _geomean(ratios), "max": max(ratios, default=None),
                **{f"over_{t}": sum(r > t for r in ratios) for t in (1.01, 1.03, 1.05, 1.10)},
                "not_tried_here": len(untried), "not_served": unserved}
+    for stage in ("final", "screen"):
+        staged = [r["ratio"] for r in rows if r["served_timed_in"] == stage]
+        summary[f"served_timed_in_{stage}"] = {"keys": len(staged), "geomean": _geomean(staged),
+                                               "max": max(staged, default=None)}
     small = [r["ratio"] for r in rows if r["key"].get("M", 0) <= 16]
     if small:
         summary["M_le_16"] = {"keys": len(small), "geomean": _geomean(small), "over_1.03": sum(r > 1.03 for r in small)}

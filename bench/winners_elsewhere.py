@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import artifacts_of, machine  # noqa: E402
 
-from flyconfigs.schema import load_artifact  # noqa: E402
+from flyconfigs.schema import Artifact, Candidate, load_artifact  # noqa: E402
 
 
 def _key(artifact: object) -> tuple[object, ...]:
@@ -37,13 +37,14 @@ def _config(config: object, defaults: dict[str, object]) -> tuple[tuple[str, obj
     return tuple(sorted({**defaults, **dict(config)}.items()))  # type: ignore[call-overload]
 
 
-def _timed_in(candidate: object, artifact: object) -> str:
+def _timed_in(candidate: Candidate, artifact: Artifact) -> str:
     """``final`` or ``screen``: the candidate's ``timed_in``, or for a file made before
     schema 1.2, ``final`` when its sample count is the final protocol's."""
-    if candidate.timed_in is not None:  # type: ignore[attr-defined]
-        return candidate.timed_in  # type: ignore[attr-defined,no-any-return]
-    protocol = artifact.provenance.timing_protocol  # type: ignore[attr-defined]
-    return "final" if protocol is not None and candidate.timing.samples == protocol.samples else "screen"  # type: ignore[attr-defined]
+    if candidate.timed_in is not None:
+        return candidate.timed_in
+    protocol = artifact.provenance.timing_protocol
+    timing = candidate.timing
+    return "final" if protocol is not None and timing is not None and timing.samples == protocol.samples else "screen"
 
 
 def _geomean(values: list[float]) -> float | None:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from flyconfigs._version import __version__
 from flyconfigs.errors import TuneError
@@ -588,7 +588,7 @@ def _screen(worker: Worker, plan: _Plan, verified: list[int], options: TuneOptio
     its group (what the finalists are ranked by, so the groups need not run alike)."""
     default_index = plan.default_index
     others = [i for i in verified if i != default_index]
-    size = max(1, options.screen_group - 1)
+    size = _screen_group_size(options) - 1
     timings: dict[int, Timing] = {}
     ratios: dict[int, float] = {default_index: 1.0}
     for first in range(0, max(1, len(others)), size):
@@ -600,6 +600,11 @@ def _screen(worker: Worker, plan: _Plan, verified: list[int], options: TuneOptio
             timings[i] = timing
             ratios[i] = timing.median_us / measured[0].median_us
     return timings, ratios
+
+
+def _screen_group_size(options: TuneOptions) -> int:
+    """Candidates timed together in the screen, the default among them (at least two)."""
+    return max(2, options.screen_group)
 
 
 def _select(ctx: _Context, key: dict[str, Any], plan: _Plan, status: list[CheckResult], worker: Worker) -> _Selected:
@@ -636,12 +641,13 @@ def _artifact(ctx: _Context, key: dict[str, Any], device: Device, plan: _Plan, s
     """The measured artifact: every candidate with what happened to it, the winner, the
     default, how the winner was chosen, and the provenance."""
     configs, timings = plan.configs, selected.timings
-    candidates = [
-        Candidate(config=c, status=s.status, message=s.message, timing=timings.get(i) if s.status == "ok" else None,
-                  resources=s.resources,
-                  timed_in=None if s.status != "ok" or i not in timings else "final" if i in selected.final else "screen")
-        for i, (c, s) in enumerate(zip(configs, status, strict=True))
-    ]
+    candidates = []
+    for i, (c, s) in enumerate(zip(configs, status, strict=True)):
+        timing = timings.get(i) if s.status == "ok" else None
+        timed_in: Literal["screen", "final"] | None = (
+            None if timing is None else "final" if i in selected.final else "screen")
+        candidates.append(Candidate(config=c, status=s.status, message=s.message, timing=timing,
+                                    resources=s.resources, timed_in=timed_in))
     winner, default = selected.winner_index, plan.default_index
     return Artifact(
         schema_version=SCHEMA_VERSION,
@@ -664,7 +670,7 @@ def _artifact(ctx: _Context, key: dict[str, Any], device: Device, plan: _Plan, s
                                            screen=ScreenProtocol(launches_per_sample=plan.screen_launches,
                                                                  warmup=SCREEN_WARMUP,
                                                                  samples=ctx.options.screen_samples,
-                                                                 group_size=max(2, ctx.options.screen_group),
+                                                                 group_size=_screen_group_size(ctx.options),
                                                                  finalists=ctx.options.finalists)),
             host=emit.host(),
             created=emit.now_utc(),

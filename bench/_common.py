@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from flyconfigs.schema import Artifact, load_artifact  # noqa: E402
+from flyconfigs.schema import Artifact, Candidate, load_artifact  # noqa: E402
 from flyconfigs.tuner.timing import Measurement  # noqa: E402
 
 
@@ -82,6 +82,18 @@ def artifacts_of(folder: Path, kernel: str | None, product: str | None = None,
             raise SystemExit(f"{folder}: artifacts of several {what} ({', '.join(sorted(map(str, values)))}); "
                              f"name one with {name}")
     return found
+
+
+def timed_in(candidate: Candidate, artifact: Artifact) -> str:
+    """``final`` or ``screen``: the protocol that timed ``candidate``, from its
+    ``timed_in`` (schema 1.2), or for a file made before 1.2, ``final`` when its sample
+    count is the final protocol's.  Screen and final times are not the same measurement,
+    so a figure that compares two candidates says which each was."""
+    if candidate.timed_in is not None:
+        return candidate.timed_in
+    protocol = artifact.provenance.timing_protocol
+    timing = candidate.timing
+    return "final" if protocol is not None and timing is not None and timing.samples == protocol.samples else "screen"
 
 
 def write_result(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:

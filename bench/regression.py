@@ -1,8 +1,9 @@
 """Committed-config regression check: for every RMSNorm artifact in a folder tuned on this
 GPU's product (a recorded time compares only with the product that recorded it), re-measure its
-winner, its default and the other finalists it recorded (the fastest candidates by
-recorded median), interleaved in one run, and report the winner against the best of them
-and against its own recorded time.  It re-measures; it never asks winners to be the same.
+winner, its default and the other finalists it recorded (the candidates its final timed,
+fastest first; then, if too few, the fastest its screen timed: a screen time is a shorter
+measurement and is not ranked against a final one), interleaved in one run, and report the
+winner against the best of them and against its own recorded time.  It re-measures; it never asks winners to be the same.
 Writes ``--out`` (JSON).
 
     python bench/regression.py artifacts/sm90 --out bench/results/regression-h200.json
@@ -18,13 +19,31 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine  # noqa: E402
+from _common import machine, timed_in  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
 from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
-from flyconfigs.schema import load_artifact  # noqa: E402
+from flyconfigs.schema import Artifact, Candidate, load_artifact  # noqa: E402
 from flyconfigs.tuner.timing import TimingPlan, measure  # noqa: E402
+
+
+def _contenders(artifact: Artifact, finalists: int) -> list[Candidate] | None:
+    """The winner's entry, then the default's and up to ``finalists`` others: final-timed
+    candidates fastest first, then screen-timed ones; ``None`` when the winner was not timed."""
+    timed = sorted((c for c in artifact.candidates if c.timing),
+                   key=lambda c: (timed_in(c, artifact) != "final", c.timing.median_us))  # type: ignore[union-attr]
+    winner = next((c for c in timed if dict(c.config) == dict(artifact.winner.config)), None)
+    if winner is None:
+        return None
+    contenders = [winner]
+    for choice in [artifact.default, *timed]:
+        if choice is None or len(contenders) > finalists:
+            continue
+        entry = next((c for c in timed if dict(c.config) == dict(choice.config)), None)
+        if entry is not None and all(dict(entry.config) != dict(c.config) for c in contenders):
+            contenders.append(entry)
+    return contenders
 
 
 def main() -> None:
@@ -42,11 +61,12 @@ def main() -> None:
         if artifact.device.product != product:
             elsewhere += 1
             continue
-        timed = sorted((c for c in artifact.candidates if c.timing), key=lambda c: c.timing.median_us)
-        configs = [dict(artifact.winner.config)]
-        for c in [artifact.default, *timed]:
-            if c is not None and dict(c.config) not in configs and len(configs) < args.finalists + 1:
-                configs.append(dict(c.config))
+        contenders = _contenders(artifact, args.finalists)
+        if contenders is None:
+            print(f"{path.name}: its winner has no timing among its candidates (selection {artifact.selection.rule!r}); skipped")
+            continue
+        configs = [dict(c.config) for c in contenders]
+        stages = [timed_in(c, artifact) for c in contenders]
         protocol = artifact.provenance.timing_protocol
         copies = max(1, protocol.rotate_bytes // SPEC.traffic(artifact.key)) if protocol else 1
         workload = RMSNormWorkload(artifact.key, copies, backend, seed=11)
@@ -65,7 +85,7 @@ def main() -> None:
             "best_remeasured_us": min(medians),
             "winner_vs_best": medians[0] / min(medians),
             "winner_vs_recorded": medians[0] / artifact.winner.timing.median_us,
-            "contenders": [{"config": c, "median_us": m} for c, m in zip(configs, medians)],
+            "contenders": [{"config": c, "median_us": m, "recorded_timed_in": t} for c, m, t in zip(configs, medians, stages)],
         }
         rows.append(row)
         print(f"{path.name}: winner {medians[0]:.2f} us, best {min(medians):.2f} us ({row['winner_vs_best']:.3f}), "

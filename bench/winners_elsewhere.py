@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import artifacts_of, machine  # noqa: E402
+from _common import artifacts_of, machine, timed_in  # noqa: E402
 
-from flyconfigs.schema import Artifact, Candidate, load_artifact  # noqa: E402
+from flyconfigs.schema import load_artifact  # noqa: E402
 
 
 def _key(artifact: object) -> tuple[object, ...]:
@@ -35,16 +35,6 @@ def _key(artifact: object) -> tuple[object, ...]:
 def _config(config: object, defaults: dict[str, object]) -> tuple[tuple[str, object], ...]:
     # A tunable added after an artifact was made is absent from its configs: it had its default.
     return tuple(sorted({**defaults, **dict(config)}.items()))  # type: ignore[call-overload]
-
-
-def _timed_in(candidate: Candidate, artifact: Artifact) -> str:
-    """``final`` or ``screen``: the candidate's ``timed_in``, or for a file made before
-    schema 1.2, ``final`` when its sample count is the final protocol's."""
-    if candidate.timed_in is not None:
-        return candidate.timed_in
-    protocol = artifact.provenance.timing_protocol
-    timing = candidate.timing
-    return "final" if protocol is not None and timing is not None and timing.samples == protocol.samples else "screen"
 
 
 def _geomean(values: list[float]) -> float | None:
@@ -80,7 +70,7 @@ def main() -> int:
         served_us = tried[0].timing.median_us  # type: ignore[union-attr]
         rows.append({"key": dict(here.key), "served_us": served_us, "own_us": here.winner.timing.median_us,
                      "ratio": served_us / here.winner.timing.median_us, "served_config": dict(other.winner.config),
-                     "own_config": dict(here.winner.config), "served_timed_in": _timed_in(tried[0], here)})
+                     "own_config": dict(here.winner.config), "served_timed_in": timed_in(tried[0], here)})
     ratios = [r["ratio"] for r in rows]
     summary = {"keys": len(rows), "geomean": _geomean(ratios), "max": max(ratios, default=None),
                **{f"over_{t}": sum(r > t for r in ratios) for t in (1.01, 1.03, 1.05, 1.10)},

@@ -53,7 +53,7 @@ __all__ = [
     "wave_size_of_arch",
 ]
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 """The schema version this package writes; it reads any ``1.x``."""
 
 TEST_BACKENDS = frozenset({"simulated"})
@@ -359,6 +359,12 @@ class TimingProtocol(_Model):
     interleaved: bool
     screen: Annotated[ScreenProtocol | None, Field(exclude_if=_is_none)] = None
     """How the candidates ``timed_in`` ``screen`` were timed (1.2)."""
+    held: Annotated[StrictBool | None, Field(exclude_if=_is_none)] = None
+    """Whether the sampled replays, the screen's too, were queued behind a spin kernel
+    that kept the device busy until the host had queued them all (1.3): ``true``, each
+    sample is the device's time alone; ``false``, a sample also counts the host's
+    submission latency whenever a replay reached the stream after its start event, which
+    flattens short calls.  ``None``: not recorded (files made before 1.3, imports)."""
 
 
 class Provenance(_Model):

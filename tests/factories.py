@@ -104,8 +104,10 @@ def artifact_dict(
 def staged_artifact_dict(**kwargs: Any) -> dict[str, Any]:
     """A schema-valid measured artifact that says which candidates the final timed (the
     winner, the default and candidate 2) and which only the screen, with both protocols
-    (schema 1.2); the arguments are :func:`artifact_dict`'s."""
+    (schema 1.2), with the timing held behind a spin kernel (1.3); the arguments are
+    :func:`artifact_dict`'s."""
     data = artifact_dict(**kwargs)
+    data["provenance"]["timing_protocol"]["held"] = True
     winner = kwargs.get("winner_index", 0)
     data["provenance"]["timing_protocol"]["screen"] = {
         "launches_per_sample": 4, "warmup": 1, "samples": 5, "group_size": 16, "finalists": 2}

@@ -160,7 +160,7 @@ def test_pretty_printed_and_reordered_files_still_load() -> None:
     assert loads_artifact(raw) == _load(copy.deepcopy(data))
 
 
-# -- which protocol timed each candidate (1.2) ------------------------------------------
+# -- which protocol timed each candidate (1.2), and whether it was held (1.3) -----------
 
 
 def test_a_staged_artifact_reads_and_round_trips() -> None:
@@ -168,6 +168,7 @@ def test_a_staged_artifact_reads_and_round_trips() -> None:
     assert [c.timed_in for c in artifact.candidates] == ["final", "final", "final", "screen", "screen", "screen",
                                                          "screen", None]
     assert artifact.provenance.timing_protocol.screen.samples == 5
+    assert artifact.provenance.timing_protocol.held is True
     assert loads_artifact(artifact.to_json_bytes()).to_json_bytes() == artifact.to_json_bytes()
 
 
@@ -175,6 +176,17 @@ def test_an_artifact_that_does_not_say_writes_no_timed_in() -> None:
     written = json.loads(_load(artifact_dict()).to_json_bytes())
     assert all("timed_in" not in c for c in written["candidates"])
     assert "screen" not in written["provenance"]["timing_protocol"]
+    assert "held" not in written["provenance"]["timing_protocol"]
+
+
+def test_held_is_a_json_bool() -> None:
+    for value in ("yes", 1, 0):
+        data = staged_artifact_dict()
+        data["provenance"]["timing_protocol"]["held"] = value
+        assert _problem(data)[0] == "provenance.timing_protocol.held", value
+    data = staged_artifact_dict()
+    data["provenance"]["timing_protocol"]["held"] = False
+    assert _load(data).provenance.timing_protocol.held is False
 
 
 def test_a_screen_timing_needs_the_screen_protocol() -> None:

@@ -1,13 +1,13 @@
 """What older readers do with the files this version writes, proven with those readers
-themselves: the schema package of the last 1.0 and the last 1.1 commit, taken from this
+themselves: the schema package of the last 1.0, 1.1 and 1.2 commit, taken from this
 repository's history, load them.
 
 A 1.0 reader reads a later file that uses only 1.0 values (fields it does not know are
 ignored); one with a 1.1 value (a bool key, an upper-case kernel name, a predicted
 selection, compiled candidates) is refused with the field named, so a 1.0 reader skips it
-and falls back, and never serves a predicted config as measured.  A 1.2 file, whose
-candidates say which protocol timed them, reads in both: what 1.2 adds only describes
-timings both readers already take."""
+and falls back, and never serves a predicted config as measured.  A file whose candidates
+say which protocol timed them (1.2) and whether the timing was held (1.3) reads in all
+three: what 1.2 and 1.3 add only describe timings every reader already takes."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 READERS = {
     "1.0": "84ece000d2bfbd57130c9a73675a8bfc9c6bf726",  # flyconfigs-sm90 2026.12.3 was made with it
     "1.1": "2742b6c9c9ef1f2d4649c7ebf9384686162ff953",
+    "1.2": "36957e62121d4013c4af7ca0c0eb20b15bd41fd0",
 }
 """The last commit of each older schema minor."""
 
@@ -70,6 +71,11 @@ def reader_1_1(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _reader("1.1", tmp_path_factory)
 
 
+@pytest.fixture(scope="module")
+def reader_1_2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _reader("1.2", tmp_path_factory)
+
+
 def _read_with(reader: Path, version: str, files: dict[str, Path]) -> dict[str, str | None]:
     done = subprocess.run([sys.executable, "-c", LOAD, str(reader), version, *map(str, files.values())],
                           capture_output=True, text=True, cwd="/")
@@ -107,17 +113,24 @@ def test_the_1_0_reader_reads_1_1_files_with_1_0_values_and_refuses_new_values(r
         assert "selection.rule" in seen[name] and "status" in seen[name], seen[name]
 
 
-def test_older_readers_read_1_2_files_and_ignore_which_protocol_timed_each_candidate(
-        reader_1_0: Path, reader_1_1: Path, tmp_path: Path) -> None:
+def test_older_readers_read_1_3_files_and_ignore_how_each_candidate_was_timed(
+        reader_1_0: Path, reader_1_1: Path, reader_1_2: Path, tmp_path: Path) -> None:
     files: dict[str, Path] = {}
     put = _writer(tmp_path, files)
     staged = staged_artifact_dict()
-    assert staged["schema_version"] == "1.2"
+    assert staged["schema_version"] == "1.3" and staged["provenance"]["timing_protocol"]["held"] is True
     put("staged", staged)
     put("staged-bool-key", {**staged, "key": {"M": 4096, "N": 8192, "dtype": "bf16", "causal": True}})
     put("staged-bad-timing", {**staged, "winner": {**staged["winner"], "timing": {**staged["winner"]["timing"],
                                                                                   "p20_us": 99.0}}})
+    screened_winner = json.loads(json.dumps(staged))
+    screened_winner["candidates"][0]["timed_in"] = "screen"
+    put("screened-winner", screened_winner)
 
+    by_1_2 = _read_with(reader_1_2, "1.2", files)
+    assert by_1_2["staged"] is None and by_1_2["staged-bool-key"] is None
+    assert "winner.timing.p20_us" in by_1_2["staged-bad-timing"]
+    assert "candidates[0].timed_in" in by_1_2["screened-winner"]  # 1.2's own rule still holds
     by_1_1 = _read_with(reader_1_1, "1.1", files)
     assert by_1_1["staged"] is None and by_1_1["staged-bool-key"] is None
     assert "winner.timing.p20_us" in by_1_1["staged-bad-timing"]

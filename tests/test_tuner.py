@@ -168,6 +168,21 @@ def test_each_timing_says_whether_it_is_from_the_screen_or_the_final(tmp_path: P
     assert all(c.timed_in is None for c in artifact.candidates if c.timing is None)
 
 
+def test_the_artifact_records_whether_the_timing_was_held(tmp_path: Path) -> None:
+    # Unheld, a short call can read the host's submission pace instead of the device's
+    # time; the test backend models that pace as a floor.  The record must follow what
+    # the measurer was asked to do.
+    floor = 1000.0
+    for hold in (True, False):
+        with _worker(unheld_floor_us=floor) as worker:
+            (result,) = tune(SPEC, [KEY], tmp_path / str(hold), worker, SimulatedToolchain(),
+                             TuneOptions(hold=hold)).results
+        artifact = load_artifact(result.path)
+        assert artifact.provenance.timing_protocol.held is hold
+        medians = [c.timing.median_us for c in artifact.candidates if c.timing]
+        assert (min(medians) >= floor * 0.99) is not hold, (hold, min(medians))
+
+
 def test_failures_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     space = _space()
     behaviour = {config_name(space[1]): "crash", config_name(space[2]): "wrong", config_name(space[3]): "launch_error"}

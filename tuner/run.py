@@ -79,6 +79,9 @@ class TuneOptions:
     warmup: int = 3
     screen_target_us: float = 300.0
     final_target_us: float = 1500.0
+    hold: bool = True
+    """Queue sampled replays behind a spin kernel (:attr:`flyconfigs.tuner.timing.TimingPlan.hold`);
+    the artifact records it as ``timing_protocol.held``."""
     max_launches: int = 200
     memory_budget: int = 8 << 30
     check_timeout_s: float = 120.0
@@ -667,6 +670,7 @@ def _artifact(ctx: _Context, key: dict[str, Any], device: Device, plan: _Plan, s
             timing_protocol=TimingProtocol(method="graph-replay", launches_per_sample=plan.launches,
                                            warmup=ctx.options.warmup, samples=ctx.options.samples,
                                            rotate_bytes=plan.copies * plan.traffic, interleaved=True,
+                                           held=ctx.options.hold,
                                            screen=ScreenProtocol(launches_per_sample=plan.screen_launches,
                                                                  warmup=SCREEN_WARMUP,
                                                                  samples=ctx.options.screen_samples,
@@ -683,7 +687,8 @@ def _artifact(ctx: _Context, key: dict[str, Any], device: Device, plan: _Plan, s
 def _time(worker: Worker, configs: list[dict[str, Any]], launches: int, samples: int, warmup: int,
           plan: _Plan, options: TuneOptions) -> list[Timing]:
     try:
-        raw = worker.time(configs, launches, samples, warmup, timeout=max(120.0, options.check_timeout_s))
+        raw = worker.time(configs, launches, samples, warmup, timeout=max(120.0, options.check_timeout_s),
+                          hold=options.hold)
     except WorkerLost as lost:
         raise TuneError(f"timing verified candidates lost the worker: {lost.reason}") from None
     return [_timing(s, plan.traffic) for s in raw]

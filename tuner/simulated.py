@@ -60,12 +60,14 @@ class SimulatedMeasurer:
     ``behaviour`` maps config names (see :func:`config_name`) to ``wrong``, ``crash``
     (the process exits, like a faulted context), ``hang`` or ``launch_error``.  With
     ``drift`` every timing request runs that fraction slower than the one before, as on
-    a machine whose state moves between requests.
+    a machine whose state moves between requests.  A request made without the hold reads
+    no call faster than ``unheld_floor_us``, as unheld replays read the host's
+    submission pace when it is slower than the device.
     """
 
     def __init__(self, speeds: Mapping[str, float] | None = None, behaviour: Mapping[str, str] | None = None,
                  noise: float = 0.002, seed: int = 0, ordinal: int = 0, delay_s: float = 0.0,
-                 kernel: str | None = None, drift: float = 0.0) -> None:
+                 kernel: str | None = None, drift: float = 0.0, unheld_floor_us: float = 0.0) -> None:
         # Loaded by its entry-point name in this process, as the GPU measurer loads it.
         self.kernel = tunable_kernel(kernel) if kernel is not None else None
         self.ordinal = ordinal
@@ -75,6 +77,7 @@ class SimulatedMeasurer:
         self.noise = noise
         self.rng = random.Random(seed)
         self.drift = drift
+        self.unheld_floor_us = unheld_floor_us
         self.requests = 0
         self.key: dict[str, Any] = {}
         self.traffic = 0
@@ -110,6 +113,8 @@ class SimulatedMeasurer:
         self.requests += 1
         for config in configs:
             t = simulated_time(self.traffic, config, self.speeds) * (1 + self.drift * (self.requests - 1))
+            if not hold:
+                t = max(t, self.unheld_floor_us)
             out.append([t * (1 + self.rng.gauss(0, self.noise)) for _ in range(samples)])
         return out
 

@@ -37,7 +37,7 @@ from flyconfigs.kernels.rmsnorm import traffic_bytes  # noqa: E402
 from flyconfigs.kernels.rmsnorm_op import kernel_for, unload_kernels  # noqa: E402
 from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
 from flyconfigs.registry import DeviceQuery  # noqa: E402
-from flyconfigs.tuner.run import candidate_configs  # noqa: E402
+from flyconfigs.tuner.key import candidate_configs  # noqa: E402
 from flyconfigs.tuner.timing import TimingPlan, measure, plan_rotation, summarize  # noqa: E402
 
 

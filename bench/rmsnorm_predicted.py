@@ -28,7 +28,8 @@ from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
 from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
 from flyconfigs.schema.canonical import canonical_text  # noqa: E402
-from flyconfigs.tuner.run import TuneOptions, rotation  # noqa: E402
+from flyconfigs.tuner.key import rotation  # noqa: E402
+from flyconfigs.tuner.options import TuneOptions  # noqa: E402
 from flyconfigs.tuner.timing import TimingPlan, measure  # noqa: E402
 
 

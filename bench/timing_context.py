@@ -51,7 +51,8 @@ from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
 from flyconfigs.registry import DeviceQuery  # noqa: E402
 from flyconfigs.schema import Device  # noqa: E402
 from flyconfigs.tuner.measure_gpu import GPUMeasurer  # noqa: E402
-from flyconfigs.tuner.run import TuneOptions, candidate_configs, rotation  # noqa: E402
+from flyconfigs.tuner.key import candidate_configs, rotation  # noqa: E402
+from flyconfigs.tuner.options import TuneOptions  # noqa: E402
 from flyconfigs.tuner.timing import Measurement, TimingPlan, measure, plan_rotation, summarize  # noqa: E402
 from flyconfigs.tuner.toolchain import GPUToolchain  # noqa: E402
 from flyconfigs.tuner.worker import Worker, available_cpus  # noqa: E402

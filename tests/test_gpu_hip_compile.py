@@ -112,7 +112,7 @@ os.environ["FLYCONFIGS_CACHE_DIR"] = {str(tmp_path / "cache")!r}
 from concurrent.futures import ThreadPoolExecutor
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.schema.models import Device
-from flyconfigs.tuner.run import candidate_configs
+from flyconfigs.tuner.key import candidate_configs
 from flyconfigs.tuner.toolchain import GPUToolchain
 device = Device(vendor="amd", arch="gfx942", product="AMD Instinct MI300X", compute_units=304, wave_size=64)
 first = SPEC.check_key({{"M": 16, "N": 1024, "dtype": "bf16", "weight_dtype": "bf16"}})

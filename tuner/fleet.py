@@ -30,16 +30,9 @@ from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.load import loads_artifact
 from flyconfigs.schema.models import Artifact, Device, DeviceIdentity
 from flyconfigs.tuner import emit
-from flyconfigs.tuner.run import (
-    KeyResult,
-    KeyTuner,
-    Progress,
-    TuneOptions,
-    TuneReport,
-    add_seconds,
-    disagreements,
-    spread_cross_checks,
-)
+from flyconfigs.tuner.key import KeyTuner
+from flyconfigs.tuner.options import KeyResult, Progress, TuneOptions
+from flyconfigs.tuner.run import TuneReport, add_seconds, disagreements, spread_cross_checks
 
 __all__ = ["GPUActor", "identity_matches", "reassign_check", "tune_fleet"]
 

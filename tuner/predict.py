@@ -35,7 +35,7 @@ from flyconfigs.schema.models import (
     Selection,
 )
 from flyconfigs.tuner import emit
-from flyconfigs.tuner.run import candidate_configs
+from flyconfigs.tuner.key import candidate_configs
 
 __all__ = ["PredictReport", "ResourceCompiler", "predict"]
 

@@ -85,7 +85,7 @@ def main() -> None:
             "best_remeasured_us": min(medians),
             "winner_vs_best": medians[0] / min(medians),
             "winner_vs_recorded": medians[0] / artifact.winner.timing.median_us,
-            "contenders": [{"config": c, "median_us": m, "recorded_timed_in": t} for c, m, t in zip(configs, medians, stages)],
+            "contenders": [{"config": c, "median_us": m, "recorded_timed_in": t} for c, m, t in zip(configs, medians, stages, strict=True)],
         }
         rows.append(row)
         print(f"{path.name}: winner {medians[0]:.2f} us, best {min(medians):.2f} us ({row['winner_vs_best']:.3f}), "

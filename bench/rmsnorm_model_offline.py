@@ -4,9 +4,11 @@ spill-free candidates (using each candidate's recorded resources) is looked up i
 same artifact's timings and compared with the tuned winner, and so is the default.
 
 The artifacts' timings come from one tuning run on the device (the screen's 5 samples for
-candidates that were not finalists).  Score only keys the model was not fitted on.
+candidates that were not finalists); each row says which timed the model's pick.  Score
+only keys the model was not fitted on.  A folder that holds several devices' tunings
+needs ``--product``.
 
-    python bench/rmsnorm_model_offline.py artifacts/sm90 --out bench/results/rmsnorm-model-offline-h200.json
+    python bench/rmsnorm_model_offline.py artifacts/sm90 --product "NVIDIA H200" --out bench/results/rmsnorm-model-offline-h200.json
 """
 
 from __future__ import annotations
@@ -16,18 +18,19 @@ import json
 import math
 from pathlib import Path
 
+from _common import artifacts_of, timed_in
+
 from flyconfigs.kernels.rmsnorm_model import MODEL
-from flyconfigs.schema import load_artifact
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", type=Path)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--product", help="score this device's tunings only (when FOLDER holds several)")
     args = parser.parse_args()
     rows = []
-    for path in sorted(args.folder.glob("rmsnorm-*.json")):
-        artifact = load_artifact(path)
+    for path, artifact in artifacts_of(args.folder, "rmsnorm", args.product):
         timed = [c for c in artifact.candidates if c.timing and c.resources and not c.resources.spill_bytes]
         predicted = MODEL.predict([c.config for c in timed], artifact.key, artifact.device, [c.resources for c in timed])
         ranked = timed[predicted.index(min(predicted))]
@@ -35,6 +38,7 @@ def main() -> None:
         best = artifact.winner.timing.median_us if artifact.winner.timing else math.nan
         rows.append({"key": dict(artifact.key), "file": path.name, "tuned_us": best,
                      "model_config": dict(ranked.config), "model_us": ranked.timing.median_us if ranked.timing else None,
+                     "model_timed_in": timed_in(ranked, artifact),
                      "default_us": default.timing.median_us if default.timing else None})
 
     def figures(field: str) -> dict[str, float]:

@@ -77,19 +77,17 @@ def _score(artifacts: list[Artifact], serve: Callable[[Artifact], dict[str, Any]
         ratio = entry.timing.median_us / artifact.winner.timing.median_us if entry else None  # type: ignore[union-attr]
         keys.append({"key": dict(artifact.key), "config": config, "over_tuned": ratio,
                      "served_timed_in": timed_in(entry, artifact) if entry else None})
-    return {**_summary(keys, len(keys)),
-            "served_timed_in": {stage: _summary(staged, len(staged))
-                                for stage in ("final", "screen")
-                                for staged in [[k for k in keys if k["served_timed_in"] == stage]]},
+    by_stage = {stage: [k for k in keys if k["served_timed_in"] == stage] for stage in ("final", "screen")}
+    return {**_summary(keys), "served_timed_in": {stage: _summary(staged) for stage, staged in by_stage.items()},
             "per_key": keys}
 
 
-def _summary(keys: list[dict[str, Any]], of: int) -> dict[str, Any]:
+def _summary(keys: list[dict[str, Any]]) -> dict[str, Any]:
     ratios = [k["over_tuned"] for k in keys if k["over_tuned"] is not None]
     return {
-        "keys": of,
+        "keys": len(keys),
         "scored": len(ratios),
-        "within_10_percent": sum(r <= GOAL for r in ratios) / of if of else None,
+        "within_10_percent": sum(r <= GOAL for r in ratios) / len(keys) if keys else None,
         "geomean_over_tuned": math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else None,
         "worst_over_tuned": max(ratios, default=None),
     }

@@ -36,12 +36,10 @@ def _contenders(artifact: Artifact, finalists: int) -> list[Candidate] | None:
     winner = next((c for c in timed if dict(c.config) == dict(artifact.winner.config)), None)
     if winner is None:
         return None
+    default = next((c for c in timed if artifact.default and dict(c.config) == dict(artifact.default.config)), None)
     contenders = [winner]
-    for choice in [artifact.default, *timed]:
-        if choice is None or len(contenders) > finalists:
-            continue
-        entry = next((c for c in timed if dict(c.config) == dict(choice.config)), None)
-        if entry is not None and all(dict(entry.config) != dict(c.config) for c in contenders):
+    for entry in [default, *timed]:
+        if entry is not None and len(contenders) <= finalists and all(entry is not c for c in contenders):
             contenders.append(entry)
     return contenders
 

@@ -2,7 +2,7 @@
 RMSNorm benchmark: kernels that move no data, launched with ``__cluster_dims__`` of 1, 2, 4
 and 8 blocks, for one row's worth of blocks (one cluster) and for 16 rows (16 clusters).
 
-Three bodies, each a stage of the RMSNorm kernel's cluster exchange (``kernels/rmsnorm.cu``):
+Three bodies, each a stage of the RMSNorm kernel's cluster exchange (``kernels/rmsnorm/rmsnorm.cu``):
 
 ``empty``
     nothing: the cost of launching and retiring clusters;

@@ -1,4 +1,4 @@
-"""Fits RMSNorm's learned default (flyconfigs.kernels.rmsnorm_default) on measured
+"""Fits RMSNorm's learned default (flyconfigs.kernels.rmsnorm.default) on measured
 tunings, scores it on row lengths it was not fitted on, and writes the table with where
 it came from and its scores.
 
@@ -23,7 +23,7 @@ score therefore also gives the keys whose served config was timed in the final a
 
 The shipped table is built from every key.
 
-    python bench/fit_rmsnorm_default.py artifacts/sm90 --product "NVIDIA H200" --out kernels/rmsnorm_default.json
+    python bench/fit_rmsnorm_default.py artifacts/sm90 --product "NVIDIA H200" --out kernels/rmsnorm/default.json
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any
 
 from _common import artifacts_of, timed_in, write_result
 
-from flyconfigs.kernels import rmsnorm_default
+from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.models import wave_size_of_arch
@@ -121,7 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--product", help="fit on this device's tunings only (when FOLDER holds several)")
-    parser.add_argument("--out", type=Path, required=True, help="the table to write (kernels/rmsnorm_default.json)")
+    parser.add_argument("--out", type=Path, required=True, help="the table to write (kernels/rmsnorm/default.json)")
     parser.add_argument("--results", type=Path, help="folder for the scores (default bench/results)")
     args = parser.parse_args()
     artifacts = _measured(args.folder, args.product)

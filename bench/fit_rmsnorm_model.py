@@ -1,4 +1,4 @@
-"""Fits RMSNorm's ranking model (flyconfigs.kernels.rmsnorm_model) on measured tunings and
+"""Fits RMSNorm's ranking model (flyconfigs.kernels.rmsnorm.model) on measured tunings and
 writes its weights with where they came from.
 
 Data: every timed, spill-free candidate of every RMSNorm artifact in FOLDER (one tuning
@@ -13,7 +13,7 @@ Most candidates were timed only in the tuner's screen, a shorter measurement tha
 final that timed the winner, so the figures also give the share of picks whose time is
 the final's (``picks_timed_in_final``), and the within-10% share on those alone.
 
-    python bench/fit_rmsnorm_model.py artifacts/sm90 --product "NVIDIA H200" --preset perf --out kernels/rmsnorm_model.json
+    python bench/fit_rmsnorm_model.py artifacts/sm90 --product "NVIDIA H200" --preset perf --out kernels/rmsnorm/model.json
 
 A folder that holds several devices' tunings needs ``--product``.
 """
@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from _common import artifacts_of, timed_in
 
-from flyconfigs.kernels.rmsnorm_model import features
+from flyconfigs.kernels.rmsnorm.model import features
 from flyconfigs.schema import Artifact
 
 LAMBDAS = (1.0, 10.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)

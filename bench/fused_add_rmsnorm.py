@@ -33,7 +33,7 @@ from _common import OUTPUTS, timed, write_graph_run  # noqa: E402
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels import fused_add_rms_norm  # noqa: E402
 from flyconfigs.kernels.fused_add_rmsnorm import SPEC, reference_fused_add_rms_norm, traffic_bytes  # noqa: E402
-from flyconfigs.kernels.fused_add_rmsnorm_op import launch  # noqa: E402
+from flyconfigs.kernels.fused_add_rmsnorm.op import launch  # noqa: E402
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES  # noqa: E402
 from flyconfigs.registry import DeviceQuery, resolve  # noqa: E402
 from flyconfigs.tuner.timing import TimingPlan, measure, plan_rotation, summarize  # noqa: E402

@@ -26,7 +26,7 @@ from _common import machine, quantiles  # noqa: E402
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels import rms_norm  # noqa: E402
 from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
-from flyconfigs.kernels.rmsnorm_op import kernel_for  # noqa: E402
+from flyconfigs.kernels.rmsnorm.op import kernel_for  # noqa: E402
 
 
 def per_call_us(fns: dict[str, Callable[[], object]], calls: int = 2000, repeats: int = 15) -> dict[str, dict[str, float]]:

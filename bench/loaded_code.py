@@ -10,7 +10,7 @@ each step that loads or unloads variants of the op:
 - ``after the screen``: every candidate also timed once, as the tuner's screen did
   before it timed in groups;
 - ``after unloading the rest``: all but the timed configs unloaded
-  (``flyconfigs.kernels.rmsnorm_op.unload_kernels``);
+  (``flyconfigs.kernels.rmsnorm.op.unload_kernels``);
 - ``after loading them again`` and ``after a second screen``.
 
 Writes ``--out`` (JSON); needs a GPU.
@@ -34,8 +34,8 @@ from rmsnorm import grid  # noqa: E402
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels.plugin import tunable_kernel  # noqa: E402
 from flyconfigs.kernels.rmsnorm import traffic_bytes  # noqa: E402
-from flyconfigs.kernels.rmsnorm_op import kernel_for, unload_kernels  # noqa: E402
-from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
+from flyconfigs.kernels.rmsnorm.op import kernel_for, unload_kernels  # noqa: E402
+from flyconfigs.kernels.rmsnorm.workload import RMSNormWorkload  # noqa: E402
 from flyconfigs.registry import DeviceQuery  # noqa: E402
 from flyconfigs.tuner.key import candidate_configs  # noqa: E402
 from flyconfigs.tuner.timing import TimingPlan, measure, plan_rotation, summarize  # noqa: E402

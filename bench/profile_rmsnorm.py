@@ -23,7 +23,7 @@ from rmsnorm import EPS, _compiled_expression, _liger, contenders_for
 
 from flyconfigs.gpu import get_backend
 from flyconfigs.kernels.rmsnorm import SPEC, reference_rms_norm
-from flyconfigs.kernels.rmsnorm_op import kernel_for
+from flyconfigs.kernels.rmsnorm.op import kernel_for
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
 from flyconfigs.registry import DeviceQuery
 

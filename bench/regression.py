@@ -23,7 +23,7 @@ from _common import machine, timed_in  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
-from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
+from flyconfigs.kernels.rmsnorm.workload import RMSNormWorkload  # noqa: E402
 from flyconfigs.schema import Artifact, Candidate, load_artifact  # noqa: E402
 from flyconfigs.tuner.timing import TimingPlan, measure  # noqa: E402
 

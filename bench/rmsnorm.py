@@ -44,7 +44,7 @@ from _common import OUTPUTS, accepted_configs, machine, timed, write_graph_run  
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels import rms_norm  # noqa: E402
 from flyconfigs.kernels.rmsnorm import SPEC, reference_rms_norm, traffic_bytes  # noqa: E402
-from flyconfigs.kernels.rmsnorm_op import kernel_for  # noqa: E402
+from flyconfigs.kernels.rmsnorm.op import kernel_for  # noqa: E402
 from flyconfigs.registry import DeviceQuery, resolve  # noqa: E402
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES  # noqa: E402
 from flyconfigs.tuner.grid import parse_grids  # noqa: E402

@@ -23,7 +23,7 @@ from rmsnorm import DT, EPS, TOLERANCE, _compiled_expression, _empty_kernel, lau
 
 from flyconfigs.gpu import CompileRequest, get_backend
 from flyconfigs.kernels.rmsnorm import SPEC, reference_rms_norm, traffic_bytes
-from flyconfigs.kernels.rmsnorm_op import _SIGNATURE
+from flyconfigs.kernels.rmsnorm.op import _SIGNATURE
 from flyconfigs.registry import DeviceQuery, resolve
 from flyconfigs.tuner.timing import measure, plan_rotation, summarize
 

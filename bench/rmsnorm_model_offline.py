@@ -1,4 +1,4 @@
-"""Scores RMSNorm's cost model (flyconfigs.kernels.rmsnorm_model) against measurement,
+"""Scores RMSNorm's cost model (flyconfigs.kernels.rmsnorm.model) against measurement,
 offline: for every tuned artifact, the config the model ranks first among the timed,
 spill-free candidates (using each candidate's recorded resources) is looked up in the
 same artifact's timings and compared with the tuned winner, and so is the default.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from _common import artifacts_of, timed_in
 
-from flyconfigs.kernels.rmsnorm_model import MODEL
+from flyconfigs.kernels.rmsnorm.model import MODEL
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ from _common import artifacts_of, machine  # noqa: E402
 
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
-from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
+from flyconfigs.kernels.rmsnorm.workload import RMSNormWorkload  # noqa: E402
 from flyconfigs.schema.canonical import canonical_text  # noqa: E402
 from flyconfigs.tuner.key import rotation  # noqa: E402
 from flyconfigs.tuner.options import TuneOptions  # noqa: E402

@@ -47,7 +47,7 @@ from rmsnorm import EPS, _empty_kernel, launcher, relative_error
 
 from flyconfigs.gpu import CompileRequest, get_backend
 from flyconfigs.kernels.rmsnorm import SPEC, cluster_of, reference_rms_norm, traffic_bytes
-from flyconfigs.kernels.rmsnorm_op import _SIGNATURE
+from flyconfigs.kernels.rmsnorm.op import _SIGNATURE
 from flyconfigs.registry import DeviceQuery, resolve
 from flyconfigs.tuner.timing import measure, plan_rotation, summarize
 

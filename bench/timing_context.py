@@ -46,8 +46,8 @@ from rmsnorm import grid, launcher  # noqa: E402
 from flyconfigs.gpu import get_backend  # noqa: E402
 from flyconfigs.kernels.plugin import tunable_kernel  # noqa: E402
 from flyconfigs.kernels.rmsnorm import traffic_bytes  # noqa: E402
-from flyconfigs.kernels.rmsnorm_op import kernel_for  # noqa: E402
-from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload  # noqa: E402
+from flyconfigs.kernels.rmsnorm.op import kernel_for  # noqa: E402
+from flyconfigs.kernels.rmsnorm.workload import RMSNormWorkload  # noqa: E402
 from flyconfigs.registry import DeviceQuery  # noqa: E402
 from flyconfigs.schema import Device  # noqa: E402
 from flyconfigs.tuner.measure_gpu import GPUMeasurer  # noqa: E402

@@ -8,10 +8,22 @@ subpackage (``flyconfigs.schema``, ``flyconfigs.registry``, …) imports only wh
 
 from __future__ import annotations
 
+import os as _os
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from flyconfigs._version import __version__
+
+# In a checkout the subpackages are the design's top-level folders beside this one
+# (``schema/``, ``registry/``, ...), which setuptools' package-dir maps into an installed
+# ``flyconfigs``.  A Python started in the checkout's root imports this folder first and,
+# without this, would find no subpackage in it (or mix in an installed copy's); with it the
+# checkout imports whole.  An installed package holds its subpackages and skips this.
+if not _os.path.isdir(_os.path.join(_os.path.dirname(__file__), "registry")):
+    _root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+    if _os.path.isfile(_os.path.join(_root, "pyproject.toml")) and _os.path.isfile(
+            _os.path.join(_root, "registry", "__init__.py")):
+        __path__.append(_root)
 
 if TYPE_CHECKING:
     from flyconfigs.errors import FlyconfigsError

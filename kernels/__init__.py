@@ -14,11 +14,11 @@ __all__ = ["fused_add_rms_norm", "rms_norm"]
 
 def __getattr__(name: str) -> Any:
     if name == "rms_norm":
-        from flyconfigs.kernels.rmsnorm_op import rms_norm
+        from flyconfigs.kernels.rmsnorm.op import rms_norm
 
         return rms_norm
     if name == "fused_add_rms_norm":
-        from flyconfigs.kernels.fused_add_rmsnorm_op import fused_add_rms_norm
+        from flyconfigs.kernels.fused_add_rmsnorm.op import fused_add_rms_norm
 
         return fused_add_rms_norm
     raise AttributeError(f"module 'flyconfigs.kernels' has no attribute {name!r}")

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from local_index import LocalIndex, build_core_wheel, dependency_wheels, fresh_venv  # noqa: E402
 
-from flyconfigs.registry.publish import publish_all, upload_files  # noqa: E402
+from flyconfigs.publish.build import publish_all, upload_files  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = {

@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q --config-settings editable_mode=strict -e '.[publish]' 'pypiserver>=2.1'
+.venv/bin/python -m pip install -q -e '.[publish]' 'pypiserver>=2.1'
 .venv/bin/python scripts/demo.py "$@"

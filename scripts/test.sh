@@ -12,7 +12,7 @@ python3 -m venv .venv
 # it compiles: with PYTHONDONTWRITEBYTECODE set, every test process, subprocess and Ray
 # worker would compile torch and Ray from source again.
 unset PYTHONDONTWRITEBYTECODE
-.venv/bin/python -m pip install -q --no-compile --config-settings editable_mode=strict -e '.[dev,hip]' 'torch==2.13.0'
+.venv/bin/python -m pip install -q --no-compile -e '.[dev,hip]' 'torch==2.13.0'
 # NVRTC and the CUDA headers as wheels: the sm90 compile tests need no GPU and no toolkit.
 .venv/bin/python -m pip install -q --no-compile 'cuda-bindings>=13,<14' 'cuda-pathfinder>=1.0' 'nvidia-cuda-nvrtc>=13,<14' 'nvidia-cuda-runtime>=13,<14'
 .venv/bin/python -m pip install -q --no-compile 'flydsl==0.4.2' || echo "test.sh: flydsl 0.4.2 could not be installed; the FlyDSL interop test will skip" >&2

@@ -16,7 +16,7 @@ from distributions import install_data_package  # noqa: E402
 from factories import make_artifact  # noqa: E402
 
 from flyconfigs.registry import default_resolver  # noqa: E402
-from flyconfigs.registry.layout import distribution_name  # noqa: E402
+from flyconfigs.publish.layout import distribution_name  # noqa: E402
 from flyconfigs.schema import Artifact  # noqa: E402
 from flyconfigs.schema.manifest import target_module  # noqa: E402
 

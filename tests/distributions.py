@@ -8,7 +8,7 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from flyconfigs.registry.layout import distribution_name, package_files
+from flyconfigs.publish.layout import distribution_name, package_files
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.manifest import target_module
 

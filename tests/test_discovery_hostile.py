@@ -71,7 +71,7 @@ def test_a_kernel_name_belongs_to_one_distribution(site: SiteDir, monkeypatch: p
     _dist(site.root, "aaa-hijack", "[flyconfigs.kernels]\nrmsnorm = aaa_hijack:SPEC\n", {"aaa_hijack.py": module})
     refresh()
     decl = kernel_declaration("rmsnorm")
-    assert type(decl).__module__ == "flyconfigs.kernels.rmsnorm"
+    assert type(decl).__module__ == "flyconfigs.kernels.rmsnorm.declaration"
     assert resolve("rmsnorm", KEY, H200_SPEC).source == "default"
     assert not marker.exists()
     assert any(p.kind == "kernel-collision" and p.distribution == "aaa-hijack" for p in declarations.PROBLEMS.problems())

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from flyconfigs.cli import main
-from flyconfigs.registry.publish import publish, upload_files
+from flyconfigs.publish.build import publish, upload_files
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
 from local_index import LocalIndex, build_core_wheel, dependency_wheels, fresh_venv  # noqa: E402

@@ -10,7 +10,7 @@ import pytest
 from factories import H200, MI300X, make_artifact
 from flyconfigs.cli import main
 from flyconfigs.errors import PublishError
-from flyconfigs.registry.publish import publish, publish_all
+from flyconfigs.publish.build import publish, publish_all
 from flyconfigs.schema import write_atomic
 
 sys_key = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}

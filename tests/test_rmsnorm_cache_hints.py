@@ -4,7 +4,7 @@ compiler options."""
 
 from __future__ import annotations
 
-from flyconfigs.kernels import rmsnorm_default
+from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm import SPEC, cache_hints_of
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.kernel_schema import config_schema

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from flyconfigs.kernels import rmsnorm_default
+from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm import SPEC, TUNABLES, max_cluster_of
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.kernel_schema import config_schema

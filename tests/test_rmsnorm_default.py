@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flyconfigs.kernels import rmsnorm_default
+from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema import Artifact, load_artifact
@@ -88,7 +88,7 @@ def test_the_table_built_without_a_row_length_serves_it_within_10_percent_of_tun
     artifacts = _measured()
     assert len(artifacts) >= 400
     timed = {id(a): [(SPEC.complete_config(c.config), c.timing.median_us) for c in a.candidates if c.timing] for a in artifacts}
-    shipped = json.loads(resources_files("flyconfigs.kernels").joinpath("rmsnorm_default.json").read_text())
+    shipped = json.loads(resources_files("flyconfigs.kernels.rmsnorm").joinpath("default.json").read_text())
     keep, within = shipped["fitted_on"]["keep"], shipped["fitted_on"]["within"]
     within_goal = 0
     for n in sorted({int(a.key["N"]) for a in artifacts}):
@@ -103,7 +103,7 @@ def test_the_table_built_without_a_row_length_serves_it_within_10_percent_of_tun
 
 
 def test_the_shipped_table_is_the_one_built_from_every_measured_key() -> None:
-    shipped = json.loads(resources_files("flyconfigs.kernels").joinpath("rmsnorm_default.json").read_text())
+    shipped = json.loads(resources_files("flyconfigs.kernels.rmsnorm").joinpath("default.json").read_text())
     artifacts = _measured()
     rebuilt = rmsnorm_default.build(
         [(a.key, [(SPEC.complete_config(c.config), c.timing.median_us) for c in a.candidates if c.timing]) for a in artifacts],

@@ -10,7 +10,7 @@ import pytest
 
 from factories import MI300X, artifact_dict, staged_artifact_dict
 from flyconfigs.cli import main
-from flyconfigs.registry.layout import build_manifest
+from flyconfigs.publish.layout import build_manifest
 from flyconfigs.errors import ArtifactError
 from flyconfigs.schema import SCHEMA_VERSION, Artifact, parse_artifact
 from flyconfigs.schema.spec import KINDS, load_spec, render, spec_file_name, spec_versions

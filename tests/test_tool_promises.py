@@ -20,8 +20,8 @@ from flyconfigs.errors import PublishError, TuneError
 from flyconfigs.gpu.cache import CompileCache
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry import publish as publish_module
-from flyconfigs.registry.publish import publish, publish_all, upload_files
+from flyconfigs.publish import build as publish_module
+from flyconfigs.publish.build import publish, publish_all, upload_files
 from flyconfigs.schema import Artifact, write_atomic
 from flyconfigs.tuner.run import TuneOptions, spread_cross_checks, tune
 from flyconfigs.tuner.simulated import SIMULATED_DEVICE, SimulatedToolchain, config_name
@@ -269,7 +269,7 @@ def test_simulated_artifacts_say_what_they_are(tmp_path: Path) -> None:
 
 
 def test_index_queries_fail_as_publish_errors() -> None:
-    from flyconfigs.registry.index import index_versions
+    from flyconfigs.publish.index import index_versions
 
     with pytest.raises(PublishError, match="cannot reach the index"):
         index_versions("not a url", "flyconfigs-sm90")

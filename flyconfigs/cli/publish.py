@@ -31,7 +31,7 @@ def _print_results(results: list[Any], as_json: bool) -> None:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from flyconfigs.registry.publish import publish, publish_all
+    from flyconfigs.publish.build import publish, publish_all
 
     if args.all:
         if args.target or args.version:

@@ -15,7 +15,7 @@ pytest.importorskip("triton")
 
 from flyconfigs.kernels import fused_add_rms_norm  # noqa: E402
 from flyconfigs.kernels.fused_add_rmsnorm import SPEC, reference_fused_add_rms_norm  # noqa: E402
-from flyconfigs.kernels.fused_add_rmsnorm_op import FusedAddRMSNormWorkload, launch  # noqa: E402
+from flyconfigs.kernels.fused_add_rmsnorm.op import FusedAddRMSNormWorkload, launch  # noqa: E402
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES  # noqa: E402
 from flyconfigs.registry import DeviceQuery  # noqa: E402
 from flyconfigs.schema import load_artifact  # noqa: E402

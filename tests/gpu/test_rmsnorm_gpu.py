@@ -12,7 +12,7 @@ import torch
 from flyconfigs.gpu import get_backend
 from flyconfigs.kernels import rms_norm
 from flyconfigs.kernels.rmsnorm import SPEC, reference_rms_norm
-from flyconfigs.kernels.rmsnorm_op import kernel_for, unload_kernels
+from flyconfigs.kernels.rmsnorm.op import kernel_for, unload_kernels
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
 from flyconfigs.registry.device import DeviceQuery
 
@@ -103,7 +103,7 @@ def test_a_layout_seen_before_still_checks_what_each_call_changes() -> None:
     address takes the scalar kernel, whose sums run in another order than the vector
     kernel's, so it is compared with what the checked path gives for the same addresses,
     bit for bit, and with the reference."""
-    from flyconfigs.kernels import rmsnorm_op
+    from flyconfigs.kernels.rmsnorm import op as rmsnorm_op
 
     flat = torch.randn(64 * 4096 + 8, device="cuda").to(torch.bfloat16)
     w = torch.rand(4096, device="cuda").to(torch.bfloat16)

@@ -12,8 +12,8 @@ import torch
 
 from flyconfigs.gpu.backend import Backend
 from flyconfigs.kernels.output_check import OutputCheck
-from flyconfigs.kernels.rmsnorm import SPEC, RMSNormSpec, reference_rms_norm, traffic_bytes
-from flyconfigs.kernels.rmsnorm_op import kernel_for, unload_kernels
+from flyconfigs.kernels.rmsnorm.declaration import SPEC, RMSNormSpec, reference_rms_norm, traffic_bytes
+from flyconfigs.kernels.rmsnorm.op import kernel_for, unload_kernels
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
 from flyconfigs.schema.models import Resources
 
@@ -64,7 +64,7 @@ class RMSNormWorkload:
 
     def release(self, keep: Sequence[Mapping[str, Any]]) -> int:
         """Unload every variant the process has loaded except ``keep``'s at this key (see
-        :func:`~flyconfigs.kernels.rmsnorm_op.unload_kernels`); returns how many."""
+        :func:`~flyconfigs.kernels.rmsnorm.op.unload_kernels`); returns how many."""
         return unload_kernels([kernel_for(self.backend, c, self.key) for c in keep])
 
     def check(self, config: Mapping[str, Any]) -> str | None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from importlib.resources import files as resources_files
 from typing import Any
 
-from flyconfigs.kernels.rmsnorm import ELEMENT_BYTES, cluster_of
+from flyconfigs.kernels.rmsnorm.declaration import ELEMENT_BYTES, cluster_of
 from flyconfigs.schema.models import Device, Resources
 
 __all__ = ["MODEL", "ROOFLINE", "RMSNormCostModel", "RooflineModel", "features"]
@@ -163,7 +163,7 @@ class RMSNormCostModel:
     """Ranks compiled configs of one key: a ridge regression over :func:`features` of the
     log slowdown against the key's best, its weights fitted by
     ``bench/fit_rmsnorm_model.py`` on measured tunings and shipped as
-    ``rmsnorm_model.json`` (with the data and the cross-validation they came from).
+    ``model.json`` (with the data and the cross-validation they came from).
     Version 1 was fitted before the ``cluster`` tunable existed: it prices a cluster
     only through the geometry of :func:`features` and the roofline (a slice per block,
     two cluster barriers)."""
@@ -193,7 +193,7 @@ class RMSNormCostModel:
 
 @functools.cache
 def _weights() -> dict[str, Any]:
-    text = resources_files("flyconfigs.kernels").joinpath("rmsnorm_model.json").read_text(encoding="utf-8")
+    text = resources_files("flyconfigs.kernels.rmsnorm").joinpath("model.json").read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 

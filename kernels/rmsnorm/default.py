@@ -1,6 +1,6 @@
 """RMSNorm's learned default: what a key with no tuned config is served, on any device.
 
-The table (``rmsnorm_default.json``, written by ``bench/fit_rmsnorm_default.py``) holds,
+The table (``default.json``, written by ``bench/fit_rmsnorm_default.py``) holds,
 for each tuned key of one reference device, the few configs that came closest to that
 key's best, each as a *shape* relative to the key and its slowdown against the best::
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from importlib.resources import files as resources_files
 from typing import Any
 
-from flyconfigs.kernels.rmsnorm import cluster_of, hints_of
+from flyconfigs.kernels.rmsnorm.declaration import cluster_of, hints_of
 from flyconfigs.kernels.rownorm import ELEMENT_BYTES, pow2_ceil
 
 __all__ = ["MISSING", "NEIGHBOURS", "DefaultTable", "Shape", "choose", "config_of", "shape_of", "table"]
@@ -140,7 +140,7 @@ def _frozen(config: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def encode(table: DefaultTable) -> dict[str, Any]:
-    """``table`` as JSON data (what ``rmsnorm_default.json`` holds under ``table``)."""
+    """``table`` as JSON data (what ``default.json`` holds under ``table``)."""
     return {
         "compute_units": table.compute_units,
         "shape_fields": ["log2_vectors_per_thread", "rows_per_block", "vector_bytes", "row_storage", "occupancy",
@@ -191,5 +191,5 @@ def build(measured: Sequence[tuple[Mapping[str, Any], Sequence[tuple[Mapping[str
 @functools.cache
 def table() -> DefaultTable:
     """The shipped table."""
-    text = resources_files("flyconfigs.kernels").joinpath("rmsnorm_default.json").read_text(encoding="utf-8")
+    text = resources_files("flyconfigs.kernels.rmsnorm").joinpath("default.json").read_text(encoding="utf-8")
     return decode(json.loads(text)["table"])

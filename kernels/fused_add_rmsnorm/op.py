@@ -19,8 +19,8 @@ import torch
 import triton
 
 from flyconfigs.errors import CompileError, GPUError
-from flyconfigs.kernels.fused_add_rmsnorm import SPEC, FusedAddRMSNormSpec, reference_fused_add_rms_norm
-from flyconfigs.kernels.fused_add_rmsnorm_triton import fused_add_rmsnorm_kernel
+from flyconfigs.kernels.fused_add_rmsnorm.declaration import SPEC, FusedAddRMSNormSpec, reference_fused_add_rms_norm
+from flyconfigs.kernels.fused_add_rmsnorm.kernel import fused_add_rmsnorm_kernel
 from flyconfigs.kernels.output_check import OutputCheck
 from flyconfigs.kernels.torch_dtypes import NAME_OF, TORCH_DTYPES
 from flyconfigs.kernels.triton_config import TritonConfigs

@@ -2,7 +2,7 @@
 
 ``y = x * rsqrt(mean(x**2) + eps) * w`` over the last dimension, fp32 accumulation.
 This module is the family's declaration and imports neither torch nor a GPU runtime;
-the op users call lives in :mod:`flyconfigs.kernels.rmsnorm_op`.
+the op users call lives in :mod:`flyconfigs.kernels.rmsnorm.op`.
 
 Tunables (see ``rmsnorm.cu``):
 
@@ -56,8 +56,8 @@ from flyconfigs.schema.models import wave_size_of_arch
 
 if TYPE_CHECKING:
     from flyconfigs.gpu import Backend, CompileRequest
-    from flyconfigs.kernels.rmsnorm_model import RMSNormCostModel
-    from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload
+    from flyconfigs.kernels.rmsnorm.model import RMSNormCostModel
+    from flyconfigs.kernels.rmsnorm.workload import RMSNormWorkload
     from flyconfigs.schema.models import Device
 
 __all__ = ["DTYPES", "ELEMENT_BYTES", "PERF_GRID", "SPEC", "TUNABLES", "RMSNormSpec", "cache_hints_of", "cluster_of",
@@ -103,7 +103,7 @@ class RMSNormSpec:
 
     name: str = "rmsnorm"
     version: int = 1
-    source_file: str = "rmsnorm.cu"
+    source_file: str = "rmsnorm/rmsnorm.cu"
     entry: str = "rmsnorm_kernel"
 
     @property
@@ -266,7 +266,7 @@ class RMSNormSpec:
     def default_config(
         self, key: Mapping[str, KeyValue], device: DeviceQuery | None, wave: int | None = None
     ) -> dict[str, KeyValue]:
-        """The learned default (:mod:`flyconfigs.kernels.rmsnorm_default`): the config
+        """The learned default (:mod:`flyconfigs.kernels.rmsnorm.default`): the config
         whose shape came closest to the best at the nearest tuned keys of the reference
         device, rows scaled by ``device``'s compute units; always a config of the key's
         space.  Where the table lists no shape that is, :meth:`rule_of_thumb`."""
@@ -276,7 +276,7 @@ class RMSNormSpec:
 
     def _default(self, norm: Mapping[str, KeyValue], device: DeviceQuery | None, w: int,
                  candidates: list[dict[str, KeyValue]]) -> dict[str, KeyValue]:
-        from flyconfigs.kernels import rmsnorm_default
+        from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 
         units = device.compute_units if device is not None else None
         chosen = rmsnorm_default.choose(rmsnorm_default.table(), norm, units, candidates)
@@ -341,7 +341,7 @@ class RMSNormSpec:
     @property
     def cost_model(self) -> RMSNormCostModel:
         """The model that ranks compiled configs for ``flyconfigs predict``."""
-        from flyconfigs.kernels.rmsnorm_model import MODEL
+        from flyconfigs.kernels.rmsnorm.model import MODEL
 
         return MODEL
 
@@ -363,7 +363,7 @@ class RMSNormSpec:
 
     def workload(self, key: Mapping[str, KeyValue], copies: int, backend: Backend) -> RMSNormWorkload:
         """Rotated inputs for ``key`` (imports torch)."""
-        from flyconfigs.kernels.rmsnorm_workload import RMSNormWorkload
+        from flyconfigs.kernels.rmsnorm.workload import RMSNormWorkload
 
         return RMSNormWorkload(key, copies, backend, self)
 

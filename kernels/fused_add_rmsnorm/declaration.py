@@ -6,8 +6,8 @@ dimension, in place on the residual, as serving engines call it between transfor
 layers.  The sum is rounded to the residual's dtype before it is normalized, so the
 result is what the unfused pair (a torch add, then RMSNorm of the stored residual)
 gives, with fp32 accumulation.  This module is the declaration and imports neither
-torch nor Triton; the kernel is ``fused_add_rmsnorm_triton.py`` and the op users call
-is :mod:`flyconfigs.kernels.fused_add_rmsnorm_op`.
+torch nor Triton; the kernel is ``kernel.py`` and the op users call
+is :mod:`flyconfigs.kernels.fused_add_rmsnorm.op`.
 
 Tunables (Triton's ``num_warps`` and ``num_stages`` are launch options, the rest are
 ``tl.constexpr`` parameters of the kernel):
@@ -47,7 +47,7 @@ from flyconfigs.registry.device import DeviceQuery
 
 if TYPE_CHECKING:
     from flyconfigs.gpu import Backend
-    from flyconfigs.kernels.fused_add_rmsnorm_op import FusedAddRMSNormWorkload
+    from flyconfigs.kernels.fused_add_rmsnorm.op import FusedAddRMSNormWorkload
 
 __all__ = ["HIDDEN_SIZE_GRID", "SPEC", "TUNABLES", "FusedAddRMSNormSpec", "reference_fused_add_rms_norm", "traffic_bytes"]
 
@@ -82,7 +82,7 @@ class FusedAddRMSNormSpec:
 
     name: str = "fused_add_rmsnorm"
     version: int = 1
-    source_file: str = "fused_add_rmsnorm_triton.py"
+    source_file: str = "fused_add_rmsnorm/kernel.py"
 
     @property
     def key_axes(self) -> tuple[KeyAxis, ...]:
@@ -212,7 +212,7 @@ class FusedAddRMSNormSpec:
 
     def workload(self, key: Mapping[str, KeyValue], copies: int, backend: Backend) -> FusedAddRMSNormWorkload:
         """Rotated inputs for ``key`` (imports torch and Triton)."""
-        from flyconfigs.kernels.fused_add_rmsnorm_op import FusedAddRMSNormWorkload
+        from flyconfigs.kernels.fused_add_rmsnorm.op import FusedAddRMSNormWorkload
 
         return FusedAddRMSNormWorkload(key, copies, self)
 

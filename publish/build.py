@@ -24,8 +24,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from flyconfigs.errors import ArtifactError, PublishError
-from flyconfigs.registry.index import index_versions
-from flyconfigs.registry.layout import distribution_name, package_files
+from flyconfigs.publish.index import index_versions
+from flyconfigs.publish.layout import distribution_name, package_files
 from flyconfigs.schema.jsonio import json_files_under, read_file_bytes, write_atomic
 from flyconfigs.schema.load import load_artifact
 from flyconfigs.schema.manifest import target_module

@@ -19,7 +19,7 @@ import torch
 
 from flyconfigs.gpu import get_backend
 from flyconfigs.gpu.backend import ArgKind, Backend, CompiledKernel, CompileRequest, Kernel, PreparedLaunch
-from flyconfigs.kernels.rmsnorm import ELEMENT_BYTES, SPEC
+from flyconfigs.kernels.rmsnorm.declaration import ELEMENT_BYTES, SPEC
 from flyconfigs.kernels.torch_dtypes import NAME_OF
 from flyconfigs.registry import DeviceQuery, default_resolver, resolve
 

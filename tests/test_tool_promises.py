@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from factories import MI300X, artifact_dict, make_artifact
-from flyconfigs.errors import PublishError, TuneError
+from flyconfigs.errors import InvalidKeyError, PublishError, TuneError
 from flyconfigs.gpu.cache import CompileCache
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.registry.device import DeviceQuery
@@ -280,7 +280,7 @@ def test_a_key_file_that_is_a_fifo_never_blocks(tmp_path: Path) -> None:
 
     fifo = tmp_path / "keys"
     os.mkfifo(fifo)
-    with pytest.raises(TuneError, match="not a regular file"):
+    with pytest.raises(InvalidKeyError, match="not a regular file"):
         parse_grids([f"@{fifo}"])
 
 

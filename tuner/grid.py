@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from flyconfigs.errors import ArtifactError, InvalidKeyError, TuneError
+from flyconfigs.errors import ArtifactError, InvalidKeyError
 from flyconfigs.kernels.plugin import complete_key, key_presets
 from flyconfigs.registry.declarations import KernelDecl, parse_value
 from flyconfigs.schema.canonical import canonical_text
@@ -98,16 +98,16 @@ def _keys_of_file(path: Path, extra: Mapping[str, Sequence[Any]] | None) -> list
     try:
         text = read_file_bytes(path).decode("utf-8")
     except FileNotFoundError:
-        raise TuneError(f"cannot read key file {path}: no such file") from None
+        raise InvalidKeyError(f"cannot read key file {path}: no such file") from None
     except (ArtifactError, UnicodeDecodeError) as exc:
-        raise TuneError(f"cannot read key file {path}: {exc}") from None
+        raise InvalidKeyError(f"cannot read key file {path}: {exc}") from None
     if text.lstrip().startswith("["):
         try:
             loaded = parse_document(text.encode("utf-8"), str(path))
         except ArtifactError as exc:
-            raise TuneError(str(exc)) from None
+            raise InvalidKeyError(str(exc)) from None
         if not isinstance(loaded, list) or not all(isinstance(k, dict) for k in loaded):
-            raise TuneError(f"{path}: expected a JSON list of key objects")
+            raise InvalidKeyError(f"{path}: expected a JSON list of key objects")
         return loaded
     keys = []
     for line in text.splitlines():

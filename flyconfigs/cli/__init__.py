@@ -1,10 +1,19 @@
 """The ``flyconfigs`` command: a thin layer over the library, one module per command
 group (each adds its own parser).
 
-Exit status: 0 success, 1 a problem was found (invalid files, a failed build), 2 a
-usage error, 130 interrupted.  Errors are one line on stderr (``--traceback``, anywhere
-on the line, shows the whole trace); ``--json`` prints one versioned JSON object on
-stdout instead of text.
+Exit status, one rule for every command:
+
+- 0: success (``doctor`` included when it found only warnings);
+- 1: a problem was found in what was read or done: an invalid artifact or manifest, a
+  failed build or upload, an unreachable index, an error ``doctor`` found;
+- 2: a usage error, that is bad input on the command line: an unknown command or
+  option, a file or folder named that does not exist, a malformed ``--version``, key,
+  key grid or key file, device or kernel name;
+- 130: interrupted.
+
+Errors are one line on stderr; ``--traceback`` (anywhere on the line) adds the whole
+trace and keeps the status.  ``--json`` prints one versioned JSON object on stdout
+instead of text; ``flyconfigs --version`` prints the version.
 """
 
 from __future__ import annotations
@@ -12,9 +21,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from flyconfigs.cli import files, flydsl, installed, predict, publish, tune
+from flyconfigs._version import __version__
 from flyconfigs.cli._common import Usage
 from flyconfigs.errors import FlyconfigsError
 
@@ -26,6 +37,7 @@ _GROUPS = (files, installed, flydsl, publish, tune, predict)
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flyconfigs", description="Tuned GPU-kernel configurations.")
     parser.add_argument("--traceback", action="store_true", help="show the full traceback of an error")
+    parser.add_argument("--version", action="version", version=f"flyconfigs {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in _GROUPS:
         group.register(sub)
@@ -40,7 +52,8 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 success, 1 a problem found, 2 a
-    usage error, 130 interrupted)."""
+    usage error, 130 interrupted: the rule of this module's docstring).  With
+    ``--traceback`` an error that is not a usage error propagates with its trace."""
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
@@ -64,18 +77,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (FlyconfigsError, OSError) as exc:
-        if traceback_wanted:
-            raise
+    except (FlyconfigsError, OSError, Usage) as exc:
         usage = isinstance(exc, _usage_errors())
+        if traceback_wanted and not usage:
+            raise
+        if traceback_wanted:
+            # The trace is asked for, but a usage error stays exit 2 (an uncaught one would be 1).
+            traceback.print_exc(file=sys.stderr)
         print(f"flyconfigs: error: {_one_line(exc)}", file=sys.stderr)
         hint = getattr(exc, "hint", None)
         if hint:
             print(f"hint: {hint}", file=sys.stderr)
         return 2 if usage else 1
-    except Usage as exc:
-        print(f"flyconfigs: error: {exc}", file=sys.stderr)
-        return 2
 
 
 def _one_line(exc: BaseException) -> str:

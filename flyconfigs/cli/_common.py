@@ -9,10 +9,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JSON_FORMAT", "Handler", "Usage", "add_command", "add_grid_arguments", "emit_json", "grid_extra",
-           "iter_json_files", "parse_key"]
+__all__ = ["DEFAULT_PRESET", "JSON_FORMAT", "Handler", "Usage", "add_command", "add_grid_arguments", "emit_json",
+           "grid_extra", "iter_json_files", "key_grids", "parse_key"]
 
 JSON_FORMAT = 1
+DEFAULT_PRESET = "perf"
+"""The preset ``tune`` and ``predict`` take without ``--key-grid``, when the kernel has one."""
 Handler = Callable[[argparse.Namespace], int]
 
 
@@ -63,8 +65,8 @@ def iter_json_files(paths: Sequence[str]) -> list[Path]:
 def add_grid_arguments(p: argparse.ArgumentParser) -> None:
     """``--key-grid`` and ``--dtype``, as ``tune`` and ``predict`` take them."""
     p.add_argument("--key-grid", action="append", metavar="GRID",
-                   help="'M=1,16 N=4096 dtype=bf16', @FILE, or a preset of the kernel (default 'perf', "
-                        "the benchmark grid); repeatable")
+                   help=f"'M=1,16 N=4096 dtype=bf16', @FILE, or a preset of the kernel (default: its "
+                        f"{DEFAULT_PRESET!r} preset, the benchmark grid, if it has one); repeatable")
     p.add_argument("--dtype", action="append", help="values of the dtype axis for grids that name none (comma-separated)")
 
 
@@ -72,3 +74,20 @@ def grid_extra(args: argparse.Namespace) -> dict[str, list[str]] | None:
     """The axis values ``--dtype`` gives for grids that name no dtype, or ``None``."""
     dtypes = [d for item in args.dtype or [] for d in item.split(",")]
     return {"dtype": dtypes} if dtypes else None
+
+
+def key_grids(args: argparse.Namespace) -> list[str]:
+    """The grids ``--key-grid`` names, else the kernel's :data:`DEFAULT_PRESET`;
+    :class:`Usage` naming the kernel's presets when it has no such preset (the user
+    typed none), :class:`~flyconfigs.errors.UnknownKernelError` for an unknown kernel."""
+    if args.key_grid:
+        return list(args.key_grid)
+    from flyconfigs.kernels.plugin import key_presets
+    from flyconfigs.registry.declarations import kernel_declaration
+
+    presets = key_presets(kernel_declaration(args.kernel))
+    if DEFAULT_PRESET not in presets:
+        known = ", ".join(sorted(presets)) or "none"
+        raise Usage(f"{args.kernel} has no {DEFAULT_PRESET!r} preset to tune by default: give --key-grid, "
+                    f"a grid such as 'M=1,4096 N=8192 dtype=bf16' or one of its presets ({known})")
+    return [DEFAULT_PRESET]

@@ -89,21 +89,27 @@ def _doctor(args: argparse.Namespace) -> int:
     from flyconfigs.registry.sources import PACKAGES_ENV, override_directories
 
     resolver = default_resolver()
-    device, how = resolver.current_device()
+    if args.device is not None:
+        from flyconfigs.registry.device import parse_device_spec
+
+        device, how = parse_device_spec(args.device, "--device"), "given by --device"
+    else:
+        device, how = resolver.current_device()
     problems = resolver.check_all()
     collisions = resolver.collisions()
     packages = resolver.packages()
     real_problems = [p for p in [*problems, *declarations.PROBLEMS.problems()] if p.kind != "collision"]
     unexpected = [c for c in collisions if not c.expected]
+    # Errors (exit 1): bad data and collisions nobody chose.  Warnings (exit 0): what
+    # makes calls get the default heuristic here, which is no fault of what is installed.
+    errors = [f"unexpected collision: {c.winner} shadows {', '.join(c.shadowed)}; "
+              f"rank the packages with {PACKAGES_ENV} to choose" for c in unexpected]
     warnings = []
     if device is None:
         warnings.append(f"no device known ({how}): every call gets the default heuristic")
     elif not resolver.sources_for(device.arch):
         warnings.append(f"nothing installed serves {device.arch}: every call gets the default heuristic")
     notes = _predicted_notes(resolver, device)
-    for c in unexpected:
-        warnings.append(f"unexpected collision: {c.winner} shadows {', '.join(c.shadowed)}; "
-                        f"rank the packages with {PACKAGES_ENV} to choose")
     if args.json:
         emit_json(
             {
@@ -113,6 +119,7 @@ def _doctor(args: argparse.Namespace) -> int:
                 "override_directories": [str(p) for p in override_directories()],
                 "packages": [p.__dict__ for p in packages],
                 "problems": [p.__dict__ for p in real_problems],
+                "errors": errors,
                 "warnings": warnings,
                 "notes": notes,
                 "collisions": [
@@ -133,13 +140,15 @@ def _doctor(args: argparse.Namespace) -> int:
                   f"{', '.join(c.shadowed)}{'' if c.expected else ' (unexpected)'}")
         for problem in real_problems:
             print(f"problem: {problem}")
+        for error in errors:
+            print(f"error: {error}")
         for warning in warnings:
             print(f"warning: {warning}")
         for note in notes:
             print(f"note: {note}")
-        count = len(real_problems) + len(warnings)
-        print("ok" if not count else f"{len(real_problems)} problem(s), {len(warnings)} warning(s)")
-    return 1 if real_problems or warnings else 0
+        failed = len(real_problems) + len(errors)
+        print("ok" if not failed and not warnings else f"{failed} problem(s), {len(warnings)} warning(s)")
+    return 1 if real_problems or errors else 0
 
 
 def _predicted_notes(resolver: Any, device: Any) -> list[str]:
@@ -171,4 +180,6 @@ def register(sub: Any) -> None:
     p.add_argument("kernel")
     p.add_argument("key", nargs="+", metavar="AXIS=VALUE")
     p.add_argument("--device", help="device spec (as FLYCONFIGS_DEVICE); default: the current device")
-    add_command(sub, "doctor", _doctor, "check the device, sources, artifacts and collisions")
+    p = add_command(sub, "doctor", _doctor, "check the device, sources, artifacts and collisions (exit 1 on a problem "
+                    "or an unexpected collision; warnings exit 0)")
+    p.add_argument("--device", help="device spec (as FLYCONFIGS_DEVICE); default: the current device")

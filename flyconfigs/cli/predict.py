@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flyconfigs.cli._common import Usage, add_command, add_grid_arguments, emit_json, grid_extra
+from flyconfigs.cli._common import Usage, add_command, add_grid_arguments, emit_json, grid_extra, key_grids
 
 __all__ = ["register"]
 
@@ -29,7 +29,7 @@ def _predict(args: argparse.Namespace) -> int:
     if args.target is not None and args.target != device.arch:
         raise Usage(f"--target {args.target} but {device.product} is {device.arch}")
     kernel = tunable_kernel(args.kernel)
-    keys = parse_grids(args.key_grid or ["perf"], kernel, grid_extra(args))
+    keys = parse_grids(key_grids(args), kernel, grid_extra(args))
     toolchain = GPUToolchain("hip" if device.vendor == "amd" else "cuda", available_cpus())
 
     def on(event: str, data: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from flyconfigs.cli._common import Usage, add_command, emit_json
@@ -30,9 +31,24 @@ def _print_results(results: list[Any], as_json: bool) -> None:
             print(f"uploaded {r.distribution} {r.version} to {r.uploaded_to}")
 
 
+def _check_arguments(args: argparse.Namespace) -> None:
+    """The folder and version named on the line, checked as usage (exit 2) before any
+    build starts: what they hold is the library's to judge (exit 1)."""
+    from packaging.version import InvalidVersion, Version
+
+    if not Path(args.artifact_dir).is_dir():
+        raise Usage(f"{args.artifact_dir}: no such folder")
+    if args.version is not None:
+        try:
+            Version(args.version)
+        except InvalidVersion:
+            raise Usage(f"--version {args.version!r} is not a valid PEP 440 version") from None
+
+
 def _publish(args: argparse.Namespace) -> int:
     from flyconfigs.publish.build import publish, publish_all
 
+    _check_arguments(args)
     if args.all:
         if args.target or args.version:
             raise Usage("--all takes each target and version from ARTIFACT_DIR/<target>/VERSION")

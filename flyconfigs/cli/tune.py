@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from flyconfigs.cli._common import Usage, add_command, add_grid_arguments, emit_json, grid_extra
+from flyconfigs.cli._common import Usage, add_command, add_grid_arguments, emit_json, grid_extra, key_grids
 
 __all__ = ["register"]
 
@@ -123,13 +123,14 @@ def _tune(args: argparse.Namespace) -> int:
     from flyconfigs.tuner.session import device_ordinals, run_session
 
     extra = grid_extra(args)
+    grids = key_grids(args)
     fleet = _fleet(args)
     ordinals = device_ordinals(args.devices, args.backend) if args.devices else [args.device]
     on, close = _progress_bar(sys.stderr.isatty())
     stop = threading.Event() if fleet is None else None
     with _stop_on_signals(stop) as caught:
         try:
-            result = run_session(args.kernel, args.key_grid or ["perf"], extra, Path(args.out), args.backend, ordinals,
+            result = run_session(args.kernel, grids, extra, Path(args.out), args.backend, ordinals,
                                  TuneOptions(budget=args.budget, resume=args.resume), on, cross_check=args.cross_check,
                                  fleet=fleet, stop=stop)
         finally:

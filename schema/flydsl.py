@@ -62,13 +62,28 @@ def flydsl_payload(artifact: Artifact) -> bytes:
 def export_flydsl(artifact: Artifact) -> tuple[str, bytes]:
     """File name and bytes of ``artifact`` as a FlyDSL offline artifact.
 
-    Raises :class:`ArtifactError` for a device FlyDSL cannot describe (it serves AMD only).
+    A conversion never upgrades a label.  FlyDSL's format has no place to say how a
+    winner was chosen, and a FlyDSL file is read back as ``imported`` (measured by
+    another tool), so only a winner that was measured (``beat-default-beyond-noise``, or
+    ``imported``, which stays imported) is exported: a ``predicted`` one, or one a test
+    double made, is refused.
+
+    Raises :class:`ArtifactError` for a device FlyDSL cannot describe (it serves AMD
+    only) and for a winner that was not measured.
     """
     if artifact.device.vendor != "amd":
         raise ArtifactError(
             artifact.file_name(),
             [FieldProblem("device.vendor", f"FlyDSL artifacts describe AMD devices, not {artifact.device.vendor!r}")],
         )
+    if artifact.selection.rule == "predicted":
+        raise ArtifactError(artifact.file_name(), [FieldProblem(
+            "selection.rule", "a predicted winner was never measured, and FlyDSL's format cannot say so: read back "
+            "it would be 'imported' (measured by another tool) and outrank predictions; not exported")])
+    if artifact.from_test_double:
+        raise ArtifactError(artifact.file_name(), [FieldProblem(
+            "provenance.backend", f"made by a test double ({artifact.provenance.backend}), which FlyDSL's format "
+            "cannot say: read back it would pass for a real measurement; not exported")])
     payload = flydsl_payload(artifact)
     return flydsl_file_name(json.loads(payload)["identity"]), payload
 

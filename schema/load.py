@@ -23,8 +23,8 @@ from flyconfigs.schema.manifest import Manifest
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact
 from flyconfigs.schema.versions import CURRENT_MAJOR, CURRENT_MINOR, parse_version, upgrade
 
-__all__ = ["LoadReport", "load_artifact", "loads_artifact", "parse_artifact", "parse_manifest",
-           "parse_manifest_report", "validation_problems"]
+__all__ = ["LoadReport", "load_artifact", "load_artifact_whole", "loads_artifact", "parse_artifact", "parse_manifest",
+           "parse_manifest_report", "refuse_if_partial", "validation_problems"]
 
 logger = logging.getLogger("flyconfigs.schema")
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -205,3 +205,24 @@ def loads_artifact(raw: bytes, file: str = "<bytes>") -> Artifact:
 def load_artifact(path: str | os.PathLike[str]) -> Artifact:
     """Read, parse and validate the artifact file at ``path``."""
     return parse_artifact(read_document(path, schema_bounds_depth=True), os.fspath(path))[0]
+
+
+def refuse_if_partial(report: LoadReport, schema_version: str, what: str) -> None:
+    """Refuse to rewrite (``what``: republish, export) a document of which this reader
+    ignored the fields of a newer minor: the copy would keep its newer label and lose
+    those fields.  :class:`ArtifactError` on ``schema_version`` naming them."""
+    if report.ignored_fields:
+        shown = ", ".join(report.ignored_fields[:5]) + (" …" if len(report.ignored_fields) > 5 else "")
+        raise ArtifactError(report.file, [FieldProblem(
+            "schema_version",
+            f"schema {schema_version} is newer than this flyconfigs reads in full ({SCHEMA_VERSION}): to {what} it "
+            f"would drop {shown} and keep the label {schema_version}; upgrade flyconfigs")])
+
+
+def load_artifact_whole(path: str | os.PathLike[str], what: str = "rewrite it") -> Artifact:
+    """:func:`load_artifact` for a caller that writes the artifact out again (``what``
+    it does, for the message): an artifact of a newer minor with fields this reader does
+    not know is refused (:func:`refuse_if_partial`) rather than copied without them."""
+    artifact, report = parse_artifact(read_document(path, schema_bounds_depth=True), os.fspath(path))
+    refuse_if_partial(report, artifact.schema_version, what)
+    return artifact

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from factories import MI300X, make_artifact
+from factories import MI300X, artifact_dict, make_artifact, predicted_artifact_dict
 from flyconfigs.cli import main
 from flyconfigs.errors import ArtifactError
-from flyconfigs.schema import load_artifact
+from flyconfigs.schema import Artifact, load_artifact, write_atomic
 from flyconfigs.schema.flydsl import export_flydsl, import_flydsl_file, write_flydsl
 
 
@@ -141,3 +141,55 @@ def test_doctor_reports_an_imported_kernel_whose_name_clashes_with_a_declared_on
     assert main(["explain", "rmsnorm", *(f"{k}={v}" for k, v in key.items()), "--device",
                  "gfx942:304:AMD Instinct MI300X:sramecc+,xnack-"]) == 0
     assert "[default" in capsys.readouterr().out
+
+
+def _round_trip(artifact: Artifact, tmp_path: Path) -> str:
+    """The label ``artifact`` has after ``flydsl export`` and ``flydsl import``."""
+    fly, back = tmp_path / "fly", tmp_path / "back"
+    write_flydsl(artifact, fly)
+    assert main(["flydsl", "import", str(fly), "--out", str(back)]) == 0
+    (path,) = back.iterdir()
+    return load_artifact(path).selection.rule
+
+
+def test_a_conversion_never_upgrades_a_label(tmp_path: Path) -> None:
+    measured = make_artifact(device=MI300X)
+    assert _round_trip(measured, tmp_path / "measured") == "imported"
+    imported = import_flydsl_file(write_flydsl(measured, tmp_path / "first"))
+    assert _round_trip(imported, tmp_path / "imported") == "imported"
+    predicted = Artifact.model_validate(predicted_artifact_dict(device=MI300X))
+    with pytest.raises(ArtifactError, match="never measured") as info:
+        export_flydsl(predicted)
+    assert info.value.problems[0].field == "selection.rule"
+
+
+def test_export_of_a_predicted_artifact_is_refused_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The laundering path: a shipped prediction exported, imported as 'imported', then outranking it.
+    ours = tmp_path / "ours"
+    predicted = Artifact.model_validate(predicted_artifact_dict(device=MI300X))
+    write_atomic(ours / predicted.file_name(), predicted.to_json_bytes())
+    assert main(["flydsl", "export", str(ours), "--out", str(tmp_path / "fly")]) == 1
+    assert "selection.rule" in capsys.readouterr().err
+    assert not (tmp_path / "fly").exists() or list((tmp_path / "fly").iterdir()) == []
+
+
+def test_export_of_a_test_doubles_artifact_is_refused() -> None:
+    data = artifact_dict(device=MI300X)
+    data["provenance"]["backend"] = "simulated"
+    with pytest.raises(ArtifactError, match="test double") as info:
+        export_flydsl(Artifact.model_validate(data))
+    assert info.value.problems[0].field == "provenance.backend"
+
+
+def test_export_of_a_newer_minor_refuses_to_drop_its_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = artifact_dict(device=MI300X)
+    data["schema_version"] = "1.9"
+    data["winner"]["valid_for"] = {"N": "multiple of 8"}
+    path = tmp_path / "ours" / "newer.json"
+    write_atomic(path, json.dumps(data).encode())
+    assert load_artifact(path).schema_version == "1.9"  # readable: the loader ignores what it does not know
+    assert main(["flydsl", "export", str(path), "--out", str(tmp_path / "fly")]) == 1
+    err = capsys.readouterr().err
+    assert "schema_version" in err and "winner.valid_for" in err and "upgrade flyconfigs" in err
+    assert not (tmp_path / "fly").exists()

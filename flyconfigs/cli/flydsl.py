@@ -41,13 +41,14 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from flyconfigs.schema import load_artifact
     from flyconfigs.schema.flydsl import write_flydsl
+    from flyconfigs.schema.load import load_artifact_whole
 
     done, failed = [], []
     for path in iter_json_files(args.paths):
         try:
-            done.append({"from": str(path), "to": str(write_flydsl(load_artifact(path), args.out))})
+            artifact = load_artifact_whole(path, "export it")
+            done.append({"from": str(path), "to": str(write_flydsl(artifact, args.out))})
         except ArtifactError as exc:
             failed.append({"from": str(path), "error": str(exc)})
     return _report(args, "flydsl export", done, failed)

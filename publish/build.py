@@ -27,7 +27,7 @@ from flyconfigs.errors import ArtifactError, PublishError
 from flyconfigs.publish.index import index_versions
 from flyconfigs.publish.layout import distribution_name, package_files
 from flyconfigs.schema.jsonio import json_files_under, read_file_bytes, write_atomic
-from flyconfigs.schema.load import load_artifact
+from flyconfigs.schema.load import load_artifact_whole
 from flyconfigs.schema.manifest import target_module
 from flyconfigs.schema.models import Artifact
 from flyconfigs.schema.versions import CURRENT_MAJOR
@@ -53,13 +53,15 @@ class PublishResult:
 
 def collect_artifacts(folder: Path, target: str) -> list[Artifact]:
     """Every artifact under ``folder``, validated; raises :class:`PublishError` naming
-    the file for an invalid artifact, one of another target, or two that collide."""
+    the file for an invalid artifact, one a test double made, one of another target, two
+    that collide, or one of a newer schema minor with fields this flyconfigs does not
+    know (republished, it would keep its label and lose them)."""
     if not folder.is_dir():
         raise PublishError("not a folder of artifacts", str(folder))
     found: dict[str, tuple[Path, Artifact]] = {}
     for path in json_files_under(folder):
         try:
-            artifact = load_artifact(path)
+            artifact = load_artifact_whole(path, "republish it")
         except ArtifactError as exc:
             raise PublishError(f"invalid artifact: {'; '.join(map(str, exc.problems))}", str(path)) from None
         if artifact.from_test_double:
@@ -281,10 +283,12 @@ def _place(releases: Sequence[PublishResult], out: Path, upload: str | None) -> 
     return placed
 
 
-def publish_all(root: str | Path, out: str | Path = "dist", upload: str | None = None) -> list[PublishResult]:
-    """Publish every ``<root>/<target>/`` folder, at the version in its ``VERSION`` file.
-    Every target is checked and built before any file reaches ``out`` (or the index), so
-    one failing target leaves nothing behind."""
+def publish_all(root: str | Path, out: str | Path = "dist", upload: str | None = None,
+                index_url: str | None = None) -> list[PublishResult]:
+    """Publish every ``<root>/<target>/`` folder, at the version in its ``VERSION`` file,
+    each checked against the index as :func:`publish` does (``index_url``, default
+    ``<upload>/simple/``).  Every target is checked and built before any file reaches
+    ``out`` (or the index), so one failing target leaves nothing behind."""
     base = Path(root)
     if not base.is_dir():
         raise PublishError("not a folder of target folders", str(root))
@@ -302,7 +306,8 @@ def publish_all(root: str | Path, out: str | Path = "dist", upload: str | None =
             raise PublishError(f"cannot read {VERSION_FILE}: {exc}", str(folder)) from None
         plan.append((folder, version))
     with tempfile.TemporaryDirectory(prefix="flyconfigs-publish-") as tmp:
-        releases = [_build_release(folder, folder.name, version, Path(tmp), upload, None) for folder, version in plan]
+        releases = [_build_release(folder, folder.name, version, Path(tmp), upload, index_url)
+                    for folder, version in plan]
         if upload is not None:
             for release in releases:
                 upload_files(release.files, upload)

@@ -35,9 +35,24 @@ class _Links(HTMLParser):
             self.names.append(re.split(r"[#?]", href)[0].rsplit("/", 1)[-1])
 
 
+def _index_answers(simple_url: str, timeout: float) -> bool:
+    """Whether ``simple_url`` itself answers as a page (the simple API's root); its body
+    is never read (PyPI's root lists every project)."""
+    try:
+        with urllib.request.urlopen(simple_url, timeout=timeout) as response:
+            return 200 <= int(response.status) < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
 def index_versions(simple_url: str, name: str, timeout: float = 30.0) -> list[Version]:
-    """Every version of ``name`` the index at ``simple_url`` lists (empty when it has
-    none); :class:`PublishError` when the index cannot be reached."""
+    """Every version of ``name`` the index at ``simple_url`` lists.
+
+    Empty only when the index answers and has no such project: a 404 for the project's
+    page counts as "no releases" only when the index's root (``simple_url``) answers,
+    so a wrong or guessed URL is never taken for an empty index.  Raises
+    :class:`PublishError` when the index cannot be reached, is not at ``simple_url``, or
+    answers an error."""
     url = f"{simple_url.rstrip('/')}/{canonicalize_name(name)}/"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -47,7 +62,10 @@ def index_versions(simple_url: str, name: str, timeout: float = 30.0) -> list[Ve
         page = raw.decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
-            return []
+            if _index_answers(simple_url, timeout):
+                return []
+            raise PublishError(f"no package index at {simple_url}: it answered 404 for {name} and for the index "
+                               f"itself; give the index's simple API with --index-url") from None
         raise PublishError(f"the index at {simple_url} answered {exc.code} for {name}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)

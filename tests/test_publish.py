@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from factories import H200, MI300X, make_artifact
+from factories import H200, MI300X, artifact_dict, make_artifact
 from flyconfigs.cli import main
 from flyconfigs.errors import PublishError
 from flyconfigs.publish.build import publish, publish_all
-from flyconfigs.schema import write_atomic
+from flyconfigs.schema import load_artifact, write_atomic
 
 sys_key = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
 pytestmark = pytest.mark.slow
@@ -61,6 +62,20 @@ def test_invalid_artifact_stops_the_build(tmp_path: Path) -> None:
     with pytest.raises(PublishError, match="broken.json: invalid artifact") as info:
         publish(folder, "gfx942", "1.0.0", tmp_path / "out")
     assert info.value.file == str(folder / "broken.json")
+    assert _nothing_left(tmp_path / "out")
+
+
+def test_a_newer_minor_with_unknown_fields_is_refused_not_relabelled(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    data = artifact_dict(device=MI300X, key={**sys_key, "M": 8})
+    data["schema_version"] = "1.9"
+    data["selection"]["valid_for"] = {"N": "multiple of 8"}
+    newer = folder / "newer.json"
+    newer.write_text(json.dumps(data))
+    assert load_artifact(newer).schema_version == "1.9"  # readable: the loader ignores what it does not know
+    with pytest.raises(PublishError, match="would drop selection.valid_for and keep the label 1.9") as info:
+        publish(folder, "gfx942", "1.0.0", tmp_path / "out")
+    assert info.value.file == str(newer)
     assert _nothing_left(tmp_path / "out")
 
 

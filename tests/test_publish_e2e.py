@@ -15,11 +15,14 @@ from pathlib import Path
 import pytest
 
 from factories import H200, MI300X, make_artifact
+from flyconfigs.cli import main
+from flyconfigs.errors import PublishError
 from flyconfigs.publish.build import publish, upload_files
+from flyconfigs.publish.index import index_versions
 from flyconfigs.schema import write_atomic
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
-from local_index import LocalIndex, build_core_wheel, dependency_wheels, fresh_venv  # noqa: E402
+from local_index import LocalIndex, build_core_wheel, dependency_wheels, free_port, fresh_venv  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).parents[1]
@@ -136,3 +139,28 @@ def test_upload_refuses_a_version_the_index_already_has(index: LocalIndex, tmp_p
     with pytest.raises(PublishError, match="already has flyconfigs-sm90 5.0.0"):
         publish(folder, "sm90", "4.9.0", tmp_path / "out", upload=index.url)
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_a_404_means_no_such_project_only_where_an_index_answers(index: LocalIndex, tmp_path: Path) -> None:
+    assert index_versions(index.simple, "flyconfigs-nowhere") == []
+    with pytest.raises(PublishError, match=f"no package index at {index.url}wrong/simple/"):
+        index_versions(f"{index.url}wrong/simple/", "flyconfigs-sm90")
+    # A wrong upload URL's guessed <upload>/simple/ answers 404 too: refused before anything is built.
+    folder = _artifacts(tmp_path / "sm90", H200, winner=1)
+    with pytest.raises(PublishError, match=f"no package index at {index.url}legacy/simple/"):
+        publish(folder, "sm90", "9.0.0", tmp_path / "out", upload=f"{index.url}legacy/")
+    assert not (tmp_path / "out").exists()
+
+
+def test_publish_all_checks_the_index_url_it_is_given(index: LocalIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("TWINE_USERNAME", "test")
+    monkeypatch.setenv("TWINE_PASSWORD", "test")
+    root = tmp_path / "artifacts"
+    _artifacts(root / "sm90", H200, winner=1)
+    (root / "sm90" / "VERSION").write_text("9.1.0\n")
+    closed = f"http://127.0.0.1:{free_port()}/simple/"
+    assert main(["publish", "--all", str(root), "--out", str(tmp_path / "out"), "--upload", index.url,
+                 "--index-url", closed]) == 1
+    assert f"cannot reach the index at {closed}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and not list(index.folder.glob("flyconfigs_sm90-9.1.0*"))

@@ -52,7 +52,7 @@ def _publish(args: argparse.Namespace) -> int:
     if args.all:
         if args.target or args.version:
             raise Usage("--all takes each target and version from ARTIFACT_DIR/<target>/VERSION")
-        results = publish_all(args.artifact_dir, args.out, args.upload)
+        results = publish_all(args.artifact_dir, args.out, args.upload, args.index_url)
     else:
         if not args.target or not args.version:
             raise Usage("publish needs --target and --version (or --all)")

@@ -4,6 +4,7 @@ resume check."""
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import subprocess
@@ -25,14 +26,33 @@ def now_utc() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@functools.cache
 def git_revision() -> str | None:
-    """The checkout's revision when flyconfigs runs from one, else ``None``."""
-    here = Path(__file__).resolve().parent
+    """The revision (12 hex digits of ``HEAD``) of the flyconfigs checkout this code
+    runs from, else ``None``: an installed copy records none, even inside another
+    project's git repository (a ``.venv`` in it).  Asked of git once per process."""
+    return _checkout_revision(Path(__file__).resolve())
+
+
+def _checkout_revision(this_file: Path) -> str | None:
+    """``HEAD`` of the repository whose root holds ``this_file`` as its own tracked
+    ``tuner/emit.py`` (the checkout's layout), else ``None``."""
+    root = this_file.parents[1]
     try:
-        done = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        found = subprocess.run(["git", "rev-parse", "--show-toplevel", "--short=12", "HEAD"], cwd=root,
+                               capture_output=True, text=True, timeout=5)
+        if found.returncode != 0 or len(found.stdout.split("\n")) < 2:
+            return None
+        top, revision = found.stdout.split("\n")[:2]
+        # The enclosing repository must be flyconfigs' own: its root is this package's
+        # source root and it tracks this very file (an installed copy is in neither).
+        if Path(top).resolve() != root:
+            return None
+        tracked = subprocess.run(["git", "ls-files", "--error-unmatch", "--", this_file.relative_to(root).as_posix()],
+                                 cwd=root, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    return revision.strip() or None if tracked.returncode == 0 else None
 
 
 def host() -> str:

@@ -24,8 +24,8 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from flyconfigs.cli import files, flydsl, installed, predict, publish, tune
 from flyconfigs._version import __version__
+from flyconfigs.cli import files, flydsl, installed, predict, publish, tune
 from flyconfigs.cli._common import Usage
 from flyconfigs.errors import FlyconfigsError
 

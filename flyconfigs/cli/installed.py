@@ -86,12 +86,12 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _doctor(args: argparse.Namespace) -> int:
     from flyconfigs.registry import declarations, default_resolver
+    from flyconfigs.registry.device import DeviceQuery, parse_device_spec
     from flyconfigs.registry.sources import PACKAGES_ENV, override_directories
 
     resolver = default_resolver()
+    device: DeviceQuery | None
     if args.device is not None:
-        from flyconfigs.registry.device import parse_device_spec
-
         device, how = parse_device_spec(args.device, "--device"), "given by --device"
     else:
         device, how = resolver.current_device()

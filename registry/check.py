@@ -1,46 +1,74 @@
 """Checking data the way the loader reads it, eagerly: a data package folder (its
 manifest and every row's file, hash, identity and target) and an artifact's winner
-against its kernel's declaration.  ``flyconfigs validate`` is a thin layer over this."""
+against its kernel's declaration.  :func:`refusal` is the one rule by which the
+resolver refuses an artifact it found and ``flyconfigs validate`` and ``doctor`` judge
+one; ``flyconfigs validate`` is a thin layer over this module."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from flyconfigs.errors import UnknownKernelError
-from flyconfigs.registry.declarations import check_config, kernel_declaration
+from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, kernel_declaration
 from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
 from flyconfigs.registry.sources import Source, read_package_folder
-from flyconfigs.schema.models import Artifact
+from flyconfigs.schema.jsonio import read_document
+from flyconfigs.schema.load import parse_manifest_report
+from flyconfigs.schema.manifest import MANIFEST_FILE
+from flyconfigs.schema.models import TEST_DEVICE_PRODUCT, Artifact
 
-__all__ = ["check_package_folder", "check_winner"]
+__all__ = ["check_package_folder", "check_winner", "refusal"]
+
+TEST_DOUBLE_MESSAGE = "made by the test backend; never served to a real device"
+
+
+def refusal(decl: KernelDecl | None, artifact: Artifact, key: Mapping[str, KeyValue],
+            device: DeviceQuery | None) -> tuple[ProblemKind, str] | None:
+    """Why the loader may not serve ``artifact``'s winner for ``key`` on ``device``, as
+    a problem kind and message, or ``None`` when it may: made by a test double and the
+    device is not the test device (``test-double``); refused by the kernel's own check
+    (``invalid-config``, with the check's reason; not asked when ``decl`` is ``None``, a
+    kernel this environment does not declare).  ``device`` ``None`` asks about a real device of the artifact's
+    own identity, as ``validate`` and ``doctor`` do."""
+    if artifact.from_test_double and (device is None or device.product != TEST_DEVICE_PRODUCT):
+        return "test-double", TEST_DOUBLE_MESSAGE
+    if decl is None:
+        return None
+    why = check_config(decl, artifact.winner.config, key,
+                       device if device is not None else DeviceQuery.of(artifact.device.identity))
+    return None if why is None else ("invalid-config", why)
 
 
 def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribution: str | None = None) -> list[str]:
-    """Report (``invalid-config``) a winner the artifact's kernel refuses for its own key
-    and device, when this environment declares the kernel, and (``kernel-name-clash``)
-    an artifact whose key has other axes than the declared kernel of its name (such as
-    a FlyDSL kernel imported under a name flyconfigs also declares); returns notes for
-    what was not checked or deserves saying (an artifact made by a test double)."""
-    notes = []
-    if artifact.from_test_double:
-        notes.append("made by a test double (backend simulated): never published or served to a real device")
+    """Report what would make the loader refuse the artifact to a real device of its own
+    identity, for its own key (:func:`refusal`: ``test-double``, ``invalid-config``),
+    and (``kernel-name-clash``) an artifact whose key has other axes than the declared
+    kernel of its name (such as a FlyDSL kernel imported under a name flyconfigs also
+    declares); returns notes for what was not checked.  Which distribution's
+    declaration is used is the loader's choice; another one declaring the kernel too is
+    the environment's matter (``doctor`` reports it), never a problem of the artifact."""
+    notes: list[str] = []
+    decl: KernelDecl | None
     try:
-        decl = kernel_declaration(artifact.kernel.name, problems)
+        decl = kernel_declaration(artifact.kernel.name)
     except UnknownKernelError as exc:
-        return [*notes, f"winner not checked: {exc}"]
-    axes = [axis.name for axis in decl.key_axes]
-    if sorted(artifact.key) != sorted(axes):
+        decl = None
+        notes.append(f"winner not checked: {exc}")
+    if decl is not None and sorted(artifact.key) != sorted(axis.name for axis in decl.key_axes):
         how = "imported " if artifact.selection.rule == "imported" else ""
         problems.report(Problem(
             "kernel-name-clash", where,
             f"this {how}artifact names kernel {decl.name!r} but keys it by ({', '.join(sorted(artifact.key))}), "
-            f"while the declared {decl.name!r} takes ({', '.join(axes)}): another kernel under the same name, "
-            f"never served for this one; give it a name of its own", distribution))
-        return notes
-    why = check_config(decl, artifact.winner.config, dict(artifact.key), DeviceQuery.of(artifact.device.identity))
-    if why is not None:
-        problems.report(Problem("invalid-config", where, f"{decl.name} refuses the winner: {why}", distribution))
+            f"while the declared {decl.name!r} takes ({', '.join(a.name for a in decl.key_axes)}): another kernel "
+            f"under the same name, never served for this one; give it a name of its own", distribution))
+        decl = None
+    refused = refusal(decl, artifact, dict(artifact.key), None)
+    if refused is not None:
+        kind, why = refused
+        message = f"{decl.name} refuses the winner: {why}" if decl is not None and kind == "invalid-config" else why
+        problems.report(Problem(kind, where, message, distribution))
     return notes
 
 
@@ -51,6 +79,11 @@ def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:
     problems = ProblemLog()
     package = read_package_folder(folder, None, Source("override", str(folder), 0), problems)
     notes: list[str] = []
+    if package is not None:
+        # The loader read the manifest; what of a newer minor it ignored is said here.
+        manifest_path = folder / MANIFEST_FILE
+        _, report = parse_manifest_report(read_document(manifest_path, schema_bounds_depth=True), str(manifest_path))
+        notes.extend(f"ignored field of a newer minor: {f}" for f in report.ignored_fields)
     for entry in package.entries if package is not None else []:
         artifact = entry.load(problems)
         if artifact is not None:

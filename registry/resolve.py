@@ -43,11 +43,10 @@ from typing import Any, Literal
 
 from flyconfigs.errors import ArtifactError
 from flyconfigs.registry.catalog import Catalog
-from flyconfigs.registry.check import check_winner
+from flyconfigs.registry.check import check_winner, refusal
 from flyconfigs.registry.declarations import (
     KernelDecl,
     KeyValue,
-    check_config,
     check_key,
     forget_loaded,
     kernel_declaration,
@@ -58,7 +57,7 @@ from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import LAYER_NAMES, Collision, Resolution, Step
 from flyconfigs.registry.sources import Entry, PackageInfo, Source
 from flyconfigs.schema.canonical import canonical_text
-from flyconfigs.schema.models import TEST_DEVICE_PRODUCT, DeviceIdentity
+from flyconfigs.schema.models import DeviceIdentity
 
 __all__ = ["MEMO_LIMIT", "Collision", "Resolution", "Resolver", "Step"]
 
@@ -297,21 +296,19 @@ class Resolver:
     def _refuse(
         self, decl: KernelDecl, artifact: Any, entry: Entry, key: dict[str, KeyValue], query: DeviceQuery
     ) -> str | None:
-        """Why a loaded artifact may not serve this call (logged once), or ``None``."""
-        if artifact.from_test_double and query.product != TEST_DEVICE_PRODUCT:
-            problem = Problem("test-double", str(entry.path), "made by the test backend; never served to a real device",
-                              entry.source.name if entry.source.kind == "package" else None)
-            self.problems.report(problem)
+        """Why a loaded artifact may not serve this call (logged once), or ``None``: the
+        one rule :func:`~flyconfigs.registry.check.refusal`, which validate applies too."""
+        refused = refusal(decl, artifact, key, query)
+        if refused is None:
+            return None
+        kind, why = refused
+        dist = entry.source.name if entry.source.kind == "package" else None
+        if kind == "test-double":
+            self.problems.report(Problem(kind, str(entry.path), why, dist))
             return "refused (made by a test double)"
-        why = check_config(decl, artifact.winner.config, key, query)
-        if why is not None:
-            self.problems.report(Problem(
-                "invalid-config", str(entry.path),
-                f"{decl.name} refuses its winner for {dict(key)} on {query.describe()}: {why}",
-                entry.source.name if entry.source.kind == "package" else None,
-            ))
-            return f"refused by {decl.name}: {why}"
-        return None
+        self.problems.report(Problem(kind, str(entry.path),
+                                     f"{decl.name} refuses its winner for {dict(key)} on {query.describe()}: {why}", dist))
+        return f"refused by {decl.name}: {why}"
 
     def _last_problem(self, entry: Entry) -> str:
         for problem in reversed(self.problems.problems()):
@@ -382,9 +379,6 @@ class Resolver:
             if artifact is None:
                 continue
             dist = entry.source.name if entry.source.kind == "package" else None
-            if artifact.from_test_double:
-                self.problems.report(Problem("test-double", str(entry.path),
-                                             "made by the test backend; never served to a real device", dist))
             check_winner(artifact, str(entry.path), self.problems, dist)
         self.collisions()
         return self.problems.problems()

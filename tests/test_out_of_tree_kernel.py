@@ -149,7 +149,8 @@ def test_a_third_party_kernel_is_declared_tuned_published_and_served(tmp_path: P
         assert {a["kernel"]["name"] for a in artifacts} == {"acme_softmax"}
         assert {a["key"]["causal"] for a in artifacts} == {True, False}
         valid = _run(python, "-m", "flyconfigs", "validate", "tuned", cwd=work)
-        assert valid.returncode == 0, valid.stdout + valid.stderr
+        assert valid.returncode == 1 and valid.stdout.count("test-double") == 4, valid.stdout + valid.stderr
+        assert "0 valid, 4 invalid" in valid.stderr
         refused = _run(python, "-m", "flyconfigs", "publish", "tuned", "--target", "simulated", "--version", "1.0.0",
                        cwd=work)
         assert refused.returncode != 0 and "test" in refused.stderr.lower(), refused.stderr

@@ -311,7 +311,9 @@ def test_cli_tune_with_the_test_backend(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["tune", "rmsnorm", "--backend", "simulated", "--key-grid", "M=1,64 N=1024", "--dtype", "bf16",
                  "--out", str(tmp_path), "--budget", "5"]) == 0
     assert "tuned 2 keys" in capsys.readouterr().out
-    assert main(["validate", str(tmp_path)]) == 0
+    # Well-formed, but what a test double made is never served to a real device: invalid, as the loader says.
+    assert main(["validate", str(tmp_path)]) == 1
+    assert capsys.readouterr().out.count("provenance.backend: test-double") == 2
     assert all(p.name.startswith("rmsnorm-simulated-") for p in tmp_path.iterdir())
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 

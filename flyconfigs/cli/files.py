@@ -12,6 +12,9 @@ from flyconfigs.errors import FlyconfigsError
 
 __all__ = ["register"]
 
+_FIELD_OF = {"test-double": "provenance.backend", "invalid-config": "winner.config", "kernel-name-clash": "key"}
+"""The artifact field each refusal of :func:`flyconfigs.registry.check.check_winner` is about."""
+
 
 def _validate(args: argparse.Namespace) -> int:
     from flyconfigs.registry.check import check_package_folder, check_winner
@@ -32,7 +35,8 @@ def _validate(args: argparse.Namespace) -> int:
                 entry["notes"] += [f"migrated from {m}" for m in report.migrated_from]
                 log = ProblemLog()
                 entry["notes"] += check_winner(artifact, str(path), log)
-                entry["problems"] = [{"field": "winner.config", "message": p.message} for p in log.problems()]
+                entry["problems"] = [{"field": _FIELD_OF.get(p.kind, ""), "message": f"{p.kind}: {p.message}"}
+                                     for p in log.problems()]
         except FlyconfigsError as exc:
             problems = getattr(exc, "problems", ())
             entry["problems"] = [{"field": p.field, "message": p.message} for p in problems] or [

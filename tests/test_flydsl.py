@@ -193,3 +193,19 @@ def test_export_of_a_newer_minor_refuses_to_drop_its_fields(tmp_path: Path, caps
     err = capsys.readouterr().err
     assert "schema_version" in err and "winner.valid_for" in err and "upgrade flyconfigs" in err
     assert not (tmp_path / "fly").exists()
+
+
+def test_import_never_replaces_a_measured_or_predicted_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plain = {**MI300X, "features": []}  # the identity a FlyDSL import has
+    fly, ours = tmp_path / "fly", tmp_path / "ours"
+    write_flydsl(make_artifact(device=plain, winner_index=2), fly)
+    predicted = Artifact.model_validate(predicted_artifact_dict(device=plain))
+    path = write_atomic(ours / predicted.file_name(), predicted.to_json_bytes())
+    before = path.read_bytes()
+    assert main(["flydsl", "import", str(fly), "--out", str(ours)]) == 1
+    assert "holds a predicted artifact" in capsys.readouterr().err
+    assert path.read_bytes() == before and load_artifact(path).selection.rule == "predicted"
+    path.unlink()
+    assert main(["flydsl", "import", str(fly), "--out", str(ours)]) == 0
+    assert main(["flydsl", "import", str(fly), "--out", str(ours)]) == 0  # an earlier import is replaced
+    assert load_artifact(path).selection.rule == "imported"

@@ -25,18 +25,17 @@ def _report(args: argparse.Namespace, command: str, done: list[dict[str, str]], 
 
 
 def _import(args: argparse.Namespace) -> int:
-    from flyconfigs.schema import write_atomic
-    from flyconfigs.schema.flydsl import import_flydsl_file
+    from flyconfigs.schema.flydsl import import_flydsl_file, write_imported
 
     out = Path(args.out)
     done, failed = [], []
     for path in iter_json_files(args.paths):
         try:
-            artifact = import_flydsl_file(path)
+            written = write_imported(import_flydsl_file(path), out)
         except ArtifactError as exc:  # every file that can be imported is, each failure reported
             failed.append({"from": str(path), "error": str(exc)})
             continue
-        done.append({"from": str(path), "to": str(write_atomic(out / artifact.file_name(), artifact.to_json_bytes()))})
+        done.append({"from": str(path), "to": str(written)})
     return _report(args, "flydsl import", done, failed)
 
 

@@ -200,6 +200,7 @@ def test_traceback_keeps_a_usage_errors_status(capsys: pytest.CaptureFixture[str
     ["publish", "{missing}", "--target", "sm90", "--version", "1.0.0"],
     ["publish", "--all", "{missing}"],
     ["publish", "{tmp}", "--target", "sm90", "--version", "not-a-version!"],
+    ["publish", "--all", "{tmp}", "--index-url", "http://127.0.0.1:9/simple/"],
     ["schema", "--version", "not-a-version"],
     ["tune", "rmsnorm", "--backend", "simulated", "--key-grid", "@{missing}", "--out", "{tmp}"],
     ["predict", "rmsnorm", "--device", "MI300X", "--key-grid", "@{missing}", "--out", "{tmp}"],

@@ -36,6 +36,8 @@ def _check_arguments(args: argparse.Namespace) -> None:
     build starts: what they hold is the library's to judge (exit 1)."""
     from packaging.version import InvalidVersion, Version
 
+    if args.index_url is not None and args.upload is None:
+        raise Usage("--index-url is the index an upload is checked against; it needs --upload")
     if not Path(args.artifact_dir).is_dir():
         raise Usage(f"{args.artifact_dir}: no such folder")
     if args.version is not None:

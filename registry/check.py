@@ -21,7 +21,7 @@ from flyconfigs.schema.models import TEST_DEVICE_PRODUCT, Artifact
 
 __all__ = ["check_package_folder", "check_winner", "refusal"]
 
-TEST_DOUBLE_MESSAGE = "made by the test backend; never served to a real device"
+_TEST_DOUBLE_MESSAGE = "made by the test backend; never served to a real device"
 
 
 def refusal(decl: KernelDecl | None, artifact: Artifact, key: Mapping[str, KeyValue],
@@ -30,10 +30,10 @@ def refusal(decl: KernelDecl | None, artifact: Artifact, key: Mapping[str, KeyVa
     a problem kind and message, or ``None`` when it may: made by a test double and the
     device is not the test device (``test-double``); refused by the kernel's own check
     (``invalid-config``, with the check's reason; not asked when ``decl`` is ``None``, a
-    kernel this environment does not declare).  ``device`` ``None`` asks about a real device of the artifact's
-    own identity, as ``validate`` and ``doctor`` do."""
+    kernel this environment does not declare).  ``device`` ``None`` asks about a real
+    device of the artifact's own identity, as ``validate`` and ``doctor`` do."""
     if artifact.from_test_double and (device is None or device.product != TEST_DEVICE_PRODUCT):
-        return "test-double", TEST_DOUBLE_MESSAGE
+        return "test-double", _TEST_DOUBLE_MESSAGE
     if decl is None:
         return None
     why = check_config(decl, artifact.winner.config, key,

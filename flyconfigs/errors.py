@@ -19,6 +19,7 @@ __all__ = [
     "CompileError",
     "ConfigurationError",
     "FieldProblem",
+    "FitError",
     "FlyconfigsError",
     "GPUError",
     "InvalidDeviceError",
@@ -156,3 +157,8 @@ class CompileError(GPUError):
 
 class LaunchError(GPUError):
     """A kernel launch was refused (bad arguments) or failed on the device."""
+
+
+class FitError(FlyconfigsError, ValueError):
+    """The tunings a model or a default table is fitted on cannot be used (none measured,
+    or several devices' mixed without naming one); the message names the folder."""

@@ -1,6 +1,6 @@
 """RMSNorm's learned default: what a key with no tuned config is served, on any device.
 
-The table (``default.json``, written by ``bench/fit_rmsnorm_default.py``) holds,
+The table (``default.json``, written by :mod:`flyconfigs.kernels.rmsnorm.fit_default`) holds,
 for each tuned key of one reference device, the few configs that came closest to that
 key's best, each as a *shape* relative to the key and its slowdown against the best::
 

@@ -7,7 +7,7 @@ constant is a property of the hardware class or of the kernel's structure, and t
 device's own figures (compute units, wave size, peak bandwidth) come from its
 descriptor.  :class:`RMSNormCostModel` ranks with a ridge regression over
 :func:`features` (the roofline estimate among them), fitted by
-``bench/fit_rmsnorm_model.py`` on measured tunings of other keys.  The roofline's parts:
+:mod:`flyconfigs.kernels.rmsnorm.fit_model` on measured tunings of other keys.  The roofline's parts:
 
 * traffic: ``2·M·N`` elements of ``x`` and ``y`` plus the weight; a ``reread`` config
   reads ``x`` a second time, from L2 when the block's rows fit in it;
@@ -162,7 +162,7 @@ def features(config: Mapping[str, Any], key: Mapping[str, Any], device: Device, 
 class RMSNormCostModel:
     """Ranks compiled configs of one key: a ridge regression over :func:`features` of the
     log slowdown against the key's best, its weights fitted by
-    ``bench/fit_rmsnorm_model.py`` on measured tunings and shipped as
+    :mod:`flyconfigs.kernels.rmsnorm.fit_model` on measured tunings and shipped as
     ``model.json`` (with the data and the cross-validation they came from).
     Version 1 was fitted before the ``cluster`` tunable existed: it prices a cluster
     only through the geometry of :func:`features` and the roofline (a slice per block,

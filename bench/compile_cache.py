@@ -4,7 +4,7 @@ separate entry, as a cold tuning run makes them), in ``--processes`` processes a
 (the tuner's compile pool), timed per tenth of the entries.  With ``--out FILE`` writes
 the result there.
 
-    python bench/compile_cache.py [--entries 13189] [--size 20000] [--processes 2] [--out FILE]
+    python -m bench.compile_cache [--entries 13189] [--size 20000] [--processes 2] [--out FILE]
 
 13,189 is how many distinct variants a cold tuning of the whole RMSNorm grid compiles on
 sm90 (the committed artifacts' candidates, counted by the kernel's build step).
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import machine
+from bench.common import machine
 
 
 def _store(root: str, start: int, stop: int, size: int) -> float:

@@ -6,7 +6,7 @@ folder of artifacts from one such run and writes the ratios, so a default can be
 on keys tuned after it was made (row lengths its table never saw).
 
     flyconfigs tune rmsnorm --key-grid "M=1,16,256,4096,65536 N=640,2304,4608,10240,14336 dtype=bf16" --out DIR
-    python bench/default_vs_tuned.py DIR --name rmsnorm-default-unseen-n-h200
+    python -m bench.default_vs_tuned DIR --name rmsnorm-default-unseen-n-h200
 
 A folder that holds several kernels' or devices' artifacts (a data package's) is read
 with ``--kernel`` and ``--product``; without them it is refused.
@@ -18,8 +18,8 @@ import argparse
 import math
 from pathlib import Path
 
-from _common import artifacts_of, write_result
-
+from bench.common import write_result
+from flyconfigs.kernels.measured import artifacts_of
 
 
 def main() -> None:

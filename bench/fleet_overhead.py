@@ -6,7 +6,7 @@ machine's GPUs) and ``--devices 0`` again, both with the cache warm.  The overhe
 the Ray run's wall time against the second local run's; both tune the same keys with
 the same budget, and each writes its own folder.  Writes ``bench/results/<name>.json``.
 
-    python bench/fleet_overhead.py --key-grid "M=1,128,4096,65536 N=1024,4096,16384 dtype=bf16"
+    python -m bench.fleet_overhead --key-grid "M=1,128,4096,65536 N=1024,4096,16384 dtype=bf16"
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import machine, write_result
+from bench.common import machine, write_result
 
 
 def _run(arguments: list[str], out: Path) -> dict[str, object]:

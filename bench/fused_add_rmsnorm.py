@@ -8,9 +8,9 @@ allows) captured in one CUDA graph, contenders' replays interleaved, per-call ti
 replay time / K, median of samples.  Every contender is checked against the float64
 reference (and the residual against a torch add) before it is timed.  Every contender
 allocates what it writes, and the outputs of all are treated alike (``--outputs``, as in
-``bench/rmsnorm.py``).
+``bench.rmsnorm``).
 
-    python bench/fused_add_rmsnorm.py --out bench/results/fused-add-rmsnorm-h200.json [--quick]
+    python -m bench.fused_add_rmsnorm --out bench/results/fused-add-rmsnorm-h200.json [--quick]
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,16 +26,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUTPUTS, timed, write_graph_run  # noqa: E402
-
-from flyconfigs.gpu import get_backend  # noqa: E402
-from flyconfigs.kernels import fused_add_rms_norm  # noqa: E402
-from flyconfigs.kernels.fused_add_rmsnorm import SPEC, reference_fused_add_rms_norm, traffic_bytes  # noqa: E402
-from flyconfigs.kernels.fused_add_rmsnorm.op import launch  # noqa: E402
-from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES  # noqa: E402
-from flyconfigs.registry import DeviceQuery, resolve  # noqa: E402
-from flyconfigs.tuner.timing import TimingPlan, measure, plan_rotation, summarize  # noqa: E402
+from bench.common import OUTPUTS, timed, write_graph_run
+from flyconfigs.gpu import get_backend
+from flyconfigs.kernels import fused_add_rms_norm
+from flyconfigs.kernels.fused_add_rmsnorm import SPEC, reference_fused_add_rms_norm, traffic_bytes
+from flyconfigs.kernels.fused_add_rmsnorm.op import launch
+from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
+from flyconfigs.registry import DeviceQuery, resolve
+from flyconfigs.tuner.timing import TimingPlan, measure, plan_rotation, summarize
 
 DT = TORCH_DTYPES
 EPS = 1e-6

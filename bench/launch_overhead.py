@@ -4,7 +4,7 @@ own dispatch, beside cuda-python's bare ``cuLaunchKernel`` and a prepared launch
 layer (the driver's ``cuLaunchKernelEx`` called directly, and through cuda-python's wrapper) — each timed as wall time per call over many back-to-back calls on a tiny input,
 so the host, not the GPU, is what is measured; the contenders interleaved.  Writes ``--out`` (JSON).
 
-    python bench/launch_overhead.py --out bench/results/launch-overhead-h200.json
+    python -m bench.launch_overhead --out bench/results/launch-overhead-h200.json
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,13 +19,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, quantiles  # noqa: E402
-
-from flyconfigs.gpu import get_backend  # noqa: E402
-from flyconfigs.kernels import rms_norm  # noqa: E402
-from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
-from flyconfigs.kernels.rmsnorm.op import kernel_for  # noqa: E402
+from bench.common import machine, quantiles
+from flyconfigs.gpu import get_backend
+from flyconfigs.kernels import rms_norm
+from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.kernels.rmsnorm.op import kernel_for
 
 
 def per_call_us(fns: dict[str, Callable[[], object]], calls: int = 2000, repeats: int = 15) -> dict[str, dict[str, float]]:

@@ -7,7 +7,7 @@ processes, warm-ups discarded, one value per run):
 - ``loads_artifact`` of a typical artifact (64 candidates, compact canonical JSON) on one
   core, as artifacts per second.
 
-    python bench/loader_pyperf.py [--out bench/results/loader-pyperf.json] [pyperf options, e.g. --fast]
+    python -m bench.loader_pyperf [--out bench/results/loader-pyperf.json] [pyperf options, e.g. --fast]
 
 Without ``--out`` nothing is written; committed results are replaced only on purpose.
 """
@@ -22,11 +22,11 @@ import tempfile
 from pathlib import Path
 
 import pyperf
-from _common import machine
-from distributions import install_data_package
-from factories import make_artifact
 
+from bench.common import machine
 from flyconfigs.schema import loads_artifact
+from tests.distributions import install_data_package
+from tests.factories import make_artifact
 
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
 FIRST_RESOLVE = (
@@ -50,7 +50,9 @@ def _add_cmdline(cmd: list[str], args: object) -> None:
 
 
 def main() -> None:
-    runner = pyperf.Runner(add_cmdline_args=_add_cmdline)
+    # pyperf starts its workers as "python <program_args> --worker ...": run them as this
+    # module too, so that they import bench.common and the tests' fixtures as it does.
+    runner = pyperf.Runner(add_cmdline_args=_add_cmdline, program_args=("-m", "bench.loader_pyperf"))
     runner.argparser.add_argument("--out", help="write the summary here (default: print only)")
     args = runner.parse_args()
     site = _site()

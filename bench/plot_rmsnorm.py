@@ -1,11 +1,11 @@
-"""Chart of a bench/rmsnorm.py result: bandwidth (GB/s, traffic 2·M·N·sizeof(x) +
+"""Chart of a bench.rmsnorm result: bandwidth (GB/s, traffic 2·M·N·sizeof(x) +
 N·sizeof(w) over the median time) of every contender for every shape, and the table the
 README shows.
 
-    python bench/plot_rmsnorm.py bench/results/rmsnorm-h200.json --png bench/results/rmsnorm-h200.png --markdown --perf-only
+    python -m bench.plot_rmsnorm bench/results/rmsnorm-h200.json --png bench/results/rmsnorm-h200.png --markdown --perf-only
 
 ``--perf-only`` keeps the shapes of the benchmark grid (``PERF_GRID``).  A contender a row
-excludes (see ``bench/rmsnorm.py``) is left out of the chart there and shown as "—".
+excludes (see ``bench.rmsnorm``) is left out of the chart there and shown as "—".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ measurement and is not ranked against a final one), interleaved in one run, and 
 winner against the best of them and against its own recorded time.  It re-measures; it never asks winners to be the same.
 Writes ``--out`` (JSON).
 
-    python bench/regression.py artifacts/sm90 --out bench/results/regression-h200.json
+    python -m bench.regression artifacts/sm90 --out bench/results/regression-h200.json
 """
 
 from __future__ import annotations
@@ -14,18 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, timed_in  # noqa: E402
-
-from flyconfigs.gpu import get_backend  # noqa: E402
-from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
-from flyconfigs.kernels.rmsnorm.workload import RMSNormWorkload  # noqa: E402
-from flyconfigs.schema import Artifact, Candidate, load_artifact  # noqa: E402
-from flyconfigs.tuner.timing import TimingPlan, measure  # noqa: E402
+from bench.common import machine
+from flyconfigs.gpu import get_backend
+from flyconfigs.kernels.measured import timed_in
+from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.kernels.rmsnorm.workload import RMSNormWorkload
+from flyconfigs.schema import Artifact, Candidate, load_artifact
+from flyconfigs.tuner.timing import TimingPlan, measure
 
 
 def _contenders(artifact: Artifact, finalists: int) -> list[Candidate] | None:

@@ -10,7 +10,7 @@ Every contender allocates its output, and the outputs of all are treated alike
 (``--outputs``): kept, by default, so that each timed call writes memory of its own as
 the copy does; or dropped, so that the next call writes the same memory again.
 
-    python bench/rmsnorm.py --out bench/results/rmsnorm-h200.json [--quick] [--contenders ...]
+    python -m bench.rmsnorm --out bench/results/rmsnorm-h200.json [--quick] [--contenders ...]
 
 ``--config JSON`` (repeatable) times that config of the op's kernel beside the others, as
 contender ``config-1``, ``config-2``, … in the order given, on every shape where the spec
@@ -38,17 +38,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUTPUTS, accepted_configs, machine, timed, write_graph_run  # noqa: E402
-
-from flyconfigs.gpu import get_backend  # noqa: E402
-from flyconfigs.kernels import rms_norm  # noqa: E402
-from flyconfigs.kernels.rmsnorm import SPEC, reference_rms_norm, traffic_bytes  # noqa: E402
-from flyconfigs.kernels.rmsnorm.op import kernel_for  # noqa: E402
-from flyconfigs.registry import DeviceQuery, resolve  # noqa: E402
-from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES  # noqa: E402
-from flyconfigs.tuner.grid import parse_grids  # noqa: E402
-from flyconfigs.tuner.timing import measure, plan_rotation, summarize  # noqa: E402
+from bench.common import OUTPUTS, accepted_configs, machine, timed, write_graph_run
+from flyconfigs.gpu import get_backend
+from flyconfigs.kernels import rms_norm
+from flyconfigs.kernels.rmsnorm import SPEC, reference_rms_norm, traffic_bytes
+from flyconfigs.kernels.rmsnorm.op import kernel_for
+from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
+from flyconfigs.registry import DeviceQuery, resolve
+from flyconfigs.tuner.grid import parse_grids
+from flyconfigs.tuner.timing import measure, plan_rotation, summarize
 
 DT = TORCH_DTYPES
 EPS = 1e-6

@@ -3,7 +3,7 @@ predicted winner (from ``flyconfigs predict`` artifacts for this GPU), the tuned
 and the default heuristic, timed in one interleaved measurement (the tuner's protocol:
 rotated inputs, graph replay, medians), each checked against the reference first.
 
-    python bench/rmsnorm_predicted.py --tuned benchmark=artifacts/sm90 --tuned held-out=HELDOUT_DIR \\
+    python -m bench.rmsnorm_predicted --tuned benchmark=artifacts/sm90 --tuned held-out=HELDOUT_DIR \\
         --predicted PREDICTED_DIR --out bench/results/rmsnorm-predicted-h200.json
 
 Each ``--tuned LABEL=FOLDER`` is scored separately: name the grid the model was fitted on
@@ -16,21 +16,19 @@ import argparse
 import json
 import math
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import artifacts_of, machine  # noqa: E402
-
-from flyconfigs.gpu import get_backend  # noqa: E402
-from flyconfigs.kernels.rmsnorm import SPEC  # noqa: E402
-from flyconfigs.kernels.rmsnorm.workload import RMSNormWorkload  # noqa: E402
-from flyconfigs.schema.canonical import canonical_text  # noqa: E402
-from flyconfigs.tuner.key import rotation  # noqa: E402
-from flyconfigs.tuner.options import TuneOptions  # noqa: E402
-from flyconfigs.tuner.timing import TimingPlan, measure  # noqa: E402
+from bench.common import machine
+from flyconfigs.gpu import get_backend
+from flyconfigs.kernels.measured import artifacts_of
+from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.kernels.rmsnorm.workload import RMSNormWorkload
+from flyconfigs.schema.canonical import canonical_text
+from flyconfigs.tuner.key import rotation
+from flyconfigs.tuner.options import TuneOptions
+from flyconfigs.tuner.timing import TimingPlan, measure
 
 
 def _by_key(folder: Path, product: str) -> dict[str, Any]:

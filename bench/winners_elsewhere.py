@@ -4,7 +4,7 @@ device B (``here``), the time B measured for device A's winner of the same key
 tuning run, which timed every candidate; A's winner counts only where B tried it.
 Writes ``--out`` (JSON) when given.
 
-    python bench/winners_elsewhere.py --served artifacts/sm90 --here TUNED_ON_B [--out FILE]
+    python -m bench.winners_elsewhere --served artifacts/sm90 --here TUNED_ON_B [--out FILE]
 
 A ``--served`` folder that holds several products' tunings needs ``--served-product``.
 
@@ -22,10 +22,9 @@ import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import artifacts_of, machine, timed_in  # noqa: E402
-
-from flyconfigs.schema import load_artifact  # noqa: E402
+from bench.common import machine
+from flyconfigs.kernels.measured import artifacts_of, timed_in
+from flyconfigs.schema import load_artifact
 
 
 def _key(artifact: object) -> tuple[object, ...]:

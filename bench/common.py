@@ -1,28 +1,25 @@
-"""Helpers shared by the benchmark scripts: result files and machine facts."""
+"""Helpers shared by the benchmarks: result files, machine facts, the quantiles of the
+timing protocol, and the treatment of the timed calls' outputs."""
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import platform
-import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
-sys.path.insert(0, str(ROOT / "tests"))
+from flyconfigs.tuner.timing import Measurement
 
-from flyconfigs.schema import Artifact, Candidate, load_artifact  # noqa: E402
-from flyconfigs.tuner.timing import Measurement  # noqa: E402
+__all__ = ["OUTPUTS", "RESULTS", "accepted_configs", "machine", "quantiles", "timed", "write_graph_run", "write_result"]
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def machine() -> dict[str, Any]:
     """What the numbers were measured on."""
-    import os
-
     return {
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -36,18 +33,6 @@ def quantiles(samples: list[float]) -> dict[str, float]:
     """Median, p20 and p80 of ``samples`` (the timing protocol's own quantiles)."""
     m = Measurement(tuple(samples))
     return {"median": m.median_us, "p20": m.quantile(0.2), "p80": m.quantile(0.8), "n": len(samples)}
-
-
-def configs_parser(doc: str | None) -> argparse.ArgumentParser:
-    """The arguments of a script that times given configs of the op over shapes:
-    ``--out``, ``--grid`` (repeatable), ``--config`` (JSON, repeatable) and ``--samples``."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--grid", action="append", required=True, help="a preset or key grid (repeatable)")
-    parser.add_argument("--config", action="append", required=True, type=json.loads,
-                        help="a config of the op (JSON; repeatable); one the spec refuses for a shape is left out there")
-    parser.add_argument("--samples", type=int, default=15)
-    return parser
 
 
 def accepted_configs(configs: list[dict[str, Any]], key: dict[str, Any],
@@ -66,34 +51,6 @@ def accepted_configs(configs: list[dict[str, Any]], key: dict[str, Any],
         else:
             refused[f"config-{i}"] = why
     return accepted, refused
-
-
-def artifacts_of(folder: Path, kernel: str | None, product: str | None = None,
-                 option: str = "--product") -> list[tuple[Path, Artifact]]:
-    """``folder``'s artifacts of ``kernel`` (of every kernel when ``None``) with their
-    paths, in file-name order; only ``product``'s when it is given.  Without ``product``, a
-    folder that holds several kernels' or products' artifacts is refused (``SystemExit``
-    naming ``option``), so one figure never mixes two devices' tunings."""
-    found = [(path, load_artifact(path)) for path in sorted(folder.glob(f"{kernel}-*.json" if kernel else "*.json"))]
-    found = [(path, a) for path, a in found if product in (None, a.device.product)]
-    for what, values, name in (("kernels", {a.kernel.name for _, a in found}, "--kernel"),
-                               ("products", {a.device.product for _, a in found}, option)):
-        if len(values) > 1:
-            raise SystemExit(f"{folder}: artifacts of several {what} ({', '.join(sorted(map(str, values)))}); "
-                             f"name one with {name}")
-    return found
-
-
-def timed_in(candidate: Candidate, artifact: Artifact) -> str:
-    """``final`` or ``screen``: the protocol that timed ``candidate``, from its
-    ``timed_in`` (schema 1.2), or for a file made before 1.2, ``final`` when its sample
-    count is the final protocol's.  Screen and final times are not the same measurement,
-    so a figure that compares two candidates says which each was."""
-    if candidate.timed_in is not None:
-        return candidate.timed_in
-    protocol = artifact.provenance.timing_protocol
-    timing = candidate.timing
-    return "final" if protocol is not None and timing is not None and timing.samples == protocol.samples else "screen"
 
 
 def write_result(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:

@@ -111,6 +111,9 @@ def timed(calls: dict[str, Callable[[int], Any]], copies: int,
         def run(i: int) -> None:
             out = call(i)
             if outputs == "kept":
+                # One slot per rotated copy: holding the output keeps the allocator from
+                # handing the next call the same, still cached, memory.  A peer whose
+                # output was dropped would otherwise write to L2 while the op wrote to DRAM.
                 slots[i] = out
 
         return run

@@ -23,3 +23,15 @@ def test_the_readme_gives_exactly_two_commands_and_the_second_is_the_one_ci_runs
 
 def test_the_readme_stays_short() -> None:
     assert len(README.splitlines()) <= 250
+
+
+def test_bench_results_keep_exactly_the_figures_of_record() -> None:
+    """Every file in bench/results is named in docs/benchmarks.md, and every result file
+    the page cites by path is there: the folder holds the records, not a log."""
+    page = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    results = ROOT / "bench" / "results"
+    kept = {p.name for p in results.iterdir()}
+    assert kept, "bench/results holds the figures of record"
+    assert {name for name in kept if name not in page} == set()
+    cited = set(re.findall(r"bench/results/([A-Za-z0-9_.-]+\.(?:json|md|png))", page))
+    assert cited - kept == set()

@@ -15,6 +15,9 @@ unset PYTHONDONTWRITEBYTECODE
 .venv/bin/python -m pip install -q --no-compile -e '.[dev,hip]' 'torch==2.13.0'
 # NVRTC and the CUDA headers as wheels: the sm90 compile tests need no GPU and no toolkit.
 .venv/bin/python -m pip install -q --no-compile 'cuda-bindings>=13,<14' 'cuda-pathfinder>=1.0' 'nvidia-cuda-nvrtc>=13,<14' 'nvidia-cuda-runtime>=13,<14'
+# Triton (a CPU-only machine installs the same wheel) for the Triton helpers' tests, which
+# run its interpreter on CPU tensors.
+.venv/bin/python -m pip install -q --no-compile 'triton>=3.2' 'numpy>=1.26'
 .venv/bin/python -m pip install -q --no-compile 'flydsl==0.4.2' || echo "test.sh: flydsl 0.4.2 could not be installed; the FlyDSL interop test will skip" >&2
 bash scripts/rocm-prefix.sh || echo "test.sh: the ROCm compile-only prefix could not be built; the hipRTC tests will skip" >&2
 # The big packages every test process imports are compiled once, in one process, not in

@@ -54,3 +54,27 @@ def install_data_package(
         records.append(_record_line(f"{info.name}/{fname}", text.encode()))
     (info / "RECORD").write_text("\n".join(records + [f"{info.name}/RECORD,,"]) + "\n")
     return root / module
+
+
+def install_kernel_package(root: Path, name: str, version: str, files: dict[str, str],
+                           kernels: dict[str, str]) -> Path:
+    """Install distribution ``name`` holding ``files`` (relative path → text) into ``root``,
+    declaring ``kernels`` (kernel name → entry-point object reference) in the
+    ``flyconfigs.kernels`` group; returns its ``.dist-info`` folder."""
+    info = root / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    records = []
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        records.append(_record_line(rel, text.encode()))
+    meta = {
+        "METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        "entry_points.txt": "[flyconfigs.kernels]\n" + "".join(f"{k} = {v}\n" for k, v in kernels.items()),
+    }
+    for fname, text in meta.items():
+        (info / fname).write_text(text)
+        records.append(_record_line(f"{info.name}/{fname}", text.encode()))
+    (info / "RECORD").write_text("\n".join(records + [f"{info.name}/RECORD,,"]) + "\n")
+    return info

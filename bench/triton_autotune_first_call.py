@@ -1,0 +1,145 @@
+"""Time to first result of a kernel under flyconfigs' drop-in for ``triton.autotune``,
+with and without an artifact for its key (run on a GPU).
+
+A row softmax decorated with ``flyconfigs.kernels.triton_autotune.autotune`` (eight
+configs) is installed as a distribution in a temporary folder and tuned for each key with
+``flyconfigs tune`` (the GPU found).  Then each mode runs in ``--runs`` fresh processes,
+each with an empty Triton cache, timing from before the kernel's module is imported to
+the first call's output on the host (``torch.cuda.synchronize``):
+
+- ``artifact``: the tuned artifacts on ``FLYCONFIGS_PATH``: the registry serves the
+  config, nothing is searched, one variant is compiled;
+- ``triton``: no artifact, ``fallback="triton"``: Triton's own autotune compiles and times
+  every config first;
+- ``default``: no artifact, ``fallback="default"``: the default runs, nothing searched.
+
+    python bench/triton_autotune_first_call.py --out bench/results/triton-autotune-first-call-h100.json \\
+        [--key M=4096,N=8192 ...] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from _common import machine
+from distributions import install_kernel_package
+
+FAMILY = "bench_row_softmax"
+MODULE = '''
+import os
+import torch
+import triton
+import triton.language as tl
+from flyconfigs.kernels.triton_autotune import autotune
+
+CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w) for b in (1024, 4096) for w in (2, 4, 8, 16)]
+
+
+def inputs(key, device):
+    x = torch.randn(key["n_rows"], key["n_cols"], device=device, dtype=torch.bfloat16)
+    return {"Y": torch.empty_like(x), "X": x, "stride": x.stride(0), "n_rows": key["n_rows"], "n_cols": key["n_cols"]}
+
+
+def reference(args):
+    return {"Y": torch.softmax(args["X"].double(), dim=-1)}
+
+
+@autotune(family="bench_row_softmax", configs=CONFIGS, key=["n_rows", "n_cols"],
+          fallback=os.environ.get("BENCH_FALLBACK", "triton"), grid=lambda meta: (meta["n_rows"],),
+          inputs=inputs, reference=reference)
+@triton.jit
+def softmax_kernel(Y, X, stride, n_rows, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * stride
+    top = tl.full([BLOCK], -float("inf"), tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        top = tl.maximum(top, tl.load(X + row + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32))
+    peak = tl.max(top, 0)
+    total = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        total += tl.exp(tl.load(X + row + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32) - peak)
+    norm = tl.sum(total, 0)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(X + row + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+        tl.store(Y + row + cols, (tl.exp(x - peak) / norm).to(Y.dtype.element_ty), mask=cols < n_cols)
+'''
+FIRST_CALL = '''
+import json, sys, time
+start = time.perf_counter()
+import torch
+import bench_softmax
+m, n = int(sys.argv[1]), int(sys.argv[2])
+x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+y = torch.empty_like(x)
+torch.cuda.synchronize()
+made = time.perf_counter()
+bench_softmax.softmax_kernel[(m,)](y, x, x.stride(0), m, n)
+torch.cuda.synchronize()
+first = time.perf_counter()
+bench_softmax.softmax_kernel[(m,)](y, x, x.stride(0), m, n)
+torch.cuda.synchronize()
+second = time.perf_counter()
+k = bench_softmax.softmax_kernel
+print(json.dumps({"first_call_s": first - made, "to_first_result_s": first - start, "second_call_s": second - first,
+                  "source": k.resolution.source if k.resolution else None, "searches": k.searches,
+                  "config": str(k.best_config)}))
+'''
+
+
+def _one(site: Path, mode: str, key: tuple[int, int], tuned: Path) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLYCONFIGS_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), *sys.path])
+    env["BENCH_FALLBACK"] = "default" if mode == "default" else "triton"
+    if mode == "artifact":
+        env["FLYCONFIGS_PATH"] = str(tuned)
+    with tempfile.TemporaryDirectory(prefix="triton-cache-") as cache:
+        env["TRITON_CACHE_DIR"] = cache  # every process compiles from nothing
+        done = subprocess.run([sys.executable, "-c", FIRST_CALL, str(key[0]), str(key[1])], env=env,
+                              capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="the JSON result file (under bench/results/)")
+    parser.add_argument("--key", action="append", help="n_rows,n_cols (repeatable; default 4096,8192 and 1,4096)")
+    parser.add_argument("--runs", type=int, default=5, help="fresh processes per mode and key (default 5)")
+    args = parser.parse_args(argv)
+    keys = [tuple(int(v) for v in k.split(",")) for k in (args.key or ["4096,8192", "1,4096"])]
+    with tempfile.TemporaryDirectory(prefix="flyconfigs-bench-") as tmp:
+        site, tuned = Path(tmp) / "site", Path(tmp) / "tuned"
+        site.mkdir()
+        install_kernel_package(site, "bench-softmax", "0.1.0", {"bench_softmax.py": MODULE},
+                               {FAMILY: "bench_softmax:softmax_kernel.family"})
+        grid = " ".join([f"n_rows={','.join(str(k[0]) for k in keys)}", f"n_cols={','.join(str(k[1]) for k in keys)}",
+                         "dtype=bf16"])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
+        subprocess.run([sys.executable, "-m", "flyconfigs", "tune", FAMILY, "--key-grid", grid, "--out", str(tuned)],
+                       env=env, check=True)
+        rows = []
+        for key in keys:
+            for mode in ("artifact", "triton", "default"):
+                runs = [_one(site, mode, key, tuned) for _ in range(args.runs)]
+                rows.append({"key": {"n_rows": key[0], "n_cols": key[1], "dtype": "bf16"}, "mode": mode, "runs": runs,
+                             "median_first_call_s": statistics.median(r["first_call_s"] for r in runs),
+                             "median_to_first_result_s": statistics.median(r["to_first_result_s"] for r in runs)})
+                print(f"{key} {mode}: first call {rows[-1]['median_first_call_s']:.3f} s (median of {args.runs})",
+                      file=sys.stderr)
+    result = {"benchmark": "triton-autotune-first-call", "machine": machine(), "configs": 8, "results": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

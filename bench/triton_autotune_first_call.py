@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import machine
+
 from distributions import install_kernel_package
 
 FAMILY = "bench_row_softmax"

@@ -31,9 +31,10 @@ from __future__ import annotations
 import hashlib
 import inspect
 import logging
+import operator
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, SupportsIndex
 
 from flyconfigs.errors import FlyconfigsError, TuneError
 from flyconfigs.kernels.triton_family import Ref, load_ref, triton_versions
@@ -204,6 +205,7 @@ class RegistryAutotuner:
         self._triton: Any = None
         self._lock = threading.Lock()
         self._logged: set[str] = set()
+        self._served: dict[int, tuple[Resolution, Any]] = {}
         self.resolution: Resolution | None = None
         self.best_config: Any = None
         self.searches = 0
@@ -215,13 +217,13 @@ class RegistryAutotuner:
         """The call's key and its first tensor argument."""
         from flyconfigs.kernels.torch_dtypes import NAME_OF
 
-        named = {**dict(zip(self.arg_names, args)), **kwargs}
+        named = {**dict(zip(self.arg_names, args, strict=False)), **kwargs}
         tensor = next((v for v in named.values() if hasattr(v, "dtype") and hasattr(v, "device")), None)
         key: dict[str, object] = {}
         for name in self.family.key_names:
             value = named.get(name)
             # numpy and torch integers are sizes too; bools are not.
-            key[name] = int(value) if hasattr(value, "__index__") and not isinstance(value, bool) else value
+            key[name] = operator.index(value) if isinstance(value, SupportsIndex) and not isinstance(value, bool) else value
         if "dtype" not in key and tensor is not None:
             key["dtype"] = NAME_OF.get(tensor.dtype) or str(tensor.dtype).removeprefix("torch.")
         return key, tensor
@@ -257,8 +259,15 @@ class RegistryAutotuner:
         key, tensor = self._key(args, kwargs)
         resolution = self.resolution = self._resolve(key, tensor)
         if resolution is not None and resolution.source != "default":
-            index = self.family.index_of(resolution.config)
-            chosen = self.family.triton_configs[index] if index is not None else None
+            # The resolver memoizes a key's resolution: look its config up once.
+            served = self._served.get(id(resolution))
+            if served is None or served[0] is not resolution:
+                index = self.family.index_of(resolution.config)
+                served = (resolution, self.family.triton_configs[index] if index is not None else None)
+                if len(self._served) > 4096:
+                    self._served.clear()
+                self._served[id(resolution)] = served
+            chosen = served[1]
         elif self.fallback == "default":
             try:
                 chosen = self.family.default_triton_config(resolution.key if resolution is not None else key)
@@ -276,7 +285,7 @@ class RegistryAutotuner:
             return out
         self.best_config = chosen
         if chosen.pre_hook is not None:
-            chosen.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **chosen.all_kwargs()})
+            chosen.pre_hook({**dict(zip(self.arg_names, args, strict=False)), **kwargs, **chosen.all_kwargs()})
         return self.fn.run(*args, grid=grid, warmup=warmup, **kwargs, **chosen.all_kwargs())
 
 

@@ -113,7 +113,7 @@ def triton_versions() -> dict[str, str]:
 def config_product(values: Mapping[str, Sequence[KeyValue]]) -> list[Config]:
     """Every combination of ``values`` (tunable → the values it takes), in order."""
     names = list(values)
-    return [dict(zip(names, combo)) for combo in itertools.product(*(values[n] for n in names))]
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(values[n] for n in names))]
 
 
 def _same(a: KeyValue, b: KeyValue) -> bool:
@@ -150,6 +150,7 @@ class TritonFamily:
     source: str | None = None
     presets: Mapping[str, Sequence[str]] = field(default_factory=dict)
     _listed: list[Config] = field(init=False, repr=False, compare=False)
+    _tunables: dict[str, tuple[KeyValue, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         listed = config_product(self.configs) if isinstance(self.configs, Mapping) else [dict(c) for c in self.configs]
@@ -163,20 +164,22 @@ class TritonFamily:
             raise TypeError(f"{self.name}: a key other than M, N, dtype needs inputs=(key, device) -> tensors")
         if self.source is None and not callable(self.launch) and ":" not in self.launch:
             raise TypeError(f"{self.name}: launch {self.launch!r} must be a callable or 'module:attribute'")
-        object.__setattr__(self, "_listed", listed)  # frozen: the expanded list beside the declared form
+        # Frozen: the expanded list and each tunable's values beside the declared form.
+        object.__setattr__(self, "_listed", listed)
+        values: dict[str, list[KeyValue]] = {}
+        for config in listed:
+            for name, value in config.items():
+                seen = values.setdefault(name, [])
+                if not any(_same(value, v) for v in seen):
+                    seen.append(value)
+        object.__setattr__(self, "_tunables", {name: tuple(v) for name, v in values.items()})
 
     # -- what the registry reads ------------------------------------------------------
 
     @property
     def tunables(self) -> dict[str, tuple[KeyValue, ...]]:
         """Each tunable and the values the configs give it, in order of appearance."""
-        out: dict[str, list[KeyValue]] = {}
-        for config in self._configs():
-            for name, value in config.items():
-                seen = out.setdefault(name, [])
-                if not any(_same(value, v) for v in seen):
-                    seen.append(value)
-        return {name: tuple(values) for name, values in out.items()}
+        return dict(self._tunables)
 
     def _configs(self) -> list[Config]:
         return self._listed
@@ -191,7 +194,7 @@ class TritonFamily:
         value of its declared set, and for a listed space one of the list) and the
         family's ``rules`` accept it for ``key``, else why not.  Triton runs on NVIDIA
         and AMD alike, so ``device`` decides nothing."""
-        tunables = self.tunables
+        tunables = self._tunables
         missing = [name for name in tunables if name not in config]
         extra = sorted(str(name) for name in config if name not in tunables)
         if missing or extra:

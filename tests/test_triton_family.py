@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from triton_interpreter import use_interpreter
 
 use_interpreter()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import glob
+import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -11,6 +13,12 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+# Without a GPU, Triton runs through its interpreter.  Triton decides at its first import
+# whether its own library is interpreted, and collecting any module that imports it (the
+# GPU tests' too) imports it, so the choice is made here, before collection.
+if "TRITON_INTERPRET" not in os.environ and not (glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd")):
+    os.environ["TRITON_INTERPRET"] = "1"
 
 from distributions import install_data_package  # noqa: E402
 from factories import make_artifact  # noqa: E402

@@ -2,7 +2,8 @@
 
 Triton decides at import whether its own library functions (``tl.max``, ``tl.sum``, …)
 are interpreted, so ``TRITON_INTERPRET=1`` must be set before the first ``import
-triton`` of the process, and stays on for the rest of it.  A test module calls
+triton`` of the process, and stays on for the rest of it (``conftest.py`` sets it for a
+machine without a GPU before anything is collected).  A test module calls
 :func:`use_interpreter` before importing Triton; it skips the module where that cannot
 hold: without Triton or torch, where Triton was already imported compiled, and on a
 machine with a GPU, where the rest of the process must compile for it (the GPU tests

@@ -210,8 +210,23 @@ class RegistryAutotuner:
         self.best_config: Any = None
         self.searches = 0
 
+    @property
+    def configs(self) -> list[Any]:
+        """The ``triton.Config`` list, as Triton's autotuner names it."""
+        return self.family.triton_configs
+
+    @property
+    def keys(self) -> list[str]:
+        """The key arguments, as Triton's autotuner names them."""
+        return list(self.family.key_names)
+
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
+
+    def warmup(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
+        """Compile what this call would run without running it: the served config, or
+        every config where Triton's autotune decides, as Triton's warmup does."""
+        return self.run(*args, grid=grid, warmup=True, **kwargs)
 
     def _key(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[dict[str, object], Any]:
         """The call's key and its first tensor argument."""
@@ -254,8 +269,9 @@ class RegistryAutotuner:
                                                **self._options)(self.fn)
             return self._triton
 
-    def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
-        """Launch with the registry's config for this call's key, else the fallback."""
+    def choose(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        """The ``triton.Config`` to run for a call with ``args`` and ``kwargs`` without a
+        search, or ``None`` when Triton's autotune decides (sets :attr:`resolution`)."""
         key, tensor = self._key(args, kwargs)
         resolution = self.resolution = self._resolve(key, tensor)
         if resolution is not None and resolution.source != "default":
@@ -267,24 +283,27 @@ class RegistryAutotuner:
                 if len(self._served) > 4096:
                     self._served.clear()
                 self._served[id(resolution)] = served
-            chosen = served[1]
-        elif self.fallback == "default":
+            return served[1]
+        if self.fallback == "default":
             try:
-                chosen = self.family.default_triton_config(resolution.key if resolution is not None else key)
+                return self.family.default_triton_config(resolution.key if resolution is not None else key)
             except TuneError as exc:
                 self._warn(f"{exc}; falling back to triton")
-                chosen = None
-        else:
-            chosen = None
+        return None
+
+    def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
+        """Launch with the registry's config for this call's key, else the fallback."""
+        chosen = self.choose(args, kwargs)
         if chosen is None:
             tuner = self._autotuner()
-            searched = len(getattr(tuner, "cache", {}))
-            out = tuner.run(*args, grid=grid, warmup=warmup, **kwargs)
-            self.searches += len(getattr(tuner, "cache", {})) - searched
-            self.best_config = tuner.best_config
+            searched = len(tuner.cache)
+            out = (tuner.warmup(*args, grid=grid, **kwargs) if warmup
+                   else tuner.run(*args, grid=grid, warmup=False, **kwargs))
+            self.searches += len(tuner.cache) - searched
+            self.best_config = getattr(tuner, "best_config", None)
             return out
         self.best_config = chosen
-        if chosen.pre_hook is not None:
+        if chosen.pre_hook is not None and not warmup:
             chosen.pre_hook({**dict(zip(self.arg_names, args, strict=False)), **kwargs, **chosen.all_kwargs()})
         return self.fn.run(*args, grid=grid, warmup=warmup, **kwargs, **chosen.all_kwargs())
 

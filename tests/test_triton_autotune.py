@@ -216,3 +216,15 @@ def test_importing_the_helpers_imports_neither_torch_nor_triton() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("fallback", ["triton", "default"])
+def test_warmup_compiles_without_running_or_searching(site: Any, fallback: str) -> None:
+    package.install(site.root)
+    module: Any = package.load(site.root, fallback=fallback)
+    x = torch.randn(4, 100)
+    y = torch.full_like(x, float("nan"))
+    module.softmax_kernel.warmup(y, x, x.stride(0), 4, 100, grid=(4,))
+    assert torch.isnan(y).all(), "a warmup runs nothing"
+    assert module.BENCHED == [] and module.softmax_kernel.searches == 0
+    assert module.softmax_kernel.configs == module.CONFIGS and module.softmax_kernel.keys == ["n_rows", "n_cols"]

@@ -162,8 +162,9 @@ class TritonFamily:
                 raise TypeError(f"{self.name}: configs[{i}] names {sorted(config)}, configs[0] {sorted(names)}")
         if self.key_axes != ROW_AXES and self.inputs is None:
             raise TypeError(f"{self.name}: a key other than M, N, dtype needs inputs=(key, device) -> tensors")
-        if self.source is None and not callable(self.launch) and ":" not in self.launch:
-            raise TypeError(f"{self.name}: launch {self.launch!r} must be a callable or 'module:attribute'")
+        for what, ref in (("launch", self.launch), ("reference", self.reference), ("inputs", self.inputs)):
+            if ref is not None and not callable(ref) and (not isinstance(ref, str) or ":" not in ref):
+                raise TypeError(f"{self.name}: {what} {ref!r} must be a callable or 'module:attribute'")
         # Frozen: the expanded list and each tunable's values beside the declared form.
         object.__setattr__(self, "_listed", listed)
         values: dict[str, list[KeyValue]] = {}
@@ -173,6 +174,11 @@ class TritonFamily:
                 if not any(_same(value, v) for v in seen):
                     seen.append(value)
         object.__setattr__(self, "_tunables", {name: tuple(v) for name, v in values.items()})
+        if not callable(self.default):
+            # A fixed default is checked once here; one made per key is checked where it serves.
+            why = self.undeclared(self.default)
+            if why is not None:
+                raise TypeError(f"{self.name}: the default {dict(self.default)} is not a declared config ({why})")
 
     # -- what the registry reads ------------------------------------------------------
 
@@ -194,6 +200,13 @@ class TritonFamily:
         value of its declared set, and for a listed space one of the list) and the
         family's ``rules`` accept it for ``key``, else why not.  Triton runs on NVIDIA
         and AMD alike, so ``device`` decides nothing."""
+        why = self.undeclared(config)
+        if why is None and self.rules is not None:
+            why = self.rules(config, key)
+        return why
+
+    def undeclared(self, config: Mapping[str, object]) -> str | None:
+        """Why ``config`` is not one of the declared configs, or ``None`` (the rules aside)."""
         tunables = self._tunables
         missing = [name for name in tunables if name not in config]
         extra = sorted(str(name) for name in config if name not in tunables)
@@ -206,7 +219,7 @@ class TritonFamily:
         if not isinstance(self.configs, Mapping) and not any(
                 all(_same(config[n], c[n]) for n in tunables) for c in self._configs()):
             return f"{dict(config)} is not one of the {len(self._configs())} configs {self.name} lists"
-        return self.rules(config, key) if self.rules is not None else None
+        return None
 
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:
         """The author's default for ``key``."""

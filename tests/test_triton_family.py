@@ -127,10 +127,14 @@ def test_a_declaration_missing_a_part_is_refused() -> None:
         _family(configs=[])
     with pytest.raises(TypeError, match=r"configs\[1\] names"):
         _family(configs=[{"BLOCK": 16}, {"BLOCK": 32, "num_warps": 1}])
+    with pytest.raises(TypeError, match="the default {'BLOCK': 64, 'num_warps': 1} is not a declared config"):
+        _family(default={"BLOCK": 64, "num_warps": 1})
     with pytest.raises(TypeError, match="needs inputs="):
         _family(key_axes=SPEC.key_axes[:2])
-    with pytest.raises(TypeError, match="'module:attribute'"):
+    with pytest.raises(TypeError, match="launch 'no_colon' must be a callable or 'module:attribute'"):
         _family(launch="no_colon")
+    with pytest.raises(TypeError, match="reference 'no_colon' must be"):
+        _family(reference="no_colon", source="acme_silu_mul.kernel")
     with pytest.raises(TuneError, match="cannot be loaded"):
         _family(launch="acme_silu_mul.kernel:missing").workload(KEY, 1, None, device="cpu")
 

@@ -22,7 +22,7 @@ unset PYTHONDONTWRITEBYTECODE
 bash scripts/rocm-prefix.sh || echo "test.sh: the ROCm compile-only prefix could not be built; the hipRTC tests will skip" >&2
 # The big packages every test process imports are compiled once, in one process, not in
 # every pytest worker at the same time.
-.venv/bin/python -c "import torch, ray, ray.cluster_utils, hypothesis, pydantic, flyconfigs.cli"
+.venv/bin/python -c "import torch, triton, triton.runtime.interpreter, ray, ray.cluster_utils, hypothesis, pydantic, flyconfigs.cli"
 set +e
 .venv/bin/python -m pytest -n auto --maxprocesses 4 --dist loadfile "$@"
 status=$?

@@ -14,7 +14,10 @@ the first call's output on the host (``torch.cuda.synchronize``):
 - ``default``: no artifact, ``fallback="default"``: the default runs, nothing searched.
 
     python bench/triton_autotune_first_call.py --out bench/results/triton-autotune-first-call-h100.json \\
-        [--key M=4096,N=8192 ...] [--runs 5]
+        [--key 4096,8192 ...] [--runs 5]
+
+``--dry-run`` checks the script on a CPU (Triton's interpreter, the test backend's
+artifacts); its times mean nothing.
 """
 
 from __future__ import annotations
@@ -30,18 +33,31 @@ from pathlib import Path
 from typing import Any
 
 from _common import machine
-
 from distributions import install_kernel_package
+
+from flyconfigs.tuner.simulated import SIMULATED_DEVICE
 
 FAMILY = "bench_row_softmax"
 MODULE = '''
 import os
+import statistics
+import time
 import torch
 import triton
 import triton.language as tl
 from flyconfigs.kernels.triton_autotune import autotune
 
 CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w) for b in (1024, 4096) for w in (2, 4, 8, 16)]
+
+
+def host_bench(fn, quantiles):
+    # Triton's interpreter (--dry-run) has no device timer.
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return [statistics.median(times)] * len(quantiles)
 
 
 def inputs(key, device):
@@ -55,7 +71,8 @@ def reference(args):
 
 @autotune(family="bench_row_softmax", configs=CONFIGS, key=["n_rows", "n_cols"],
           fallback=os.environ.get("BENCH_FALLBACK", "triton"), grid=lambda meta: (meta["n_rows"],),
-          inputs=inputs, reference=reference)
+          inputs=inputs, reference=reference,
+          do_bench=host_bench if os.environ.get("TRITON_INTERPRET") == "1" else None)
 @triton.jit
 def softmax_kernel(Y, X, stride, n_rows, n_cols, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64) * stride
@@ -79,17 +96,19 @@ import json, sys, time
 start = time.perf_counter()
 import torch
 import bench_softmax
-m, n = int(sys.argv[1]), int(sys.argv[2])
-x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+m, n, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+x = torch.randn(m, n, device=device, dtype=torch.bfloat16)
 y = torch.empty_like(x)
-torch.cuda.synchronize()
+sync()
 made = time.perf_counter()
 bench_softmax.softmax_kernel[(m,)](y, x, x.stride(0), m, n)
-torch.cuda.synchronize()
+sync()
 first = time.perf_counter()
 bench_softmax.softmax_kernel[(m,)](y, x, x.stride(0), m, n)
-torch.cuda.synchronize()
+sync()
 second = time.perf_counter()
+assert torch.allclose(y.double(), torch.softmax(x.double(), -1), atol=1e-2), "wrong softmax"
 k = bench_softmax.softmax_kernel
 print(json.dumps({"first_call_s": first - made, "to_first_result_s": first - start, "second_call_s": second - first,
                   "source": k.resolution.source if k.resolution else None, "searches": k.searches,
@@ -97,16 +116,26 @@ print(json.dumps({"first_call_s": first - made, "to_first_result_s": first - sta
 '''
 
 
-def _one(site: Path, mode: str, key: tuple[int, int], tuned: Path) -> dict[str, Any]:
+def _env(site: Path, dry_run: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLYCONFIGS_")}
     env["PYTHONPATH"] = os.pathsep.join([str(site), *sys.path])
+    if dry_run:
+        env["TRITON_INTERPRET"] = "1"
+        env["FLYCONFIGS_DEVICE"] = json.dumps({k: SIMULATED_DEVICE[k] for k in ("vendor", "arch", "product", "compute_units")})
+    return env
+
+
+def _one(site: Path, mode: str, key: tuple[int, int], tuned: Path, dry_run: bool) -> dict[str, Any]:
+    env = _env(site, dry_run)
     env["BENCH_FALLBACK"] = "default" if mode == "default" else "triton"
     if mode == "artifact":
         env["FLYCONFIGS_PATH"] = str(tuned)
     with tempfile.TemporaryDirectory(prefix="triton-cache-") as cache:
         env["TRITON_CACHE_DIR"] = cache  # every process compiles from nothing
-        done = subprocess.run([sys.executable, "-c", FIRST_CALL, str(key[0]), str(key[1])], env=env,
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run([sys.executable, "-c", FIRST_CALL, str(key[0]), str(key[1]), "cpu" if dry_run else "cuda"],
+                              env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{mode} {key}: the first call failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
@@ -115,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the JSON result file (under bench/results/)")
     parser.add_argument("--key", action="append", help="n_rows,n_cols (repeatable; default 4096,8192 and 1,4096)")
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per mode and key (default 5)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check the script on a CPU: Triton's interpreter and the test backend (times mean nothing)")
     args = parser.parse_args(argv)
     keys = [tuple(int(v) for v in k.split(",")) for k in (args.key or ["4096,8192", "1,4096"])]
     with tempfile.TemporaryDirectory(prefix="flyconfigs-bench-") as tmp:
@@ -124,19 +155,20 @@ def main(argv: list[str] | None = None) -> int:
                                {FAMILY: "bench_softmax:softmax_kernel.family"})
         grid = " ".join([f"n_rows={','.join(str(k[0]) for k in keys)}", f"n_cols={','.join(str(k[1]) for k in keys)}",
                          "dtype=bf16"])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
-        subprocess.run([sys.executable, "-m", "flyconfigs", "tune", FAMILY, "--key-grid", grid, "--out", str(tuned)],
-                       env=env, check=True)
+        backend = ["--backend", "simulated"] if args.dry_run else []
+        subprocess.run([sys.executable, "-m", "flyconfigs", "tune", FAMILY, "--key-grid", grid, "--out", str(tuned),
+                        *backend], env=_env(site, args.dry_run), check=True)
         rows = []
         for key in keys:
             for mode in ("artifact", "triton", "default"):
-                runs = [_one(site, mode, key, tuned) for _ in range(args.runs)]
+                runs = [_one(site, mode, key, tuned, args.dry_run) for _ in range(args.runs)]
                 rows.append({"key": {"n_rows": key[0], "n_cols": key[1], "dtype": "bf16"}, "mode": mode, "runs": runs,
                              "median_first_call_s": statistics.median(r["first_call_s"] for r in runs),
                              "median_to_first_result_s": statistics.median(r["to_first_result_s"] for r in runs)})
                 print(f"{key} {mode}: first call {rows[-1]['median_first_call_s']:.3f} s (median of {args.runs})",
                       file=sys.stderr)
-    result = {"benchmark": "triton-autotune-first-call", "machine": machine(), "configs": 8, "results": rows}
+    result = {"benchmark": "triton-autotune-first-call", "machine": machine(), "dry_run": args.dry_run, "configs": 8,
+              "results": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     return 0

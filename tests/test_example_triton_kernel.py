@@ -1,10 +1,10 @@
 """The example third-party Triton kernel (``examples/acme-silu-mul``) end to end with real
 parts: its wheel and flyconfigs' are served by a local index (pypiserver on 127.0.0.1)
 and installed into a fresh virtual environment (no torch, no Triton: the declaration
-needs neither), where it is shown, tuned with the test backend (no GPU here) and
-validated; its tunings are published under its own distribution name and installed
-beside ``flyconfigs-sm90`` (built from real artifacts of ``artifacts/sm90``), and one
-process serves both through entry points.
+needs neither), where it is shown and tuned with the test backend (no GPU here), whose
+artifacts validate refuses as a test double's; its tunings are published under its own
+distribution name and installed beside ``flyconfigs-sm90`` (built from real artifacts of
+``artifacts/sm90``), and one process serves both through entry points.
 
 The test backend's artifacts are refused by ``publish``, so this test — and only this
 test — relabels them as measured on the H200 of a real sm90 artifact before publishing."""
@@ -83,12 +83,14 @@ def test_the_example_is_tuned_published_under_its_own_name_and_served_beside_the
                      "--out", "tuned", "--json", cwd=work)
         assert tuned.returncode == 0, tuned.stderr
         assert json.loads(tuned.stdout)["tuned"] == 4
-        valid = _run(python, "-m", "flyconfigs", "validate", "tuned", cwd=work)
-        assert valid.returncode == 0, valid.stdout + valid.stderr
+        refused = _run(python, "-m", "flyconfigs", "validate", "tuned", cwd=work)
+        assert refused.returncode == 1 and refused.stdout.count("test-double") == 4, refused.stdout + refused.stderr
 
         official = sorted((ROOT / "artifacts" / "sm90").glob("rmsnorm-sm90-*.json"))[:3]
         real = json.loads(official[0].read_text())
         _relabel(work / "tuned", work / "relabelled", real)
+        valid = _run(python, "-m", "flyconfigs", "validate", "relabelled", cwd=work)
+        assert valid.returncode == 0, valid.stdout + valid.stderr
         assert main(["publish", str(work / "relabelled"), "--name", "acme-silu-mul-sm90", "--target", "sm90",
                      "--version", "1.0.0", "--out", str(tmp_path / "dist-acme"), "--upload", index.url]) == 0
         subset = tmp_path / "official"

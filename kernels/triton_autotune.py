@@ -334,6 +334,12 @@ def autotune(family: str, configs: Sequence[Any], key: Sequence[str], *, fallbac
     if not configs or not all(hasattr(c, "kwargs") and hasattr(c, "all_kwargs") for c in configs):
         raise ValueError(f"{family}: configs must be a non-empty list of triton.Config")
 
+    for i, config in enumerate(configs):
+        odd = {k: v for k, v in config.kwargs.items() if v is not None and type(v) not in (bool, int, float, str)}
+        if odd:
+            raise ValueError(f"{family}: configs[{i}] has values an artifact cannot hold (not a bool, int, float, str "
+                             f"or None): {odd}")
+
     def decorate(fn: Any) -> RegistryAutotuner:
         unknown = [k for k in key if k not in fn.arg_names]
         if unknown:

@@ -205,6 +205,8 @@ def test_the_decorator_refuses_what_it_cannot_serve() -> None:
         autotune("k", configs, ["n"], default=triton.Config({"BLOCK": 32}))(kernel)
     with pytest.raises(ValueError, match="non-empty list of triton.Config"):
         autotune("k", [{"BLOCK": 16}], ["n"])
+    with pytest.raises(ValueError, match=r"configs\[0\] has values an artifact cannot hold .*'BLOCK': \[16\]"):
+        autotune("k", [triton.Config({"BLOCK": [16]})], ["n"])
     with pytest.raises(ValueError, match="family must be a kernel name"):
         autotune("a/b", configs, ["n"])
     unregister_kernel("k")

@@ -24,7 +24,6 @@ use_interpreter()
 import torch  # noqa: E402
 
 import triton_softmax_package as package  # noqa: E402
-from factories import artifact_dict  # noqa: E402
 from flyconfigs.kernels.plugin import TunableKernel  # noqa: E402
 from flyconfigs.kernels.triton_autotune import autotune  # noqa: E402
 from flyconfigs.registry import KernelDecl, default_resolver, unregister_kernel  # noqa: E402
@@ -43,14 +42,7 @@ def _forget_the_family() -> Any:
 
 
 def _artifact(winner: dict[str, Any], configs: list[dict[str, Any]], key: dict[str, Any] = KEY) -> Artifact:
-    data = artifact_dict(n_candidates=len(configs), key=dict(key), kernel=package.FAMILY)
-    for cand, config in zip(data["candidates"], configs, strict=True):
-        cand["config"] = config
-    data["candidates"][-1] = {**data["candidates"][0], "config": configs[-1]}
-    index = configs.index(winner)
-    data["winner"] = {"config": winner, "timing": data["candidates"][index]["timing"]}
-    data["default"]["config"] = configs[1]
-    return Artifact.model_validate(data)
+    return package.artifact(configs, winner, key)
 
 
 def _run(module: Any, x: torch.Tensor) -> torch.Tensor:

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from distributions import install_kernel_package
+from factories import artifact_dict
+from flyconfigs.schema import Artifact
 
 MODULE = "acme_rowsoftmax"
 FAMILY = "acme_row_softmax"
@@ -93,3 +96,17 @@ def load(root: Path, fallback: str = "triton") -> object:
     os.environ["ACME_FALLBACK"] = fallback
     sys.modules.pop(MODULE, None)
     return importlib.import_module(MODULE)
+
+
+def artifact(configs: list[dict[str, Any]], winner: dict[str, Any], key: dict[str, Any],
+             device: dict[str, Any] | None = None) -> Artifact:
+    """A measured artifact of the family at ``key`` (on ``device``, an H200 by default)
+    whose candidates are ``configs``, ``winner`` the fastest and ``configs[1]`` the default."""
+    data = artifact_dict(n_candidates=len(configs), key=dict(key), kernel=FAMILY, device=device)
+    for cand, config in zip(data["candidates"], configs, strict=True):
+        cand["config"] = config
+    data["candidates"][-1] = {**data["candidates"][0], "config": configs[-1]}
+    index = configs.index(winner)
+    data["winner"] = {"config": winner, "timing": data["candidates"][index]["timing"]}
+    data["default"]["config"] = configs[1]
+    return Artifact.model_validate(data)

@@ -5,7 +5,6 @@ config for this device with no search and searches with Triton's own autotune wi
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ import torch
 pytest.importorskip("triton")
 
 import triton_softmax_package as package  # noqa: E402
-from factories import artifact_dict  # noqa: E402
 from flyconfigs.registry import default_resolver, register_kernel, unregister_kernel  # noqa: E402
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "acme-silu-mul"
@@ -61,13 +59,11 @@ def test_the_drop_in_serves_an_artifact_for_this_gpu_and_searches_without_one(
         kernel = module.softmax_kernel
         device = get_backend().device().model_dump(mode="json")
         key = {"n_rows": 64, "n_cols": 4096, "dtype": "fp32"}
-        data = artifact_dict(device=device, key=key, kernel=package.FAMILY, n_candidates=3, winner_index=2)
-        for cand, config in zip(data["candidates"], kernel.family.configs, strict=True):
-            cand.update(config=config, status="ok", timing=data["candidates"][0]["timing"])
-        data["winner"]["config"], data["default"]["config"] = kernel.family.configs[2], kernel.family.configs[1]
+        configs = kernel.family.configs
+        tuned_artifact = package.artifact(configs, configs[2], key, device)
         tuned = tmp_path / "tuned"
         tuned.mkdir()
-        (tuned / "a.json").write_text(json.dumps(data))
+        (tuned / tuned_artifact.file_name()).write_bytes(tuned_artifact.to_json_bytes())
         monkeypatch.setenv("FLYCONFIGS_PATH", str(tuned))
         default_resolver().refresh()
 

@@ -47,13 +47,14 @@ __all__ = [
     "Resources",
     "ScreenProtocol",
     "Selection",
+    "Source",
     "Timing",
     "TimingProtocol",
     "Vendor",
     "wave_size_of_arch",
 ]
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 """The schema version this package writes; it reads any ``1.x``."""
 
 TEST_BACKENDS = frozenset({"simulated"})
@@ -367,6 +368,28 @@ class TimingProtocol(_Model):
     flattens short calls.  ``None``: not recorded (files made before 1.3, imports)."""
 
 
+class Source(_Model):
+    """Where an ``imported`` artifact's winner came from (1.4): the upstream project and
+    file that ship it, the entry of that file, the revision as recorded by whoever
+    imported it, and how the device descriptor was derived (a file name, a column), since
+    such files name a device only in part.  ``reported`` holds the figures the upstream
+    file states beside the config (aiter's ``us``, ``tflops``): measured by the upstream
+    under its own protocol, never by flyconfigs, so they are not a :class:`Timing`."""
+
+    project: Text
+    """The upstream project, e.g. ``vllm-project/vllm``."""
+    file: Text
+    """The file's path in the upstream project (or its name, where the path is not known)."""
+    entry: Text | None = None
+    """Which part of the file: a JSON member (``"64"``), a CSV line (``line 12``)."""
+    revision: Text | None = None
+    """The upstream revision the file was taken from (a commit, a tag), as recorded."""
+    url: Text | None = None
+    device_from: Text
+    """How ``device`` was derived from what the file states."""
+    reported: Annotated[dict[AxisName, Scalar], Field(max_length=64)] = {}
+
+
 class Provenance(_Model):
     """Who made the artifact, with what, where and when."""
 
@@ -382,6 +405,8 @@ class Provenance(_Model):
     command: Annotated[list[LongText], Field(max_length=256)] = []
     model: Annotated[ModelRef | None, Field(exclude_if=_is_none)] = None
     """The cost model of a ``predicted`` selection (1.1)."""
+    source: Annotated[Source | None, Field(exclude_if=_is_none)] = None
+    """The upstream file an ``imported`` selection came from (1.4)."""
 
 
 class Artifact(_Model):
@@ -411,6 +436,8 @@ class Artifact(_Model):
                 raise ValueError("selection.rule: a predicted artifact has no measured candidate or winner timing")
         elif any(c.status == "compiled" for c in self.candidates):
             raise ValueError("candidates: 'compiled' (never timed) candidates belong to a predicted selection only")
+        if self.provenance.source is not None and self.selection.rule != "imported":
+            raise ValueError("provenance.source: only an imported selection names an upstream source")
         self._timed_in_fits()
         return self
 

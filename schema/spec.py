@@ -47,7 +47,8 @@ READER_ONLY = {
         "device.features are sorted; timing has min_us <= p20_us <= median_us <= p80_us; winner.config is "
         "the config of a candidate with status ok and default.config that of a candidate; a candidate's timed_in "
         "(1.2) needs a timing, names a protocol recorded in provenance.timing_protocol whose samples its timing "
-        "has, and is never screen for the winner's or the default's config; fields of a "
+        "has, and is never screen for the winner's or the default's config; provenance.source (1.4) belongs to an "
+        "imported selection only; fields of a "
         "newer 1.x minor are ignored (this document refuses them, since it describes exactly this minor)."
     ),
     "manifest": (

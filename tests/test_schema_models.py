@@ -223,3 +223,45 @@ def test_timed_in_takes_only_screen_or_final() -> None:
     data = staged_artifact_dict()
     data["candidates"][3]["timed_in"] = "warmup"
     assert _problem(data)[0] == "candidates[3].timed_in"
+
+
+# -- where an imported artifact came from (1.4) ------------------------------------------
+
+
+def _imported() -> dict[str, Any]:
+    config = {"BLOCK": 64}
+    data = artifact_dict()
+    data.update(candidates=[{"config": config, "status": "ok"}], winner={"config": config}, default=None,
+                selection={"rule": "imported"})
+    data["provenance"] = {"tool": "an importer", "backend": "upstream", "source": {
+        "project": "example/upstream", "file": "configs/tuned.csv", "entry": "line 2",
+        "device_from": "line 2: its gfx and cu_num columns", "reported": {"us": 7.3189, "note": "from the file"}}}
+    return data
+
+
+def test_an_imported_artifact_names_its_source_and_carries_no_timing() -> None:
+    artifact = _load(_imported())
+    assert artifact.winner.timing is None and artifact.candidates[0].timing is None
+    source = artifact.provenance.source
+    assert source is not None and source.reported == {"us": 7.3189, "note": "from the file"}
+    assert loads_artifact(artifact.to_json_bytes()) == artifact
+    assert "source" not in json.loads(_load(artifact_dict()).to_json_bytes())["provenance"]
+
+
+def test_only_an_imported_selection_names_a_source() -> None:
+    data = artifact_dict()
+    data["provenance"]["source"] = _imported()["provenance"]["source"]
+    assert _problem(data) == ("provenance.source", "only an imported selection names an upstream source")
+
+
+@pytest.mark.parametrize("field", ["project", "file", "device_from"])
+def test_a_source_states_its_project_file_and_how_the_device_was_derived(field: str) -> None:
+    data = _imported()
+    del data["provenance"]["source"][field]
+    assert _problem(data)[0] == f"provenance.source.{field}"
+
+
+def test_reported_figures_are_scalars_never_a_timing() -> None:
+    data = _imported()
+    data["provenance"]["source"]["reported"] = {"us": {"median_us": 7.3}}
+    assert _problem(data)[0].startswith("provenance.source.reported.us")

@@ -11,5 +11,5 @@ cd "$(dirname "$0")/.."
 rm -rf build/lint build/lib  # setuptools never deletes a stale file of build/lib
 .venv/bin/python -m pip install -q --no-deps --no-build-isolation --no-compile --target build/lint .
 (cd build/lint && ../../.venv/bin/lint-imports ../../pyproject.toml)
-.venv/bin/ruff check flyconfigs schema registry publish kernels tuner
+.venv/bin/ruff check flyconfigs schema registry publish kernels tuner adapters
 (cd build/lint && ../../.venv/bin/mypy --config-file ../../pyproject.toml)

@@ -7,7 +7,8 @@ ignored); one with a 1.1 value (a bool key, an upper-case kernel name, a predict
 selection, compiled candidates) is refused with the field named, so a 1.0 reader skips it
 and falls back, and never serves a predicted config as measured.  A file whose candidates
 say which protocol timed them (1.2) and whether the timing was held (1.3) reads in all
-three: what 1.2 and 1.3 add only describe timings every reader already takes."""
+three: what 1.2 and 1.3 add only describe timings every reader already takes.  An imported
+file that names its upstream source (1.4) reads in the 1.3 reader, which ignores the source."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ READERS = {
     "1.0": "84ece000d2bfbd57130c9a73675a8bfc9c6bf726",  # flyconfigs-sm90 2026.12.3 was made with it
     "1.1": "2742b6c9c9ef1f2d4649c7ebf9384686162ff953",
     "1.2": "36957e62121d4013c4af7ca0c0eb20b15bd41fd0",
+    "1.3": "b02f6ed1b1f3cde2c5c125250b9082ba283e2fd8",
 }
 """The last commit of each older schema minor."""
 
@@ -58,6 +60,10 @@ def _reader(version: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp(f"reader-{version}")
     with tarfile.open(fileobj=BytesIO(done.stdout)) as archive:
         archive.extractall(folder, filter="tar")
+    if not (folder / "flyconfigs" / "schema").exists():
+        # From the 1.3 reader on, schema/ is a top-level folder that setuptools maps to
+        # flyconfigs.schema: lay it out as a wheel installs it.
+        (folder / "schema").rename(folder / "flyconfigs" / "schema")
     return folder
 
 
@@ -74,6 +80,11 @@ def reader_1_1(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def reader_1_2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _reader("1.2", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def reader_1_3(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _reader("1.3", tmp_path_factory)
 
 
 def _read_with(reader: Path, version: str, files: dict[str, Path]) -> dict[str, str | None]:
@@ -118,7 +129,7 @@ def test_older_readers_read_1_3_files_and_ignore_how_each_candidate_was_timed(
     files: dict[str, Path] = {}
     put = _writer(tmp_path, files)
     staged = staged_artifact_dict()
-    assert staged["schema_version"] == "1.3" and staged["provenance"]["timing_protocol"]["held"] is True
+    assert staged["schema_version"] == "1.4" and staged["provenance"]["timing_protocol"]["held"] is True
     put("staged", staged)
     put("staged-bool-key", {**staged, "key": {"M": 4096, "N": 8192, "dtype": "bf16", "causal": True}})
     put("staged-bad-timing", {**staged, "winner": {**staged["winner"], "timing": {**staged["winner"]["timing"],
@@ -137,3 +148,19 @@ def test_older_readers_read_1_3_files_and_ignore_how_each_candidate_was_timed(
     by_1_0 = _read_with(reader_1_0, "1.0", files)
     assert by_1_0["staged"] is None
     assert "key.causal" in by_1_0["staged-bool-key"]
+
+
+def test_the_1_3_reader_reads_an_imported_1_4_file_and_ignores_its_source(reader_1_3: Path, tmp_path: Path) -> None:
+    from flyconfigs.adapters.vllm import import_vllm_file
+
+    files: dict[str, Path] = {}
+    put = _writer(tmp_path, files)
+    upstream = ROOT / "tests" / "data" / "upstream" / "vllm" / "E=128,N=384,device_name=AMD_Instinct_MI300X.json"
+    imported = json.loads(import_vllm_file(upstream).artifacts[0].to_json_bytes())
+    assert imported["schema_version"] == "1.4" and "source" in imported["provenance"]
+    put("imported", imported)
+    put("measured-with-source", {**staged_artifact_dict(), "provenance": {**staged_artifact_dict()["provenance"],
+                                                                          "source": imported["provenance"]["source"]}})
+    seen = _read_with(reader_1_3, "1.3", files)
+    assert seen["imported"] is None
+    assert seen["measured-with-source"] is None  # 1.4's rule, unknown to 1.3: its reader drops the field

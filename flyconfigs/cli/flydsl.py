@@ -10,7 +10,7 @@ from typing import Any
 from flyconfigs.cli._common import emit_json, iter_json_files
 from flyconfigs.errors import ArtifactError
 
-__all__ = ["register"]
+__all__ = ["import_files", "register"]
 
 
 def _report(args: argparse.Namespace, command: str, done: list[dict[str, str]], failed: list[dict[str, str]]) -> int:
@@ -24,7 +24,8 @@ def _report(args: argparse.Namespace, command: str, done: list[dict[str, str]], 
     return 1 if failed else 0
 
 
-def _import(args: argparse.Namespace) -> int:
+def import_files(args: argparse.Namespace) -> int:
+    """FlyDSL files -> artifacts in ``args.out`` (``flydsl import``, also ``import flydsl``)."""
     from flyconfigs.schema.flydsl import import_flydsl_file, write_imported
 
     out = Path(args.out)
@@ -57,7 +58,7 @@ def register(sub: Any) -> None:
     """Add ``flydsl import`` and ``flydsl export``."""
     fly = sub.add_parser("flydsl", help="import or export FlyDSL offline autotune artifacts")
     actions = fly.add_subparsers(dest="flydsl_command", required=True, metavar="ACTION")
-    for name, handler, text, out in (("import", _import, "FlyDSL files -> flyconfigs artifacts", "folder for the artifacts"),
+    for name, handler, text, out in (("import", import_files, "FlyDSL files -> flyconfigs artifacts", "folder for the artifacts"),
                                      ("export", _export, "flyconfigs artifacts -> FlyDSL files", "folder for the FlyDSL files")):
         p = actions.add_parser(name, help=text, description=text)
         p.add_argument("paths", nargs="+", metavar="PATH")

@@ -1,0 +1,75 @@
+"""What every importer shares: the result of importing one file, and the artifact an
+upstream config becomes (``selection: imported``, no timing, its source recorded)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+from flyconfigs.errors import ArtifactError
+from flyconfigs.registry.declarations import KernelDecl
+from flyconfigs.schema.load import parse_artifact
+from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, Device
+
+__all__ = ["Imported", "UpstreamFile", "imported_artifact"]
+
+
+@dataclass(frozen=True)
+class UpstreamFile:
+    """Where a file comes from: its project (``owner/name`` on GitHub), its path there and,
+    when the importer was told, the revision it was taken at."""
+
+    project: str
+    path: str
+    revision: str | None = None
+
+    @property
+    def url(self) -> str | None:
+        """The file's address at ``revision`` on GitHub, or ``None`` without a revision."""
+        if self.revision is None:
+            return None
+        return f"https://github.com/{self.project}/blob/{quote(self.revision, safe='')}/{quote(self.path, safe='/=,')}"
+
+
+@dataclass
+class Imported:
+    """One file's import: the artifacts made, and each entry refused with the file, the
+    entry and the field that could not be represented."""
+
+    file: str
+    artifacts: list[Artifact] = field(default_factory=list)
+    refused: list[ArtifactError] = field(default_factory=list)
+
+
+def imported_artifact(decl: KernelDecl, device: Device, key: Mapping[str, object], config: Mapping[str, object], *,
+                      upstream: UpstreamFile, entry: str, device_from: str, tool: str, backend: str,
+                      reported: Mapping[str, object] | None = None, backend_versions: Mapping[str, str] | None = None,
+                      file: str) -> Artifact:
+    """The artifact of one upstream config: one ``ok`` candidate without a timing (the
+    upstream measured it under its own protocol, flyconfigs did not), the winner, and the
+    source.  Raises :class:`ArtifactError` naming ``file`` and the field the schema refuses."""
+    data = {
+        "schema_version": SCHEMA_VERSION,
+        "kernel": {"name": decl.name, "version": decl.version, "source_sha256": None},
+        "device": device.model_dump(mode="json"),
+        "key": dict(key),
+        "candidates": [{"config": dict(config), "status": "ok"}],
+        "winner": {"config": dict(config)},
+        "selection": {"rule": "imported"},
+        "provenance": {
+            "tool": tool,
+            "backend": backend,
+            "backend_versions": dict(backend_versions or {}),
+            "source": {
+                "project": upstream.project,
+                "file": upstream.path,
+                "entry": entry,
+                "revision": upstream.revision,
+                "url": upstream.url,
+                "device_from": device_from,
+                "reported": dict(reported or {}),
+            },
+        },
+    }
+    return parse_artifact(data, file)[0]

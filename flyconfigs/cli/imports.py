@@ -1,0 +1,113 @@
+"""``flyconfigs import vllm|aiter|flydsl``: the config files other projects ship, as
+``imported`` artifacts.
+
+``vllm`` and ``aiter`` write each artifact under ``OUT/<arch>/`` (one folder per publish
+target, ready for ``flyconfigs publish OUT/<arch> --target <arch>``); ``flydsl`` writes into
+``OUT`` as ``flyconfigs flydsl import`` always has (it stays as the older spelling).  An
+entry that cannot be represented is reported with its file, entry and field; everything
+else is imported, and the exit status is 1 if anything was refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from flyconfigs.cli import flydsl
+from flyconfigs.cli._common import Usage, emit_json, iter_json_files
+from flyconfigs.errors import ArtifactError
+
+__all__ = ["register"]
+
+
+def _csv_files(paths: Sequence[str]) -> list[Path]:
+    """The files named, and the ``*.csv`` files under the folders named (sorted)."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*.csv") if p.is_file()))
+        elif path.exists():
+            files.append(path)
+        else:
+            raise Usage(f"{raw}: no such file or directory")
+    return files
+
+
+def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callable[[Path], Any]) -> int:
+    from flyconfigs.schema import write_atomic
+
+    out = Path(args.out)
+    done: list[dict[str, str]] = []
+    refused: list[dict[str, str]] = []
+    written: dict[Path, tuple[bytes, str]] = {}
+    for path in files:
+        try:
+            result = one(path)
+        except ArtifactError as exc:
+            refused.extend({"file": str(path), "field": p.field, "message": p.message} for p in exc.problems)
+            continue
+        for error in result.refused:
+            refused.extend({"file": str(path), "field": p.field, "message": p.message} for p in error.problems)
+        for artifact in result.artifacts:
+            entry = artifact.provenance.source.entry if artifact.provenance.source else ""
+            target = out / artifact.device.arch / artifact.file_name()
+            data = artifact.to_json_bytes()
+            if target in written and written[target][0] != data:
+                refused.append({"file": str(path), "field": entry or "", "message": f"the same kernel, device and key "
+                                f"as {written[target][1]}, with another config; not written"})
+                continue
+            written[target] = (data, f"{path}: {entry}")
+            done.append({"from": str(path), "entry": entry or "", "to": str(write_atomic(target, data))})
+    if args.json:
+        emit_json({"command": command, "files": done, "refused": refused})
+    else:
+        for row in done:
+            print(f"{row['from']} {row['entry']} -> {row['to']}")
+        for bad in refused:
+            print(f"flyconfigs: refused: {bad['file']}: {bad['field'] or '<document>'}: {bad['message']}", file=sys.stderr)
+        print(f"{len(done)} imported, {len(refused)} refused", file=sys.stderr)
+    return 1 if refused or not files else 0
+
+
+def _vllm(args: argparse.Namespace) -> int:
+    from flyconfigs.adapters.vllm import import_vllm_file
+
+    return _run(args, "import vllm", iter_json_files(args.paths), lambda p: import_vllm_file(p, args.revision))
+
+
+def _aiter(args: argparse.Namespace) -> int:
+    from flyconfigs.adapters.aiter import CONFIG_DIR, import_aiter_file
+
+    where = args.upstream_dir or CONFIG_DIR
+    return _run(args, "import aiter", _csv_files(args.paths),
+                lambda p: import_aiter_file(p, args.revision, upstream_dir=where))
+
+
+def register(sub: Any) -> None:
+    """Add ``import vllm``, ``import aiter`` and ``import flydsl``."""
+    group = sub.add_parser("import", help="import the config files other projects ship as artifacts")
+    actions = group.add_subparsers(dest="import_command", required=True, metavar="FORMAT")
+    for name, handler, text in (
+        ("vllm", _vllm, "vLLM fused-MoE config files (E=…,N=…,device_name=….json) -> OUT/<arch>/"),
+        ("aiter", _aiter, "aiter tuned GEMM CSVs (<family>_tuned_gemm.csv) -> OUT/<arch>/"),
+    ):
+        p = actions.add_parser(name, help=text, description=text)
+        p.add_argument("paths", nargs="+", metavar="PATH", help="files, or folders to search")
+        p.add_argument("--out", required=True, help="folder for the artifacts, one subfolder per arch")
+        p.add_argument("--revision", help="the upstream commit or tag the files were taken from (recorded)")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        if name == "aiter":
+            p.add_argument("--upstream-dir", help="the files' folder in aiter (default aiter/configs; model configs "
+                                                  "are in aiter/configs/model_configs)")
+        p.set_defaults(handler=handler)
+    p = actions.add_parser("flydsl", help="FlyDSL offline autotune files -> flyconfigs artifacts in OUT",
+                           description="FlyDSL offline autotune files -> flyconfigs artifacts in OUT (as `flyconfigs "
+                                       "flydsl import`)")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--out", required=True, help="folder for the artifacts")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=flydsl.import_files)

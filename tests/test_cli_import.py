@@ -1,0 +1,66 @@
+"""``flyconfigs import vllm|aiter|flydsl``: what it writes where, what it reports, and the
+older ``flyconfigs flydsl import`` spelling, which does the same as ``import flydsl``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from factories import MI300X, make_artifact
+from flyconfigs.cli import main
+from flyconfigs.schema.flydsl import write_flydsl
+
+UPSTREAM = Path(__file__).parent / "data" / "upstream"
+MI300X_FILE = UPSTREAM / "vllm" / "E=128,N=384,device_name=AMD_Instinct_MI300X.json"
+
+
+def test_import_flydsl_and_the_older_flydsl_import_write_the_same_artifacts(tmp_path: Path) -> None:
+    write_flydsl(make_artifact(device=MI300X), tmp_path / "fly")
+    assert main(["import", "flydsl", str(tmp_path / "fly"), "--out", str(tmp_path / "new")]) == 0
+    assert main(["flydsl", "import", str(tmp_path / "fly"), "--out", str(tmp_path / "old")]) == 0
+    new, old = sorted((tmp_path / "new").iterdir()), sorted((tmp_path / "old").iterdir())
+    assert len(new) == 1 and [p.name for p in new] == [p.name for p in old]
+    assert new[0].read_bytes() == old[0].read_bytes()
+
+
+def test_import_reports_every_file_and_entry_it_wrote_and_refused_as_json(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads(MI300X_FILE.read_text())
+    data["1"]["num_warps"] = 3
+    bad = tmp_path / "bad" / MI300X_FILE.name
+    bad.parent.mkdir()
+    bad.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["import", "vllm", str(bad), "--out", str(tmp_path / "out"), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["command"] == "import vllm"
+    assert report["refused"] == [{"file": str(bad), "field": "1",
+                                  "message": "vllm_fused_moe cannot serve it: num_warps=3 is not a power of two"}]
+    assert sorted(row["entry"] for row in report["files"]) == ['"1024"', '"8192"']
+    assert all(Path(row["to"]).parent == tmp_path / "out" / "gfx942" for row in report["files"])
+
+
+def test_a_file_that_cannot_be_imported_is_one_line_with_its_field_and_exit_1(tmp_path: Path,
+                                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(MI300X_FILE, tmp_path / "configs.json")
+    assert main(["import", "vllm", str(tmp_path / "configs.json"), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert f"refused: {tmp_path / 'configs.json'}: <file name>: is not E=" in err
+    assert main(["import", "aiter", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "out")]) == 2
+
+
+def test_two_files_with_another_config_for_one_slot_never_overwrite_each_other(tmp_path: Path) -> None:
+    csv = UPSTREAM / "aiter" / "a8w8_bpreshuffle_tuned_gemm.csv"
+    lines = csv.read_text().splitlines(keepends=True)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "a8w8_bpreshuffle_tuned_gemm.csv").write_text(lines[0] + lines[1])
+    (tmp_path / "b" / "dsv3_a8w8_bpreshuffle_tuned_gemm.csv").write_text(lines[0] + lines[1].replace(",asm,0,8,",
+                                                                                                       ",asm,0,4,"))
+    out = tmp_path / "out"
+    assert main(["import", "aiter", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)]) == 1
+    (written,) = (out / "gfx942").iterdir()
+    assert json.loads(written.read_text())["winner"]["config"]["splitK"] == 8

@@ -1,0 +1,121 @@
+"""vLLM's fused-MoE config files become imported artifacts: one per batch size, typed,
+nothing added, the source and the device's derivation recorded; validate accepts them
+and resolve serves them for the file's device and key.  The fixtures are real vLLM files
+(tests/data/upstream/README.md); the bad ones are copies of them with one thing changed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flyconfigs.adapters.vllm import import_vllm_file, parse_file_name
+from flyconfigs.cli import main
+from flyconfigs.errors import ArtifactError
+from flyconfigs.registry import Resolver
+
+UPSTREAM = Path(__file__).parent / "data" / "upstream" / "vllm"
+MI300X_FILE = UPSTREAM / "E=128,N=384,device_name=AMD_Instinct_MI300X.json"
+H200_FILE = UPSTREAM / "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+REVISION = "c25660aa607a816219ce18ce9b9bb64228174d60"
+
+
+def test_every_batch_size_becomes_an_artifact_with_the_files_config_and_nothing_else() -> None:
+    shipped = json.loads(H200_FILE.read_text())
+    result = import_vllm_file(H200_FILE, revision=REVISION)
+    assert result.refused == []
+    assert sorted(a.key["M"] for a in result.artifacts) == sorted(int(m) for m in shipped)
+    for artifact in result.artifacts:
+        batch = artifact.key["M"]
+        assert artifact.key == {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128], "M": batch}
+        assert dict(artifact.winner.config) == shipped[str(batch)]
+        assert [dict(c.config) for c in artifact.candidates] == [shipped[str(batch)]]
+        assert artifact.selection.rule == "imported" and artifact.default is None
+        assert artifact.winner.timing is None and all(c.timing is None for c in artifact.candidates)
+        assert artifact.provenance.timing_protocol is None and artifact.provenance.created is None
+        assert artifact.kernel.name == "vllm_fused_moe" and artifact.kernel.source_sha256 is None
+
+
+def test_the_source_and_the_derivation_of_the_device_are_recorded() -> None:
+    artifact = import_vllm_file(H200_FILE, revision=REVISION).artifacts[0]
+    source = artifact.provenance.source
+    assert source is not None
+    assert source.project == "vllm-project/vllm"
+    assert source.file == f"vllm/model_executor/layers/fused_moe/configs/{H200_FILE.name}"
+    assert source.revision == REVISION
+    assert source.url == (f"https://github.com/vllm-project/vllm/blob/{REVISION}/vllm/model_executor/layers/fused_moe/"
+                          "configs/E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=%5B128,128%5D.json")
+    assert source.entry == f'"{artifact.key["M"]}"'
+    assert "device_name=NVIDIA_H200" in source.device_from and "'NVIDIA H200'" in source.device_from
+    assert (artifact.device.vendor, artifact.device.arch, artifact.device.product, artifact.device.compute_units) == (
+        "nvidia", "sm90", "NVIDIA H200", 132)
+    assert import_vllm_file(H200_FILE).artifacts[0].provenance.source.url is None  # type: ignore[union-attr]
+
+
+def test_the_rocm_file_keeps_each_entrys_own_launch_options() -> None:
+    result = import_vllm_file(MI300X_FILE)
+    by_batch = {a.key["M"]: dict(a.winner.config) for a in result.artifacts}
+    assert set(by_batch) == {1, 1024, 8192}
+    assert "waves_per_eu" not in by_batch[1] and by_batch[1]["SPLIT_K"] == 1
+    assert by_batch[1024]["kpack"] == 2 and by_batch[1024]["matrix_instr_nonkdim"] == 16
+    device = result.artifacts[0].device
+    assert (device.arch, device.product, device.features) == ("gfx942", "AMD Instinct MI300X", ["sramecc+", "xnack-"])
+    assert result.artifacts[0].key["dtype"] is None and result.artifacts[0].key["block_shape"] is None
+
+
+def test_validate_accepts_them_and_resolve_serves_them_for_their_device_and_key(tmp_path: Path) -> None:
+    assert main(["import", "vllm", str(UPSTREAM), "--out", str(tmp_path / "imported"), "--revision", REVISION]) == 0
+    assert sorted(p.name for p in (tmp_path / "imported").iterdir()) == ["gfx942", "sm90"]
+    assert main(["validate", str(tmp_path / "imported")]) == 0
+    resolver = Resolver(paths=[str(tmp_path / "imported")], detector=None)
+    key = {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128]}
+    shipped = json.loads(H200_FILE.read_text())
+    exact = resolver.resolve("vllm_fused_moe", {**key, "M": 96}, device="H200")
+    assert (exact.source, exact.key_match, exact.selection) == ("override", "exact", "imported")
+    assert dict(exact.config) == shipped["96"]
+    nearest = resolver.resolve("vllm_fused_moe", {**key, "M": 100}, device="H200")
+    assert nearest.key_match == "nearest" and nearest.matched_key is not None and nearest.matched_key["M"] == 96
+    rocm = resolver.resolve("vllm_fused_moe", {"E": 128, "N": 384, "dtype": None, "block_shape": None, "M": 8192},
+                            device="MI300X")
+    assert dict(rocm.config) == json.loads(MI300X_FILE.read_text())["8192"]
+    other = resolver.resolve("vllm_fused_moe", {**key, "M": 96}, device="MI300X")
+    assert (other.source, dict(other.config)) == ("default", {})  # nothing imported: vLLM keeps its own choice
+
+
+def test_an_entry_that_cannot_be_represented_is_refused_alone_naming_its_field(tmp_path: Path) -> None:
+    data = json.loads(H200_FILE.read_text())
+    data["sixty-four"] = data.pop("64")
+    data["96"]["num_warps"] = "4"
+    data["128"]["BLOCK_SIZE_K"] = 256  # one scale per 128 columns of K: the kernel cannot take a 256-wide step
+    data["256"]["USE_TMA"] = 1
+    data["triton_version"] = "3.4.0"
+    bad = tmp_path / H200_FILE.name
+    bad.write_text(json.dumps(data))
+    result = import_vllm_file(bad)
+    refused = {e.problems[0].field: e.problems[0].message for e in result.refused}
+    assert set(refused) == {"sixty-four", "96.num_warps", "128", "256"}
+    assert "not a batch size" in refused["sixty-four"] and "expected an int" in refused["96.num_warps"]
+    assert "BLOCK_SIZE_K=256 does not divide" in refused["128"] and "unknown USE_TMA" in refused["256"]
+    assert all(str(bad) in str(e) for e in result.refused)
+    assert len(result.artifacts) == len(data) - 1 - 4
+    assert {a.provenance.backend_versions["triton"] for a in result.artifacts} == {"3.4.0"}
+
+
+@pytest.mark.parametrize("name, field", [
+    ("E=128,N=384.json", "<file name>"),
+    ("E=128,N=384,device_name=NVIDIA_H100_80GB_HBM3.json", "<file name>.device_name"),
+])
+def test_a_file_that_cannot_be_imported_at_all_is_refused_naming_the_file_and_field(tmp_path: Path, name: str,
+                                                                                      field: str) -> None:
+    shutil.copy(MI300X_FILE, tmp_path / name)
+    with pytest.raises(ArtifactError) as info:
+        import_vllm_file(tmp_path / name)
+    assert info.value.problems[0].field == field
+
+
+def test_the_file_name_is_parsed_as_vllm_writes_it() -> None:
+    assert parse_file_name(H200_FILE.name) == ({"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128]},
+                                               "NVIDIA_H200")
+    assert parse_file_name("E=8,N=14336,device_name=AMD_Instinct_MI300X,block_shape=[128,128].json")[0]["dtype"] is None

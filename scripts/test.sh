@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up .venv with everything the tests need (the compile-only ROCm prefix for the
-# gfx942 hipRTC tests and the real flydsl package for the FlyDSL interop test included)
+# gfx942 hipRTC tests and the real flydsl package for the FlyDSL interop tests included)
 # and runs the test suite, one pytest process per core (at most 4).  "No tests collected"
 # fails.
 set -euo pipefail
@@ -18,7 +18,7 @@ unset PYTHONDONTWRITEBYTECODE
 # Triton (a CPU-only machine installs the same wheel) for the Triton helpers' tests, which
 # run its interpreter on CPU tensors.
 .venv/bin/python -m pip install -q --no-compile 'triton>=3.2' 'numpy>=1.26'
-.venv/bin/python -m pip install -q --no-compile 'flydsl==0.4.2' || echo "test.sh: flydsl 0.4.2 could not be installed; the FlyDSL interop test will skip" >&2
+.venv/bin/python -m pip install -q --no-compile 'flydsl==0.5.0' || echo "test.sh: flydsl 0.5.0 could not be installed; the FlyDSL interop tests will skip" >&2
 bash scripts/rocm-prefix.sh || echo "test.sh: the ROCm compile-only prefix could not be built; the hipRTC tests will skip" >&2
 # The big packages every test process imports are compiled once, in one process, not in
 # every pytest worker at the same time.

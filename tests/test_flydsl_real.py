@@ -1,5 +1,5 @@
-"""Interop with the real ``flydsl`` package (0.4.2; it imports on a CPU): its own
-autotuner writes offline configs for every kind of key and config FlyDSL users write,
+"""Interop with the real ``flydsl`` package (0.5.0, whose offline format is 0.4.2's; it
+imports on a CPU): its own autotuner writes offline configs for every kind of key and config FlyDSL users write,
 ``flyconfigs flydsl import`` takes all of them, ``flydsl export`` writes them back byte
 for byte, and FlyDSL's own loader serves what flyconfigs exported.
 

@@ -5,12 +5,14 @@ A file is named ``E=<E>,N=<N>,device_name=<device>[,dtype=<dtype>][,block_shape=
 spaces as underscores) and maps each batch size ``M`` (a JSON member such as ``"64"``) to
 the kernel's config; a member ``triton_version`` records the Triton it was tuned with.
 Each batch size becomes one artifact keyed ``E, N, dtype, block_shape, M``.  The device
-is the product of flyconfigs' catalog the file name names, and the artifact says so.
+is the product the file name names: one the importer was given, else one of flyconfigs'
+catalog; the artifact says which.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from flyconfigs.adapters.imported import Imported, UpstreamFile, imported_artifact
@@ -18,6 +20,7 @@ from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
 from flyconfigs.kernels.vllm_fused_moe import SPEC
 from flyconfigs.registry.products import find_product, product_catalog
 from flyconfigs.schema.jsonio import read_document
+from flyconfigs.schema.models import Device
 
 __all__ = ["CONFIG_DIR", "PROJECT", "import_vllm_file", "parse_file_name"]
 
@@ -42,22 +45,34 @@ def parse_file_name(name: str) -> tuple[dict[str, object], str]:
     return {"E": int(match["E"]), "N": int(match["N"]), "dtype": match["dtype"], "block_shape": shape}, match["device"]
 
 
-def import_vllm_file(path: str | Path, revision: str | None = None) -> Imported:
-    """Every batch size of the vLLM config file at ``path`` as an artifact.
-
-    ``revision`` is the vLLM commit or tag the file was taken from, recorded with its
-    address.  Raises :class:`ArtifactError` naming the file and the field for a file that
-    cannot be imported at all (its name, its device, its JSON); an entry that cannot be
-    represented (a batch size that is not a positive int, a config value that is not an
-    int, a config the kernel refuses) is refused alone, in :attr:`Imported.refused`."""
-    p = Path(path)
-    file = str(p)
-    axes, device_name = parse_file_name(p.name)
+def _device(device_name: str, given: Sequence[Device], file: str) -> tuple[Device, str]:
+    """The device a file name's ``device_name`` names, and how it was found."""
+    how = f"the file name's device_name={device_name}: vLLM writes torch.cuda.get_device_name() with spaces as underscores"
+    for device in given:
+        if device.product.replace(" ", "_") == device_name:
+            return device, f"{how}, here {device.product!r} as the import was told ({device.describe()})"
     product = find_product(device_name.replace("_", " "))
     if product is None:
         names = ", ".join(pr.device.product for pr in product_catalog().products)
         raise ArtifactError(file, [FieldProblem("<file name>.device_name", f"{device_name!r} names no product of "
-                                                f"flyconfigs' catalog ({names})")])
+                                                f"flyconfigs' catalog ({names}) and none the import was given")])
+    return product.device, f"{how}, here the catalog product {product.device.product!r}"
+
+
+def import_vllm_file(path: str | Path, revision: str | None = None, devices: Sequence[Device] = ()) -> Imported:
+    """Every batch size of the vLLM config file at ``path`` as an artifact.
+
+    ``revision`` is the vLLM commit or tag the file was taken from, recorded with its
+    address.  ``devices`` describe GPUs the catalog does not know; a file whose
+    ``device_name`` is one of their products (spaces as underscores) takes it.  Raises
+    :class:`ArtifactError` naming the file and the field for a file that cannot be
+    imported at all (its name, its device, its JSON); an entry that cannot be represented
+    (a batch size that is not a positive int, a config value that is not an int, a config
+    the kernel refuses) is refused alone, in :attr:`Imported.refused`."""
+    p = Path(path)
+    file = str(p)
+    axes, device_name = parse_file_name(p.name)
+    device, device_from = _device(device_name, devices, file)
     data = read_document(p)
     if not isinstance(data, dict):
         raise ArtifactError(file, [FieldProblem("", f"expected an object of batch sizes, got {type(data).__name__}")])
@@ -68,8 +83,6 @@ def import_vllm_file(path: str | Path, revision: str | None = None) -> Imported:
             raise ArtifactError(file, [FieldProblem("triton_version", f"expected a version string, got {triton!r}")])
         versions["triton"] = triton
     upstream = UpstreamFile(PROJECT, f"{CONFIG_DIR}/{p.name}", revision)
-    device_from = (f"the file name's device_name={device_name}: vLLM writes torch.cuda.get_device_name() with spaces "
-                   f"as underscores, here the catalog product {product.device.product!r}")
     out = Imported(file)
     for member, config in data.items():
         if member == "triton_version":
@@ -90,7 +103,7 @@ def import_vllm_file(path: str | Path, revision: str | None = None) -> Imported:
             if why is not None:
                 raise ArtifactError(file, [FieldProblem(member, f"{SPEC.name} cannot serve it: {why}")])
             out.artifacts.append(imported_artifact(
-                SPEC, product.device, key, config, upstream=upstream, entry=f'"{member}"', device_from=device_from,
+                SPEC, device, key, config, upstream=upstream, entry=f'"{member}"', device_from=device_from,
                 tool="flyconfigs import vllm", backend="vllm", backend_versions=versions, file=f"{file}: {member}"))
         except ArtifactError as exc:
             out.refused.append(exc)

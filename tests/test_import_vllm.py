@@ -15,10 +15,13 @@ from flyconfigs.adapters.vllm import import_vllm_file, parse_file_name
 from flyconfigs.cli import main
 from flyconfigs.errors import ArtifactError
 from flyconfigs.registry import Resolver
+from flyconfigs.schema import load_artifact
 
 UPSTREAM = Path(__file__).parent / "data" / "upstream" / "vllm"
 MI300X_FILE = UPSTREAM / "E=128,N=384,device_name=AMD_Instinct_MI300X.json"
 H200_FILE = UPSTREAM / "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+H100_FILE = UPSTREAM / "E=128,N=384,device_name=NVIDIA_H100_80GB_HBM3.json"
+H100 = "sm90:132:NVIDIA H100 80GB HBM3"
 REVISION = "c25660aa607a816219ce18ce9b9bb64228174d60"
 
 
@@ -66,7 +69,8 @@ def test_the_rocm_file_keeps_each_entrys_own_launch_options() -> None:
 
 
 def test_validate_accepts_them_and_resolve_serves_them_for_their_device_and_key(tmp_path: Path) -> None:
-    assert main(["import", "vllm", str(UPSTREAM), "--out", str(tmp_path / "imported"), "--revision", REVISION]) == 0
+    assert main(["import", "vllm", str(UPSTREAM), "--out", str(tmp_path / "imported"), "--revision", REVISION,
+                 "--device", H100]) == 0
     assert sorted(p.name for p in (tmp_path / "imported").iterdir()) == ["gfx942", "sm90"]
     assert main(["validate", str(tmp_path / "imported")]) == 0
     resolver = Resolver(paths=[str(tmp_path / "imported")], detector=None)
@@ -103,16 +107,27 @@ def test_an_entry_that_cannot_be_represented_is_refused_alone_naming_its_field(t
     assert {a.provenance.backend_versions["triton"] for a in result.artifacts} == {"3.4.0"}
 
 
-@pytest.mark.parametrize("name, field", [
-    ("E=128,N=384.json", "<file name>"),
-    ("E=128,N=384,device_name=NVIDIA_H100_80GB_HBM3.json", "<file name>.device_name"),
-])
-def test_a_file_that_cannot_be_imported_at_all_is_refused_naming_the_file_and_field(tmp_path: Path, name: str,
-                                                                                      field: str) -> None:
-    shutil.copy(MI300X_FILE, tmp_path / name)
+def test_a_file_that_cannot_be_imported_at_all_is_refused_naming_the_file_and_field(tmp_path: Path) -> None:
+    shutil.copy(MI300X_FILE, tmp_path / "E=128,N=384.json")
     with pytest.raises(ArtifactError) as info:
-        import_vllm_file(tmp_path / name)
-    assert info.value.problems[0].field == field
+        import_vllm_file(tmp_path / "E=128,N=384.json")
+    assert info.value.problems[0].field == "<file name>"
+    with pytest.raises(ArtifactError) as info:
+        import_vllm_file(H100_FILE)  # the catalog knows no H100
+    assert info.value.problems[0].field == "<file name>.device_name" and info.value.file == str(H100_FILE)
+
+
+def test_a_gpu_the_catalog_does_not_know_is_given_by_the_importer_and_said_to_be(tmp_path: Path,
+                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["import", "vllm", str(H100_FILE), "--out", str(out), "--device", H100, "--json"]) == 0
+    written = [load_artifact(Path(row["to"])) for row in json.loads(capsys.readouterr().out)["files"]]
+    assert len(written) == 18 and {a.provenance.backend_versions["triton"] for a in written} == {"3.5.1"}
+    device = written[0].device
+    assert (device.arch, device.product, device.compute_units, device.wave_size) == ("sm90", "NVIDIA H100 80GB HBM3",
+                                                                                     132, 32)
+    assert "as the import was told" in written[0].provenance.source.device_from  # type: ignore[union-attr]
+    assert main(["import", "vllm", str(H100_FILE), "--out", str(out), "--device", "sm90"]) == 2
 
 
 def test_the_file_name_is_parsed_as_vllm_writes_it() -> None:

@@ -73,10 +73,28 @@ def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callabl
     return 1 if refused or not files else 0
 
 
+def _devices(specs: Sequence[str] | None) -> list[Any]:
+    """``--device`` values as full device descriptors; :class:`Usage` for one that does
+    not name an arch, a CU count and a product."""
+    from flyconfigs.registry.device import parse_device_spec
+    from flyconfigs.schema.models import Device, wave_size_of_arch
+
+    out = []
+    for spec in specs or []:
+        query = parse_device_spec(spec, "--device")
+        if query.product is None or query.compute_units is None:
+            raise Usage(f"--device {spec!r}: name the arch, the CU count and the product (ARCH:CUS:PRODUCT[:FEATURES])")
+        out.append(Device.model_validate({
+            "vendor": query.vendor, "arch": query.arch, "product": query.product, "compute_units": query.compute_units,
+            "features": list(query.features or ()), "wave_size": wave_size_of_arch(query.arch)}))
+    return out
+
+
 def _vllm(args: argparse.Namespace) -> int:
     from flyconfigs.adapters.vllm import import_vllm_file
 
-    return _run(args, "import vllm", iter_json_files(args.paths), lambda p: import_vllm_file(p, args.revision))
+    devices = _devices(args.device)
+    return _run(args, "import vllm", iter_json_files(args.paths), lambda p: import_vllm_file(p, args.revision, devices))
 
 
 def _aiter(args: argparse.Namespace) -> int:
@@ -100,6 +118,10 @@ def register(sub: Any) -> None:
         p.add_argument("--out", required=True, help="folder for the artifacts, one subfolder per arch")
         p.add_argument("--revision", help="the upstream commit or tag the files were taken from (recorded)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
+        if name == "vllm":
+            p.add_argument("--device", action="append", metavar="SPEC",
+                           help="a GPU the product catalog does not know, as ARCH:CUS:PRODUCT[:FEATURES]; files whose "
+                                "device_name is PRODUCT with spaces as underscores take it (repeatable)")
         if name == "aiter":
             p.add_argument("--upstream-dir", help="the files' folder in aiter (default aiter/configs; model configs "
                                                   "are in aiter/configs/model_configs)")

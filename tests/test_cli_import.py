@@ -64,3 +64,22 @@ def test_two_files_with_another_config_for_one_slot_never_overwrite_each_other(t
     assert main(["import", "aiter", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)]) == 1
     (written,) = (out / "gfx942").iterdir()
     assert json.loads(written.read_text())["winner"]["config"]["splitK"] == 8
+
+
+def test_an_import_never_replaces_a_measured_artifact_of_the_same_slot(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from flyconfigs.adapters.vllm import import_vllm_file
+
+    imported = import_vllm_file(MI300X_FILE).artifacts[0]
+    measured = make_artifact(kernel="vllm_fused_moe", device=imported.device.model_dump(mode="json"),
+                             key=dict(imported.key))
+    target = tmp_path / "out" / "gfx942" / measured.file_name()
+    assert target.name == imported.file_name()
+    target.parent.mkdir(parents=True)
+    target.write_bytes(measured.to_json_bytes())
+    capsys.readouterr()
+    assert main(["import", "vllm", str(MI300X_FILE), "--out", str(tmp_path / "out"), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["files"]) == 2 and len(report["refused"]) == 1
+    assert "holds a measured artifact" in report["refused"][0]["message"]
+    assert target.read_bytes() == measured.to_json_bytes()

@@ -21,7 +21,8 @@ UPSTREAM = Path(__file__).parent / "data" / "upstream" / "vllm"
 MI300X_FILE = UPSTREAM / "E=128,N=384,device_name=AMD_Instinct_MI300X.json"
 H200_FILE = UPSTREAM / "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
 H100_FILE = UPSTREAM / "E=128,N=384,device_name=NVIDIA_H100_80GB_HBM3.json"
-H100 = "sm90:132:NVIDIA H100 80GB HBM3"
+MI308X_FILE = UPSTREAM / "E=128,N=384,device_name=AMD_Instinct_MI308X,dtype=fp8_w8a8,block_shape=[128,128].json"
+MI308X = "gfx942:80:AMD Instinct MI308X:sramecc+,xnack-"
 REVISION = "c25660aa607a816219ce18ce9b9bb64228174d60"
 
 
@@ -69,8 +70,8 @@ def test_the_rocm_file_keeps_each_entrys_own_launch_options() -> None:
 
 
 def test_validate_accepts_them_and_resolve_serves_them_for_their_device_and_key(tmp_path: Path) -> None:
-    assert main(["import", "vllm", str(UPSTREAM), "--out", str(tmp_path / "imported"), "--revision", REVISION,
-                 "--device", H100]) == 0
+    files = [str(MI300X_FILE), str(H200_FILE), str(H100_FILE)]
+    assert main(["import", "vllm", *files, "--out", str(tmp_path / "imported"), "--revision", REVISION]) == 0
     assert sorted(p.name for p in (tmp_path / "imported").iterdir()) == ["gfx942", "sm90"]
     assert main(["validate", str(tmp_path / "imported")]) == 0
     resolver = Resolver(paths=[str(tmp_path / "imported")], detector=None)
@@ -113,21 +114,34 @@ def test_a_file_that_cannot_be_imported_at_all_is_refused_naming_the_file_and_fi
         import_vllm_file(tmp_path / "E=128,N=384.json")
     assert info.value.problems[0].field == "<file name>"
     with pytest.raises(ArtifactError) as info:
-        import_vllm_file(H100_FILE)  # the catalog knows no H100
-    assert info.value.problems[0].field == "<file name>.device_name" and info.value.file == str(H100_FILE)
+        import_vllm_file(MI308X_FILE)  # the catalog knows no MI308X
+    assert info.value.problems[0].field == "<file name>.device_name" and info.value.file == str(MI308X_FILE)
+
+
+def test_the_triton_version_a_file_records_is_kept() -> None:
+    result = import_vllm_file(H100_FILE)
+    assert len(result.artifacts) == 18 and result.refused == []
+    assert {a.provenance.backend_versions["triton"] for a in result.artifacts} == {"3.5.1"}
+    assert result.artifacts[0].device.product == "NVIDIA H100 80GB HBM3"
 
 
 def test_a_gpu_the_catalog_does_not_know_is_given_by_the_importer_and_said_to_be(tmp_path: Path,
                                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    assert main(["import", "vllm", str(H100_FILE), "--out", str(out), "--device", H100, "--json"]) == 0
-    written = [load_artifact(Path(row["to"])) for row in json.loads(capsys.readouterr().out)["files"]]
-    assert len(written) == 18 and {a.provenance.backend_versions["triton"] for a in written} == {"3.5.1"}
+    assert main(["import", "vllm", str(MI308X_FILE), "--out", str(out), "--device", MI308X, "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    written = [load_artifact(Path(row["to"])) for row in report["files"]]
     device = written[0].device
-    assert (device.arch, device.product, device.compute_units, device.wave_size) == ("sm90", "NVIDIA H100 80GB HBM3",
-                                                                                     132, 32)
+    assert (device.arch, device.product, device.compute_units, device.wave_size) == ("gfx942", "AMD Instinct MI308X",
+                                                                                     80, 64)
     assert "as the import was told" in written[0].provenance.source.device_from  # type: ignore[union-attr]
-    assert main(["import", "vllm", str(H100_FILE), "--out", str(out), "--device", "sm90"]) == 2
+    # vLLM ships this file with BLOCK_SIZE_K=256 for 128-wide quantization blocks in 12 of its 18
+    # entries: one scale would cover two blocks, so those are refused and the rest imported.
+    shipped = json.loads(MI308X_FILE.read_text())
+    assert sorted(a.key["M"] for a in written) == sorted(int(m) for m, c in shipped.items() if c["BLOCK_SIZE_K"] == 128)
+    assert len(report["refused"]) == 12
+    assert all("BLOCK_SIZE_K=256 does not divide the quantization block's 128" in r["message"] for r in report["refused"])
+    assert main(["import", "vllm", str(MI308X_FILE), "--out", str(out), "--device", "gfx942"]) == 2
 
 
 def test_the_file_name_is_parsed_as_vllm_writes_it() -> None:

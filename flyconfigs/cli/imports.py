@@ -5,7 +5,8 @@
 target, ready for ``flyconfigs publish OUT/<arch> --target <arch>``); ``flydsl`` writes into
 ``OUT`` as ``flyconfigs flydsl import`` always has (it stays as the older spelling).  An
 entry that cannot be represented is reported with its file, entry and field; everything
-else is imported, and the exit status is 1 if anything was refused.
+else is imported, never over a measured or predicted artifact of the same kernel, device
+and key, and the exit status is 1 if anything was refused.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def _csv_files(paths: Sequence[str]) -> list[Path]:
 
 
 def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callable[[Path], Any]) -> int:
-    from flyconfigs.schema import write_atomic
+    from flyconfigs.schema.flydsl import write_imported
 
     out = Path(args.out)
     done: list[dict[str, str]] = []
@@ -60,8 +61,14 @@ def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callabl
                 refused.append({"file": str(path), "field": entry or "", "message": f"the same kernel, device and key "
                                 f"as {written[target][1]}, with another config; not written"})
                 continue
+            try:
+                # An import never replaces a measured or predicted artifact of the same slot.
+                to = write_imported(artifact, target.parent)
+            except ArtifactError as exc:
+                refused.extend({"file": str(path), "field": entry or "", "message": str(p)} for p in exc.problems)
+                continue
             written[target] = (data, f"{path}: {entry}")
-            done.append({"from": str(path), "entry": entry or "", "to": str(write_atomic(target, data))})
+            done.append({"from": str(path), "entry": entry or "", "to": str(to)})
     if args.json:
         emit_json({"command": command, "files": done, "refused": refused})
     else:

@@ -1,9 +1,9 @@
 """End to end with real parts: real vLLM config files (an MI300X's and an H200's) and a
-real aiter tuned CSV are imported, validated and published as ``flyconfigs-gfx942`` and
-``flyconfigs-sm90``; a real pypiserver on loopback serves them with the flyconfigs wheel,
-pip installs them into a fresh virtual environment, and there ``flyconfigs.resolve`` finds
-them through entry points (the packages' and the kernels' declarations alike) and serves
-each file's config for its key and device."""
+real aiter tuned CSV are imported, validated and published (``flyconfigs publish``) as
+``flyconfigs-gfx942`` and ``flyconfigs-sm90`` to a real pypiserver on loopback, which
+serves them with the flyconfigs wheel; pip installs them into a fresh virtual environment,
+and there ``flyconfigs.resolve`` finds them through entry points (the packages' and the
+kernels' declarations alike) and serves each file's config for its key and device."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from flyconfigs.cli import main
-from flyconfigs.publish.build import publish, upload_files
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
 from local_index import LocalIndex, build_core_wheel, dependency_wheels, fresh_venv  # noqa: E402
@@ -56,7 +55,8 @@ def test_upstream_files_are_imported_published_installed_and_served(tmp_path: Pa
     monkeypatch.setenv("TWINE_PASSWORD", "test")
     with LocalIndex(index_dir) as index:
         for target in ("gfx942", "sm90"):
-            upload_files(list(publish(imported / target, target, "1.0.0", tmp_path / "dist").files), index.url)
+            assert main(["publish", str(imported / target), "--target", target, "--version", "1.0.0",
+                         "--out", str(tmp_path / "dist"), "--upload", index.url]) == 0
         python = fresh_venv(tmp_path / "venv")
         subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-cache-dir", "--index-url", index.simple,
                         "flyconfigs-gfx942", "flyconfigs-sm90"], check=True, capture_output=True)

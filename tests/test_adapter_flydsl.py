@@ -102,6 +102,7 @@ def test_a_tuned_call_is_served_from_the_installed_package_without_a_search(inst
         config = tuner.resolve_config(a, m, 0.5)
         assert isinstance(config, autotune.Config) and config.to_dict() == installed[m]
         assert tuner.default.last.source == "package" and tuner.default.last.origin == "flyconfigs-gfx942"
+        assert tuner.default.last.layer == "same-compute-units"  # FlyDSL's identity has no device features
         assert tuner(a, m, 0.5) == (installed[m]["BLOCK"], installed[m]["stages"])
     assert searched == []
 

@@ -83,3 +83,19 @@ def test_an_import_never_replaces_a_measured_artifact_of_the_same_slot(tmp_path:
     assert len(report["files"]) == 2 and len(report["refused"]) == 1
     assert "holds a measured artifact" in report["refused"][0]["message"]
     assert target.read_bytes() == measured.to_json_bytes()
+
+
+def test_import_aiter_records_the_revision_and_the_folder_the_file_has_upstream(tmp_path: Path,
+                                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    csv = UPSTREAM / "aiter" / "a8w8_bpreshuffle_tuned_gemm.csv"
+    model_file = tmp_path / "dsv3_a8w8_bpreshuffle_tuned_gemm.csv"
+    model_file.write_text("".join(csv.read_text().splitlines(keepends=True)[:2]))
+    capsys.readouterr()
+    assert main(["import", "aiter", str(model_file), "--out", str(tmp_path / "out"), "--revision", "abc123",
+                 "--upstream-dir", "aiter/configs/model_configs", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["files"]
+    source = json.loads(Path(row["to"]).read_text())["provenance"]["source"]
+    assert source["file"] == "aiter/configs/model_configs/dsv3_a8w8_bpreshuffle_tuned_gemm.csv"
+    assert source["url"] == ("https://github.com/ROCm/aiter/blob/abc123/aiter/configs/model_configs/"
+                             "dsv3_a8w8_bpreshuffle_tuned_gemm.csv")
+    assert source["revision"] == "abc123" and row["entry"] == "line 2"

@@ -99,3 +99,17 @@ def test_import_aiter_records_the_revision_and_the_folder_the_file_has_upstream(
     assert source["url"] == ("https://github.com/ROCm/aiter/blob/abc123/aiter/configs/model_configs/"
                              "dsv3_a8w8_bpreshuffle_tuned_gemm.csv")
     assert source["revision"] == "abc123" and row["entry"] == "line 2"
+
+
+def test_import_aiter_of_a_folder_takes_the_files_of_declared_families_and_refuses_a_named_other(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv = UPSTREAM / "aiter" / "a8w8_bpreshuffle_tuned_gemm.csv"
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    shutil.copy(csv, configs / csv.name)
+    (configs / "a8w8_bpreshuffle_untuned_gemm.csv").write_text("gfx,cu_num,M,N,K,q_dtype_w\n")
+    (configs / "bf16_tuned_gemm.csv").write_text("gfx,cu_num,M,N,K\n")
+    assert main(["import", "aiter", str(configs), "--out", str(tmp_path / "out"), "--json"]) == 0
+    assert {row["from"] for row in json.loads(capsys.readouterr().out)["files"]} == {str(configs / csv.name)}
+    assert main(["import", "aiter", str(configs / "bf16_tuned_gemm.csv"), "--out", str(tmp_path / "out")]) == 1
+    assert "names no declared aiter GEMM family" in capsys.readouterr().err

@@ -24,13 +24,15 @@ from flyconfigs.errors import ArtifactError
 __all__ = ["register"]
 
 
-def _csv_files(paths: Sequence[str]) -> list[Path]:
-    """The files named, and the ``*.csv`` files under the folders named (sorted)."""
+def _csv_files(paths: Sequence[str], wanted: Callable[[str], bool]) -> list[Path]:
+    """The files named, and the ``*.csv`` files under the folders named whose name is
+    ``wanted`` (sorted): a folder such as ``aiter/configs`` also holds untuned shapes and
+    families that are not declared, which are not refused but left out."""
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*.csv") if p.is_file()))
+            files.extend(sorted(p for p in path.rglob("*.csv") if p.is_file() and wanted(p.name)))
         elif path.exists():
             files.append(path)
         else:
@@ -105,10 +107,17 @@ def _vllm(args: argparse.Namespace) -> int:
 
 
 def _aiter(args: argparse.Namespace) -> int:
-    from flyconfigs.adapters.aiter import CONFIG_DIR, import_aiter_file
+    from flyconfigs.adapters.aiter import CONFIG_DIR, family_of, import_aiter_file
+
+    def declared(name: str) -> bool:
+        try:
+            family_of(name)
+        except ArtifactError:
+            return False
+        return True
 
     where = args.upstream_dir or CONFIG_DIR
-    return _run(args, "import aiter", _csv_files(args.paths),
+    return _run(args, "import aiter", _csv_files(args.paths, declared),
                 lambda p: import_aiter_file(p, args.revision, upstream_dir=where))
 
 

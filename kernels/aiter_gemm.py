@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from flyconfigs.registry.declarations import KeyAxis, KeyValue, normalize_key
 from flyconfigs.registry.device import DeviceQuery
 
-__all__ = ["A8W8_BPRESHUFFLE", "FAMILIES", "AiterGemmSpec"]
+__all__ = ["A8W8_BLOCKSCALE", "A8W8_BPRESHUFFLE", "FAMILIES", "AiterGemmSpec"]
 
 
 @dataclass(frozen=True)
@@ -79,5 +79,13 @@ A8W8_BPRESHUFFLE = AiterGemmSpec(
 )
 """aiter's int8/fp8 GEMM with pre-shuffled weights (``a8w8_bpreshuffle_tuned_gemm.csv``)."""
 
-FAMILIES: dict[str, AiterGemmSpec] = {spec.family: spec for spec in (A8W8_BPRESHUFFLE,)}
+A8W8_BLOCKSCALE = AiterGemmSpec(
+    "a8w8_blockscale",
+    key_columns=(("M", int), ("N", int), ("K", int)),
+    config_columns=(("libtype", str), ("kernelId", int), ("splitK", int), ("kernelName", str)),
+)
+"""aiter's fp8 GEMM with block scales (``a8w8_blockscale_tuned_gemm.csv`` and the models'
+``a8w8_blockscale_tuned_gemm_<model>.csv``); aiter looks it up by ``M, N, K`` alone."""
+
+FAMILIES: dict[str, AiterGemmSpec] = {spec.family: spec for spec in (A8W8_BPRESHUFFLE, A8W8_BLOCKSCALE)}
 """The aiter GEMM families declared, by the name their CSV files start with."""

@@ -113,3 +113,18 @@ def test_import_aiter_of_a_folder_takes_the_files_of_declared_families_and_refus
     assert {row["from"] for row in json.loads(capsys.readouterr().out)["files"]} == {str(configs / csv.name)}
     assert main(["import", "aiter", str(configs / "bf16_tuned_gemm.csv"), "--out", str(tmp_path / "out")]) == 1
     assert "names no declared aiter GEMM family" in capsys.readouterr().err
+
+
+def test_import_aiter_of_a_folder_records_each_files_subfolder_upstream(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    configs = tmp_path / "configs"
+    (configs / "model_configs").mkdir(parents=True)
+    lines = (UPSTREAM / "aiter" / "a8w8_bpreshuffle_tuned_gemm.csv").read_text().splitlines(keepends=True)
+    (configs / "a8w8_bpreshuffle_tuned_gemm.csv").write_text(lines[0] + lines[1])
+    (configs / "model_configs" / "dsv3_a8w8_bpreshuffle_tuned_gemm.csv").write_text(lines[0] + lines[2])
+    capsys.readouterr()
+    assert main(["import", "aiter", str(configs), "--out", str(tmp_path / "out"), "--json"]) == 0
+    files = {json.loads(Path(row["to"]).read_text())["provenance"]["source"]["file"]
+             for row in json.loads(capsys.readouterr().out)["files"]}
+    assert files == {"aiter/configs/a8w8_bpreshuffle_tuned_gemm.csv",
+                     "aiter/configs/model_configs/dsv3_a8w8_bpreshuffle_tuned_gemm.csv"}

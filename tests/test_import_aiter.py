@@ -114,5 +114,25 @@ def test_the_family_is_read_from_the_file_name_as_aiter_names_its_files(tmp_path
     assert family_of("a8w8_bpreshuffle_tuned_gemm.csv").family == "a8w8_bpreshuffle"
     assert family_of("dsv3_a8w8_bpreshuffle_tuned_gemm.csv").family == "a8w8_bpreshuffle"
     assert family_of("a8w8_bpreshuffle_tuned_gemm_glm47.csv").family == "a8w8_bpreshuffle"
+    assert family_of("a8w8_blockscale_tuned_gemm_ds_v3.csv").family == "a8w8_blockscale"
     with pytest.raises(ArtifactError, match="names no declared aiter GEMM family"):
         family_of("a8w8_blockscale_bpreshuffle_tuned_gemm.csv")
+
+
+BLOCKSCALE = UPSTREAM / "model_configs-gfx942-rows" / "a8w8_blockscale_tuned_gemm_ds_v3.csv"
+
+
+def test_a_models_blockscale_file_is_its_family_keyed_by_m_n_k_and_served_on_an_mi300x(tmp_path: Path) -> None:
+    rows = _rows(BLOCKSCALE)
+    result = import_aiter_file(BLOCKSCALE, upstream_dir="aiter/configs/model_configs")
+    assert result.refused == [] and len(result.artifacts) == len(rows) == 295
+    first = result.artifacts[0]
+    assert first.kernel.name == "aiter_gemm_a8w8_blockscale"
+    assert first.key == {"M": int(rows[0]["M"]), "N": int(rows[0]["N"]), "K": int(rows[0]["K"])}
+    assert first.provenance.source is not None
+    assert first.provenance.source.file == "aiter/configs/model_configs/a8w8_blockscale_tuned_gemm_ds_v3.csv"
+    out = tmp_path / "imported"
+    assert main(["import", "aiter", str(BLOCKSCALE), "--out", str(out)]) == 0
+    served = Resolver(paths=[str(out / "gfx942")], detector=None).resolve("aiter_gemm_a8w8_blockscale", dict(first.key),
+                                                                         device="MI300X")
+    assert (served.source, dict(served.config)) == ("override", dict(first.winner.config))

@@ -24,17 +24,20 @@ from flyconfigs.errors import ArtifactError
 __all__ = ["register"]
 
 
-def _csv_files(paths: Sequence[str], wanted: Callable[[str], bool]) -> list[Path]:
+def _csv_files(paths: Sequence[str], wanted: Callable[[str], bool]) -> dict[Path, str]:
     """The files named, and the ``*.csv`` files under the folders named whose name is
-    ``wanted`` (sorted): a folder such as ``aiter/configs`` also holds untuned shapes and
-    families that are not declared, which are not refused but left out."""
-    files: list[Path] = []
+    ``wanted`` (sorted), each with its folder relative to the folder named (``""`` for a
+    file named): a folder such as ``aiter/configs`` also holds untuned shapes and families
+    that are not declared, which are not refused but left out."""
+    files: dict[Path, str] = {}
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*.csv") if p.is_file() and wanted(p.name)))
+            for found in sorted(p for p in path.rglob("*.csv") if p.is_file() and wanted(p.name)):
+                folder = found.parent.relative_to(path).as_posix()
+                files[found] = "" if folder == "." else folder
         elif path.exists():
-            files.append(path)
+            files[path] = ""
         else:
             raise Usage(f"{raw}: no such file or directory")
     return files
@@ -116,9 +119,12 @@ def _aiter(args: argparse.Namespace) -> int:
             return False
         return True
 
-    where = args.upstream_dir or CONFIG_DIR
-    return _run(args, "import aiter", _csv_files(args.paths, declared),
-                lambda p: import_aiter_file(p, args.revision, upstream_dir=where))
+    where = (args.upstream_dir or CONFIG_DIR).rstrip("/")
+    files = _csv_files(args.paths, declared)
+    # A file found in a subfolder of a folder named (aiter/configs/model_configs under
+    # aiter/configs) has that subfolder upstream too.
+    return _run(args, "import aiter", list(files), lambda p: import_aiter_file(
+        p, args.revision, upstream_dir="/".join(part for part in (where, files[p]) if part)))
 
 
 def register(sub: Any) -> None:

@@ -2,7 +2,7 @@
 with and without an artifact for its key (run on a GPU).
 
 A row softmax decorated with ``flyconfigs.kernels.triton_autotune.autotune`` (eight
-configs) is installed as a distribution in a temporary folder and tuned for each key with
+configs) is pip-installed as a distribution into a temporary folder and tuned for each key with
 ``flyconfigs tune`` (the GPU found).  Then each mode runs in ``--runs`` fresh processes,
 each with an empty Triton cache, timing from before the kernel's module is imported to
 the first call's output on the host (``torch.cuda.synchronize``):
@@ -13,7 +13,7 @@ the first call's output on the host (``torch.cuda.synchronize``):
   every config first;
 - ``default``: no artifact, ``fallback="default"``: the default runs, nothing searched.
 
-    python bench/triton_autotune_first_call.py --out bench/results/triton-autotune-first-call-h100.json \\
+    python -m bench.triton_autotune_first_call --out bench/results/triton-autotune-first-call-h100.json \\
         [--key 4096,8192 ...] [--runs 5]
 
 ``--dry-run`` checks the script on a CPU (Triton's interpreter, the test backend's
@@ -32,9 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import machine
-from distributions import install_kernel_package
-
+from bench.common import machine
 from flyconfigs.tuner.simulated import SIMULATED_DEVICE
 
 FAMILY = "bench_row_softmax"
@@ -116,9 +114,36 @@ print(json.dumps({"first_call_s": first - made, "to_first_result_s": first - sta
 '''
 
 
+PYPROJECT = f"""[build-system]
+requires = ["setuptools>=70"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "bench-softmax"
+version = "0.1.0"
+
+[project.entry-points."flyconfigs.kernels"]
+{FAMILY} = "bench_softmax:softmax_kernel.family"
+
+[tool.setuptools]
+py-modules = ["bench_softmax"]
+"""
+
+
+def _install(site: Path) -> None:
+    """The kernel as a real distribution, pip-installed into ``site`` (offline)."""
+    with tempfile.TemporaryDirectory(prefix="bench-softmax-src-") as src:
+        (Path(src) / "bench_softmax.py").write_text(MODULE)
+        (Path(src) / "pyproject.toml").write_text(PYPROJECT)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-build-isolation",
+                        "--target", str(site), src], check=True)
+
+
 def _env(site: Path, dry_run: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLYCONFIGS_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(site), *sys.path])
+    # The installed kernel first; flyconfigs as this process imports it (the checkout's
+    # root, where the benchmarks run from, or an install on PYTHONPATH).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
     if dry_run:
         env["TRITON_INTERPRET"] = "1"
         env["FLYCONFIGS_DEVICE"] = json.dumps({k: SIMULATED_DEVICE[k] for k in ("vendor", "arch", "product", "compute_units")})
@@ -139,6 +164,12 @@ def _one(site: Path, mode: str, key: tuple[int, int], tuned: Path, dry_run: bool
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def _card() -> str:
+    import torch
+
+    return str(torch.cuda.get_device_name())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="the JSON result file (under bench/results/)")
@@ -150,9 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     keys = [tuple(int(v) for v in k.split(",")) for k in (args.key or ["4096,8192", "1,4096"])]
     with tempfile.TemporaryDirectory(prefix="flyconfigs-bench-") as tmp:
         site, tuned = Path(tmp) / "site", Path(tmp) / "tuned"
-        site.mkdir()
-        install_kernel_package(site, "bench-softmax", "0.1.0", {"bench_softmax.py": MODULE},
-                               {FAMILY: "bench_softmax:softmax_kernel.family"})
+        _install(site)
         grid = " ".join([f"n_rows={','.join(str(k[0]) for k in keys)}", f"n_cols={','.join(str(k[1]) for k in keys)}",
                          "dtype=bf16"])
         backend = ["--backend", "simulated"] if args.dry_run else []
@@ -167,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
                              "median_to_first_result_s": statistics.median(r["to_first_result_s"] for r in runs)})
                 print(f"{key} {mode}: first call {rows[-1]['median_first_call_s']:.3f} s (median of {args.runs})",
                       file=sys.stderr)
-    result = {"benchmark": "triton-autotune-first-call", "machine": machine(), "dry_run": args.dry_run, "configs": 8,
+    card = "none (Triton's interpreter)" if args.dry_run else _card()
+    result = {"benchmark": "triton-autotune-first-call", "machine": machine(), "device": card, "dry_run": args.dry_run,
+              "configs": 8,
               "results": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

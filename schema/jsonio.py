@@ -3,7 +3,9 @@
 :func:`parse_document` turns untrusted bytes into plain Python values and refuses what
 the artifact rules forbid: documents over :data:`MAX_DOCUMENT_BYTES`, invalid UTF-8 or
 JSON, duplicate object keys, NaN and Infinity (also as overflowing literals such as
-``1e400``) and nesting deeper than :data:`MAX_DEPTH`.  Every refusal is an
+``1e400``), integers Python will not convert from text (more digits than
+``sys.get_int_max_str_digits()``, 4300 by default) and nesting deeper than
+:data:`MAX_DEPTH`.  Every refusal is an
 :class:`~flyconfigs.errors.ArtifactError` naming the file and the field path.
 
 The fast path parses with pydantic-core and proves the absence of duplicate keys by
@@ -19,6 +21,7 @@ import json
 import math
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -71,6 +74,22 @@ def _mark_constant(name: str) -> _NonFinite:
     return _NonFinite(name)
 
 
+class _LongInteger:
+    """Stands in for an integer literal Python refuses to convert, until its path is known."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _parse_int(text: str) -> int | _LongInteger:
+    try:
+        return int(text)
+    except ValueError:
+        # Python's int-string conversion limit (CVE-2020-10735): json.loads would raise a
+        # bare ValueError out of the whole parse; mark it so the problem gets its path.
+        return _LongInteger(len(text.lstrip("-")))
+
+
 def _join(path: str, part: str | int) -> str:
     if isinstance(part, int):
         return f"{path}[{part}]"
@@ -83,6 +102,9 @@ def check_depth(value: Any, path: str = "", depth: int = 1, limit: int = MAX_DEP
     problems: list[FieldProblem] = []
     if isinstance(value, _NonFinite):
         return [FieldProblem(path, f"{value.literal} is not allowed (JSON has no NaN or Infinity)")]
+    if isinstance(value, _LongInteger):
+        limit = sys.get_int_max_str_digits()
+        return [FieldProblem(path, f"integer of {value.digits} digits is over the limit of {limit} digits")]
     if isinstance(value, float):
         if not math.isfinite(value):
             problems.append(FieldProblem(path, f"number {value!r} is not finite (overflow or NaN)"))
@@ -146,7 +168,7 @@ def _parse_slow(raw: bytes, file: str) -> Any:
     except UnicodeDecodeError as exc:
         raise ArtifactError(file, [FieldProblem("", f"not UTF-8 at byte {exc.start}")]) from None
     try:
-        value = json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_mark_constant)
+        value = json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_mark_constant, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         raise ArtifactError(
             file, [FieldProblem("", f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")]

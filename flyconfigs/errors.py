@@ -24,6 +24,7 @@ __all__ = [
     "GPUError",
     "InvalidDeviceError",
     "InvalidKeyError",
+    "KernelPluginError",
     "LaunchError",
     "ManifestError",
     "PublishError",
@@ -111,6 +112,20 @@ class InvalidKeyError(FlyconfigsError, ValueError):
 
 class UnknownKernelError(FlyconfigsError, LookupError):
     """No kernel of that name is declared (entry-point group ``flyconfigs.kernels``)."""
+
+
+class KernelPluginError(FlyconfigsError, RuntimeError):
+    """A kernel declaration's own code raised (or answered nonsense) where the registry
+    needed its answer and has nothing to fall back on: its ``name``, or its
+    ``default_config`` when no artifact serves the call.  ``kernel`` is the kernel's
+    name as asked, ``origin`` where the declaration came from (the entry point and its
+    distribution), ``member`` the member that failed."""
+
+    def __init__(self, kernel: str, origin: str, member: str, what: str) -> None:
+        self.kernel = kernel
+        self.origin = origin
+        self.member = member
+        super().__init__(f"kernel {kernel!r} ({origin}): its {member} {what}")
 
 
 class AmbiguousKernelError(UnknownKernelError):

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from flyconfigs.errors import AmbiguousKernelError, InvalidKeyError, UnknownKernelError
+from flyconfigs.errors import AmbiguousKernelError, InvalidKeyError, KernelPluginError, UnknownKernelError
 from flyconfigs.registry.entrypoints import FoundEntryPoint, find_entry_points
 from flyconfigs.registry.problems import Problem, ProblemLog
 
@@ -31,7 +31,9 @@ __all__ = [
     "KeyValue",
     "check_config",
     "check_key",
+    "default_config",
     "kernel_declaration",
+    "kernel_name",
     "normalize_key",
     "parse_key_items",
     "parse_value",
@@ -132,6 +134,10 @@ class KernelDecl(Protocol):
 
 _REGISTERED: dict[str, KernelDecl] = {}
 _LOADED: dict[str, KernelDecl] = {}
+_ORIGINS: dict[str, tuple[str, str]] = {}
+"""Kernel name -> (the entry point and distribution it was loaded from, the distribution)."""
+_FAULTS: set[tuple[int, str]] = set()
+"""(declaration, member) pairs whose raising was already reported."""
 PROBLEMS = ProblemLog()
 """Problems met while finding kernel declarations (``flyconfigs doctor`` lists them)."""
 
@@ -152,6 +158,8 @@ def forget_loaded() -> None:
     (after an install or uninstall; :meth:`Resolver.refresh` calls this)."""
     global PROBLEMS
     _LOADED.clear()
+    _ORIGINS.clear()
+    _FAULTS.clear()
     PROBLEMS = ProblemLog()
 
 
@@ -204,11 +212,14 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
 
     Raises :class:`UnknownKernelError` naming the kernels that are declared, or saying
     why a declared one cannot be loaded; :class:`AmbiguousKernelError` when several
-    distributions declare the name and none was chosen.
+    distributions declare the name and none was chosen; :class:`KernelPluginError`
+    naming the distribution when the declaration's ``name`` (or another member the
+    protocol check reads) raises.
     """
-    if isinstance(kernel, KernelDecl):
-        return kernel
     if not isinstance(kernel, str):
+        if _is_declaration(kernel, f"<{type(kernel).__name__}>", _origin_of(kernel)[0]):
+            kernel_name(kernel)  # a declaration whose name cannot be read serves nothing
+            return kernel
         raise UnknownKernelError(f"kernel must be a name or a KernelDecl, got {type(kernel).__name__}")
     found_decl = _REGISTERED.get(kernel) or _LOADED.get(kernel)
     if found_decl is not None:
@@ -225,12 +236,67 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
         decl = chosen.entry_point.load()
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever a plugin raises on import is one clear error
         raise UnknownKernelError(f"kernel {kernel!r}: {where} cannot be loaded ({type(exc).__name__}: {exc})") from None
-    if not isinstance(decl, KernelDecl):
+    if not _is_declaration(decl, kernel, where):
         raise UnknownKernelError(f"kernel {kernel!r}: {where} is not a KernelDecl (got {type(decl).__name__})")
-    if decl.name != kernel:
-        raise UnknownKernelError(f"kernel {kernel!r}: {where} declares a kernel named {decl.name!r}")
+    try:
+        name = decl.name
+    except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
+        raise KernelPluginError(kernel, where, "name", _raised(exc)) from None
+    if name != kernel:
+        raise UnknownKernelError(f"kernel {kernel!r}: {where} declares a kernel named {name!r}")
     _LOADED[kernel] = decl
+    _ORIGINS[kernel] = (where, chosen.distribution)
     return decl
+
+
+def _raised(exc: BaseException) -> str:
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return f"raised {type(exc).__name__}" + (f": {first}" if first else "")
+
+
+def _is_declaration(obj: object, kernel: str, where: str) -> bool:
+    """``isinstance(obj, KernelDecl)``, which reads every member the protocol declares
+    (Python 3.11 calls a property to see whether it exists): a member that raises is
+    the plugin's error, named, never a bare exception out of the registry."""
+    try:
+        return isinstance(obj, KernelDecl)
+    except Exception as exc:  # noqa: BLE001 - whatever a plugin's property raises
+        raise KernelPluginError(kernel, where, "members", f"{_raised(exc)} when read") from None
+
+
+def _origin_of(decl: object) -> tuple[str, str | None]:
+    """Where ``decl`` came from, for messages, and its distribution when known."""
+    for name, loaded in _LOADED.items():
+        if loaded is decl and name in _ORIGINS:
+            return _ORIGINS[name]
+    if any(registered is decl for registered in _REGISTERED.values()):
+        return f"a {type(decl).__name__} registered in this process", None
+    return f"a {type(decl).__name__} passed by the caller", None
+
+
+def kernel_name(decl: KernelDecl) -> str:
+    """``decl.name``; :class:`KernelPluginError` naming where the declaration came from
+    when reading it raises or gives anything but a string."""
+    try:
+        name = decl.name
+    except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
+        raise KernelPluginError(f"<{type(decl).__name__}>", _origin_of(decl)[0], "name", _raised(exc)) from None
+    if not isinstance(name, str):
+        raise KernelPluginError(f"<{type(decl).__name__}>", _origin_of(decl)[0], "name",
+                                f"is a {type(name).__name__}, not a str")
+    return name
+
+
+def _report_fault(decl: KernelDecl, member: str, exc: BaseException, consequence: str,
+                  problems: ProblemLog | None) -> None:
+    """Log a member of ``decl`` raising once per declaration and member, however many
+    calls meet it and whatever it says each time (a serving loop must not flood logs)."""
+    if (id(decl), member) in _FAULTS:
+        return
+    _FAULTS.add((id(decl), member))
+    where, distribution = _origin_of(decl)
+    log = problems if problems is not None else PROBLEMS
+    log.report(Problem("kernel-error", where, f"{member} {_raised(exc)}; {consequence}", distribution))
 
 
 def normalize_key(decl: KernelDecl, key: object) -> dict[str, KeyValue]:
@@ -257,12 +323,51 @@ def normalize_key(decl: KernelDecl, key: object) -> dict[str, KeyValue]:
     return out
 
 
-def check_key(decl: KernelDecl, key: object) -> dict[str, KeyValue]:
+def check_key(decl: KernelDecl, key: object, problems: ProblemLog | None = None) -> dict[str, KeyValue]:
     """``key`` checked by the kernel's own :meth:`KernelDecl.check_key` (its axes and its
-    family rules); :class:`InvalidKeyError` for anything it refuses."""
+    family rules); :class:`InvalidKeyError` for anything it refuses.
+
+    A check that raises anything else is the plugin's fault, not the caller's: it is
+    reported once (``kernel-error``, naming the distribution) and the key is checked
+    against the declared axes alone (:func:`normalize_key`), so serving goes on; every
+    config served is still checked by the kernel's ``check_config``.  Raises
+    :class:`KernelPluginError` when the axes cannot be read either."""
     if not isinstance(key, Mapping):
-        raise InvalidKeyError(f"key for {decl.name!r} must be a mapping of axis names to values, got {type(key).__name__}")
-    return decl.check_key(key)
+        raise InvalidKeyError(f"key for {kernel_name(decl)!r} must be a mapping of axis names to values, "
+                              f"got {type(key).__name__}")
+    try:
+        return decl.check_key(key)
+    except InvalidKeyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plugin's bug must not fail a serving call
+        _report_fault(decl, "check_key", exc, "keys are checked against the declared axes only", problems)
+    try:
+        return normalize_key(decl, key)
+    except InvalidKeyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the declared axes themselves cannot be read
+        raise KernelPluginError(kernel_name(decl), _origin_of(decl)[0], "key_axes", _raised(exc)) from None
+
+
+def default_config(decl: KernelDecl, key: Mapping[str, KeyValue], device: DeviceQuery | None,
+                   problems: ProblemLog | None = None) -> dict[str, KeyValue]:
+    """The kernel's default heuristic for ``key`` on ``device``, as a plain dict.
+
+    It is the last step of every resolution, so there is nothing left to fall back on:
+    a heuristic that raises or returns anything but a mapping is reported once
+    (``kernel-error``) and raised as :class:`KernelPluginError` naming the kernel, its
+    distribution and the member.  A serving engine catches it (or
+    :class:`~flyconfigs.errors.FlyconfigsError`) and runs its own default; an empty or
+    made-up config would only fail later, at launch, with an unrelated error."""
+    try:
+        config = decl.default_config(key, device)
+        if not isinstance(config, Mapping):
+            raise TypeError(f"it returned a {type(config).__name__}, not a mapping")
+        return dict(config)
+    except Exception as exc:  # noqa: BLE001 - whatever the plugin raises becomes one typed error
+        _report_fault(decl, "default_config", exc, "calls that no artifact serves fail", problems)
+        raise KernelPluginError(kernel_name(decl), _origin_of(decl)[0], "default_config",
+                                f"{_raised(exc)}; no artifact serves this call, so there is no config") from None
 
 
 def check_config(decl: KernelDecl, config: object, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> str | None:

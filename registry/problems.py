@@ -29,6 +29,7 @@ ProblemKind = Literal[
     "bad-device",
     "bad-distribution",
     "kernel-collision",
+    "kernel-error",
     "kernel-name-clash",
     "invalid-config",
     "unreadable-source",

@@ -41,15 +41,17 @@ from importlib import invalidate_caches
 from types import MappingProxyType
 from typing import Any, Literal
 
-from flyconfigs.errors import ArtifactError
+from flyconfigs.errors import ArtifactError, FlyconfigsError
 from flyconfigs.registry.catalog import Catalog
 from flyconfigs.registry.check import check_winner, refusal
 from flyconfigs.registry.declarations import (
     KernelDecl,
     KeyValue,
     check_key,
+    default_config,
     forget_loaded,
     kernel_declaration,
+    kernel_name,
 )
 from flyconfigs.registry.device import DEVICE_ENV, Detector, DeviceQuery, as_query, detect_with, installed_detector, parse_device_spec
 from flyconfigs.registry.matching import exact_matches, find_collisions, nearest_matches
@@ -129,10 +131,15 @@ class Resolver:
         device) and its provenance.  Never raises for bad data; raises
         :class:`~flyconfigs.errors.UnknownKernelError`,
         :class:`~flyconfigs.errors.InvalidKeyError` or
-        :class:`~flyconfigs.errors.InvalidDeviceError` for a bad call."""
+        :class:`~flyconfigs.errors.InvalidDeviceError` for a bad call.  A kernel
+        plugin whose ``check_key`` raises is reported once and the key checked against
+        its declared axes; one whose ``name`` raises, or whose ``default_config`` raises
+        when no artifact serves the call, raises
+        :class:`~flyconfigs.errors.KernelPluginError` naming its distribution (there is
+        no config to serve)."""
         memo_key: tuple[object, ...] | None
         try:
-            name = kernel if isinstance(kernel, str) else kernel.name
+            name = kernel if isinstance(kernel, str) else kernel_name(kernel)
             # Typed and order-free: ``M=True`` or ``M=1.0`` never hits the entry of ``M=1``.
             memo_key = (name, device, *[(k, v.__class__, v) for k, v in sorted(key.items())])
             hit = self._memo.get(memo_key)
@@ -142,7 +149,7 @@ class Resolver:
                 hit = self._memo.get(memo_key)
             except (TypeError, ValueError, AttributeError):
                 hit = memo_key = None
-        except AttributeError:  # not a mapping: validation names it
+        except (AttributeError, FlyconfigsError):  # not a mapping, or a broken declaration: the slow path names it
             hit = memo_key = None
         if hit is None:
             generation = self.generation
@@ -170,7 +177,7 @@ class Resolver:
 
     def _resolve_slow(self, kernel: object, key: object, device: object) -> Resolution:
         decl = kernel_declaration(kernel, self.problems)
-        norm = check_key(decl, key)
+        norm = check_key(decl, key, self.problems)
         query, why = self._device_query(device)
         with self._lock:
             return self._search(decl, norm, query, why, [])
@@ -319,7 +326,7 @@ class Resolver:
     def _default(
         self, decl: KernelDecl, key: dict[str, KeyValue], query: DeviceQuery | None, reasons: list[str]
     ) -> Resolution:
-        config = decl.default_config(key, query)
+        config = default_config(decl, key, query, self.problems)
         return Resolution(
             kernel=decl.name,
             key=MappingProxyType(dict(key)),
@@ -338,7 +345,7 @@ class Resolver:
     ) -> tuple[Resolution, list[Step]]:
         """Resolve without the memo and return every step taken, in order."""
         decl = kernel_declaration(kernel, self.problems)
-        norm = check_key(decl, key)
+        norm = check_key(decl, key, self.problems)
         query, why = self._device_query(device)
         trace = [Step("device", f"{query.describe() if query else 'unknown'} ({why})")]
         with self._lock:

@@ -2,9 +2,11 @@
 
 :func:`importlib.metadata.entry_points` raises out of the whole scan when any one
 installed distribution has a malformed ``entry_points.txt`` (a line without ``=``), and
-an unreadable ``.dist-info`` simply vanishes.  :func:`find_entry_points` reads the same
-metadata one distribution at a time, with the same de-duplication (the first
-distribution of a name on ``sys.path`` wins), reports each broken one as a
+an unreadable ``.dist-info`` simply vanishes; an ``entry_points.txt`` that is a FIFO or
+``/dev/zero`` blocks it forever.  :func:`find_entry_points` reads the same metadata one
+distribution at a time, with the same de-duplication (the first distribution of a name
+on ``sys.path`` wins), looks at each metadata file with ``stat`` before anything reads it
+(:mod:`flyconfigs.schema.distfiles`), reports each broken distribution as a
 :class:`~flyconfigs.registry.problems.Problem` naming its folder, and goes on.  It never
 imports a distribution's code.
 """
@@ -18,6 +20,7 @@ from importlib import metadata
 from packaging.utils import canonicalize_name
 
 from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.schema.distfiles import METADATA_LIMITS, metadata_file_problem
 
 __all__ = ["FoundEntryPoint", "distribution_folder", "find_entry_points"]
 
@@ -41,11 +44,17 @@ def distribution_folder(dist: metadata.Distribution) -> str:
 def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]:
     """Every entry point of ``group``, in ``sys.path`` order, one distribution per name.
 
-    A distribution whose entry points or metadata cannot be read is reported
-    (``bad-distribution``) and skipped; the others are still found."""
+    A distribution whose entry points or metadata cannot be read, or would block or
+    never end if read, is reported (``bad-distribution``) and skipped; the others are
+    still found."""
     found: list[FoundEntryPoint] = []
     seen: set[str] = set()
     for dist in metadata.distributions():
+        # Before anything reads them: a FIFO would block the read, /dev/zero never end it.
+        unsafe = next(filter(None, (metadata_file_problem(dist, name) for name in METADATA_LIMITS)), None)
+        if unsafe is not None:
+            problems.report(Problem("bad-distribution", distribution_folder(dist), f"skipped: {unsafe}"))
+            continue
         folder = None
         key = getattr(dist, "_normalized_name", None)
         if key is None:

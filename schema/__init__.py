@@ -6,12 +6,18 @@ turns untrusted files into validated artifacts or one precise
 :class:`~flyconfigs.errors.ArtifactError`.
 """
 
-from flyconfigs.schema import flydsl as _flydsl  # noqa: F401  (registers its migration)
-from flyconfigs.schema.canonical import canonical_bytes, content_hash, sha256_hex
-from flyconfigs.schema.jsonio import MAX_DEPTH, MAX_DOCUMENT_BYTES, parse_document, read_document, write_atomic
-from flyconfigs.schema.load import LoadReport, load_artifact, loads_artifact, parse_artifact
-from flyconfigs.schema.manifest import MANIFEST_FILE, Manifest, ManifestRow, target_module
-from flyconfigs.schema.models import (
+from flyconfigs.schema.pydantic_plugins import load_plugins_safely as _load_plugins_safely
+
+# Before the first model is defined: pydantic's plugin loader reads every distribution's
+# entry points then, and another distribution's broken file must not fail this import.
+_load_plugins_safely()
+
+from flyconfigs.schema import flydsl as _flydsl  # noqa: E402, F401  (registers its migration)
+from flyconfigs.schema.canonical import canonical_bytes, content_hash, sha256_hex  # noqa: E402
+from flyconfigs.schema.jsonio import MAX_DEPTH, MAX_DOCUMENT_BYTES, parse_document, read_document, write_atomic  # noqa: E402
+from flyconfigs.schema.load import LoadReport, load_artifact, loads_artifact, parse_artifact  # noqa: E402
+from flyconfigs.schema.manifest import MANIFEST_FILE, Manifest, ManifestRow, target_module  # noqa: E402
+from flyconfigs.schema.models import (  # noqa: E402
     SCHEMA_VERSION,
     Artifact,
     Candidate,
@@ -30,7 +36,7 @@ from flyconfigs.schema.models import (
     TimingProtocol,
     Vendor,
 )
-from flyconfigs.schema.versions import Migration, migrations, register_migration, upgrade
+from flyconfigs.schema.versions import Migration, migrations, register_migration, upgrade  # noqa: E402
 
 __all__ = [
     "MANIFEST_FILE",

@@ -43,7 +43,7 @@ def metadata_file_problem(dist: metadata.Distribution, name: str) -> str | None:
     except OSError as exc:
         return f"{name} cannot be read: {exc.strerror or exc}"
     if not stat.S_ISREG(info.st_mode):
-        return f"{name} is not a regular file"
+        return f"{name} cannot be read: not a regular file"
     limit = METADATA_LIMITS.get(name, 1 << 20)
     if info.st_size > limit:
         return f"{name} is {info.st_size} bytes, over the limit of {limit}"

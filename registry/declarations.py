@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, runtime_checkable
 
 from flyconfigs.errors import AmbiguousKernelError, InvalidKeyError, KernelPluginError, UnknownKernelError
 from flyconfigs.registry.entrypoints import FoundEntryPoint, find_entry_points
@@ -254,7 +254,7 @@ def _raised(exc: BaseException) -> str:
     return f"raised {type(exc).__name__}" + (f": {first}" if first else "")
 
 
-def _is_declaration(obj: object, kernel: str, where: str) -> bool:
+def _is_declaration(obj: object, kernel: str, where: str) -> TypeGuard[KernelDecl]:
     """``isinstance(obj, KernelDecl)``, which reads every member the protocol declares
     (Python 3.11 calls a property to see whether it exists): a member that raises is
     the plugin's error, named, never a bare exception out of the registry."""

@@ -17,7 +17,7 @@ import logging
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -90,7 +90,8 @@ def as_query(device: DeviceIdentity | DeviceQuery | str, where: str = DEVICE_ARG
     """A query from an identity, a query, or a ``FLYCONFIGS_DEVICE``-style string;
     :class:`InvalidDeviceError` naming ``where`` for anything else."""
     if isinstance(device, DeviceQuery):
-        return device
+        # Features given as a list would make the query's match tokens unhashable.
+        return replace(device, features=tuple(device.features)) if isinstance(device.features, list) else device
     if isinstance(device, DeviceIdentity):
         return DeviceQuery.of(device)
     if isinstance(device, str):

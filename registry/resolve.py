@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from importlib import invalidate_caches
 from types import MappingProxyType
 from typing import Any, Literal
@@ -141,11 +142,11 @@ class Resolver:
         try:
             name = kernel if isinstance(kernel, str) else kernel_name(kernel)
             # Typed and order-free: ``M=True`` or ``M=1.0`` never hits the entry of ``M=1``.
-            memo_key = (name, device, *[(k, v.__class__, v) for k, v in sorted(key.items())])
+            memo_key = (name, _memo_device(device), *[(k, v.__class__, v) for k, v in sorted(key.items())])
             hit = self._memo.get(memo_key)
         except TypeError:  # a list or object value: its canonical JSON is the typed form
             try:
-                memo_key = (name, device, canonical_text(dict(key)))
+                memo_key = (name, _memo_device(device), canonical_text(dict(key)))
                 hit = self._memo.get(memo_key)
             except (TypeError, ValueError, AttributeError):
                 hit = memo_key = None
@@ -391,6 +392,17 @@ class Resolver:
         return self.problems.problems()
 
 
+
+
+def _memo_device(device: object) -> object:
+    """``device`` as a hashable memo token that equals another exactly when both resolve
+    alike: an identity (a pydantic model holding a list, so unhashable) becomes the query
+    resolution makes of it, a query's features a tuple; a spec string stays itself."""
+    if isinstance(device, DeviceIdentity):
+        return DeviceQuery.of(device)
+    if isinstance(device, DeviceQuery) and isinstance(device.features, list):
+        return replace(device, features=tuple(device.features))
+    return device
 
 
 def _selection(artifact: Any) -> Literal["measured", "predicted", "imported"]:

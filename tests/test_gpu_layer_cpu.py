@@ -4,6 +4,7 @@ packing, the compile cache, and AMD device descriptors."""
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import subprocess
 import sys
@@ -116,6 +117,19 @@ def test_compile_cache_keeps_a_running_total_and_scans_only_past_its_cap(tmp_pat
     (tmp_path / ".size").write_text("garbled")
     cache.put("04" + "c" * 62, b"a" * 10, {"lowered_name": "k4"})
     assert len(scans) == 3 and (tmp_path / ".size").read_text() == str(cache.size()), "an unreadable total is rebuilt"
+
+
+def test_compile_cache_total_counts_a_re_stored_key_once(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path, max_bytes=10_000)
+    key = "00" + "d" * 62
+    cache.put("01" + "d" * 62, b"b" * 1000, {"lowered_name": "other"})
+    for _ in range(5):
+        cache.put(key, b"a" * 3000, {"lowered_name": "k"})
+    assert (tmp_path / ".size").read_text() == "4000" == str(cache.size())
+    cache.put(key, b"a" * 2000, {"lowered_name": "k"})  # replaced by a smaller code object
+    assert (tmp_path / ".size").read_text() == "3000" == str(cache.size())
+    assert cache.get(key) == (b"a" * 2000, {"lowered_name": "k", "size": 2000,
+                                            "sha256": hashlib.sha256(b"a" * 2000).hexdigest()})
 
 
 def test_compile_cache_concurrent_writers_leave_whole_entries(tmp_path: Path) -> None:

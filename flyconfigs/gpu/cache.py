@@ -5,7 +5,8 @@ lowered name, the log, what built it), each written atomically, so several proce
 compiling the same kernel at once each write a whole file and readers never see a torn
 one.  A hit refreshes the entry's time; when the cache grows past its cap, the least
 recently used entries are removed (under a lock file, by one process at a time).  A
-store adds its size to a running total (``.size``, under the same lock) and scans the
+store adds its size, less that of the entry it replaces, to a running total (``.size``,
+under the same lock) and scans the
 entries only when that total passes the cap, so storing stays cheap in a cache of
 many thousand entries; the scan writes the true total back.  An entry is not flushed
 to disk one by one: one left torn by a crash fails its sha256 check and is compiled again.
@@ -115,15 +116,22 @@ class CompileCache:
                 pass
 
     def put(self, key: str, code: bytes, meta: dict[str, Any]) -> None:
-        """Store ``code`` and ``meta`` under ``key``, then evict if the cache is over its cap."""
+        """Store ``code`` and ``meta`` under ``key`` (replacing an entry already there),
+        then evict if the cache is over its cap."""
         code_path, meta_path = self._paths(key)
-        write_atomic(code_path, code, durable=False)
         record = {**meta, "size": len(code), "sha256": hashlib.sha256(code).hexdigest()}
-        write_atomic(meta_path, json.dumps(record, sort_keys=True).encode(), durable=False)
         with _file_lock(self.root / ".lock"):
+            # A re-store replaces the old code: the total grows by the difference only.
+            # Under the lock, so a concurrent store of the same key cannot count it twice.
+            try:
+                replaced = code_path.stat().st_size
+            except OSError:
+                replaced = 0
+            write_atomic(code_path, code, durable=False)
+            write_atomic(meta_path, json.dumps(record, sort_keys=True).encode(), durable=False)
             total = self._recorded_total()
-            if total is not None and total + len(code) <= self.max_bytes:
-                self._record_total(total + len(code))
+            if total is not None and 0 <= total - replaced and total - replaced + len(code) <= self.max_bytes:
+                self._record_total(total - replaced + len(code))
                 return
             self._evict_locked()
 

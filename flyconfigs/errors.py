@@ -22,6 +22,7 @@ __all__ = [
     "FitError",
     "FlyconfigsError",
     "GPUError",
+    "GPURuntimeMissingError",
     "InvalidDeviceError",
     "InvalidKeyError",
     "KernelPluginError",
@@ -156,6 +157,17 @@ class GPUError(FlyconfigsError, RuntimeError):
 
 class BackendUnavailableError(GPUError):
     """The backend's Python bindings or its runtime library are absent."""
+
+
+class GPURuntimeMissingError(BackendUnavailableError):
+    """No GPU runtime is installed: a backend's Python bindings (``extras`` names the
+    flyconfigs extras that bring them, ``hip`` or ``cuda``) or the vendor's runtime
+    library (ROCm, the NVIDIA driver) are absent.  A GPU runtime that is installed but
+    sees no device raises plain :class:`BackendUnavailableError`."""
+
+    def __init__(self, message: str, extras: Sequence[str] = ()) -> None:
+        self.extras = tuple(extras)
+        super().__init__(message)
 
 
 class UnknownArchError(GPUError, ValueError):

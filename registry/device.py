@@ -18,15 +18,13 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
-from flyconfigs.errors import ArtifactError, FieldProblem, InvalidDeviceError
+from flyconfigs.errors import ArtifactError, FieldProblem, GPURuntimeMissingError, InvalidDeviceError
+from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.schema.models import DeviceIdentity, wave_size_of_arch
-
-if TYPE_CHECKING:
-    from flyconfigs.registry.problems import ProblemLog
 
 __all__ = [
     "DEVICE_ARGUMENT",
@@ -161,10 +159,16 @@ DETECTOR_GROUP = "flyconfigs.detectors"
 NO_DETECT_ENV = "FLYCONFIGS_NO_GPU_DETECT"
 
 
-def detect_with(detector: Detector | None) -> tuple[DeviceQuery | None, str]:
+def detect_with(detector: Detector | None, problems: ProblemLog | None = None) -> tuple[DeviceQuery | None, str]:
     """The current GPU as ``detector`` reports it, or ``None`` and the reason it is
     unknown; whatever the detector raises (a missing runtime, an odd property, a driver
-    error) means unknown, never an exception."""
+    error) means unknown, never an exception.
+
+    When the detector says no GPU runtime is installed at all
+    (:class:`~flyconfigs.errors.GPURuntimeMissingError`), every call will get the
+    default heuristic: that is reported to ``problems`` (``no-gpu-runtime``, logged once
+    at WARNING) with the extra that brings the runtime, chosen by the targets of the
+    installed data packages (``gfx…``: ``flyconfigs[hip]``, ``sm…``: ``flyconfigs[cuda]``)."""
     if os.environ.get(NO_DETECT_ENV):
         return None, f"GPU detection disabled by {NO_DETECT_ENV}"
     if detector is None:
@@ -174,7 +178,26 @@ def detect_with(detector: Detector | None) -> tuple[DeviceQuery | None, str]:
         return DeviceQuery.of(identity), f"detected {identity.describe()}"
     except Exception as exc:  # noqa: BLE001 - a serving call must not fail on detection
         first = str(exc).splitlines()[0] if str(exc) else ""
+        if isinstance(exc, GPURuntimeMissingError) and problems is not None:
+            problems.report(Problem("no-gpu-runtime", "GPU detection", _runtime_advice(exc, problems)))
         return None, f"no GPU detected ({type(exc).__name__}: {first})"
+
+
+def _runtime_advice(exc: GPURuntimeMissingError, problems: ProblemLog) -> str:
+    """What to install so that the GPU is detected, for the ``no-gpu-runtime`` problem."""
+    from flyconfigs.registry.sources import find_packages
+
+    wanted = {"hip" if ref.target.startswith("gfx") else "cuda" for ref in find_packages(problems=problems)}
+    missing = [extra for extra in ("hip", "cuda") if extra in exc.extras and (extra in wanted or not wanted)]
+    head = "no GPU runtime is installed, so the GPU is not detected and every call gets the default heuristic"
+    if missing:
+        installs = " or ".join(f"pip install 'flyconfigs[{extra}]'" for extra in missing)
+        return f"{head}; {installs} brings it (and needs {_VENDOR_RUNTIME[missing[0]]})"
+    vendors = " or ".join(_VENDOR_RUNTIME[extra] for extra in sorted(wanted or {"hip", "cuda"}))
+    return f"{head}: install {vendors} ({exc})"
+
+
+_VENDOR_RUNTIME = {"hip": "ROCm", "cuda": "the NVIDIA driver"}
 
 
 def installed_detector(problems: ProblemLog | None = None) -> Detector | None:
@@ -182,7 +205,6 @@ def installed_detector(problems: ProblemLog | None = None) -> Detector | None:
     ``flyconfigs.detectors`` (flyconfigs declares its GPU layer's), loaded on first use;
     ``None`` when none is declared or it cannot be loaded."""
     from flyconfigs.registry.entrypoints import find_entry_points
-    from flyconfigs.registry.problems import ProblemLog
 
     for found in find_entry_points(DETECTOR_GROUP, problems if problems is not None else ProblemLog()):
         try:

@@ -35,6 +35,7 @@ ProblemKind = Literal[
     "unreadable-source",
     "test-double",
     "observer-error",
+    "no-gpu-runtime",
 ]
 
 

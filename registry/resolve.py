@@ -205,7 +205,7 @@ class Resolver:
                 return None, f"{DEVICE_ENV} is invalid ({exc.problems[0]})"
         if self._detector is Resolver._UNSET:
             self._detector = installed_detector(self.problems)
-        return detect_with(self._detector)
+        return detect_with(self._detector, self.problems)
 
     def _search(
         self, decl: KernelDecl, key: dict[str, KeyValue], query: DeviceQuery | None, why: str, trace: list[Step]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 
-from flyconfigs.errors import BackendUnavailableError
+from flyconfigs.errors import BackendUnavailableError, GPURuntimeMissingError
 from flyconfigs.gpu.backend import Backend, Binding, CompiledKernel, CompileRequest, Kernel, LaunchArgumentError
 from flyconfigs.schema.models import Device, DeviceIdentity
 
@@ -51,6 +51,7 @@ def get_backend(name: str | None = None, ordinal: int = 0, arch: str | None = No
             backend = _make(chosen, ordinal, arch)
         else:
             reasons = []
+            missing: list[GPURuntimeMissingError] = []
             for candidate in ("cuda", "hip"):
                 try:
                     backend = _make(candidate, ordinal, arch)
@@ -59,8 +60,13 @@ def get_backend(name: str | None = None, ordinal: int = 0, arch: str | None = No
                     break
                 except BackendUnavailableError as exc:
                     reasons.append(f"{candidate}: {exc}")
+                    if isinstance(exc, GPURuntimeMissingError):
+                        missing.append(exc)
             else:
-                raise BackendUnavailableError("no GPU backend is usable: " + "; ".join(reasons))
+                message = "no GPU backend is usable: " + "; ".join(reasons)
+                if len(missing) == len(reasons):  # no runtime at all, not a runtime without a device
+                    raise GPURuntimeMissingError(message, extras=[e for exc in missing for e in exc.extras])
+                raise BackendUnavailableError(message)
         _BACKENDS[key] = backend
         return backend
 

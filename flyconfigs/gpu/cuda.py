@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from flyconfigs.errors import BackendUnavailableError, UnknownArchError
+from flyconfigs.errors import BackendUnavailableError, GPURuntimeMissingError, UnknownArchError
 from flyconfigs.gpu.backend import Backend, CompiledKernel, Kernel
 from flyconfigs.schema.models import Device, Resources
 
@@ -35,7 +35,8 @@ def _modules() -> tuple[Any, Any]:
     try:
         from cuda.bindings import driver, nvrtc
     except ImportError as exc:
-        raise BackendUnavailableError(f"the cuda backend needs cuda-python: pip install 'flyconfigs[cuda]' ({exc})") from None
+        raise GPURuntimeMissingError(f"the cuda backend needs cuda-python: pip install 'flyconfigs[cuda]' ({exc})",
+                                     extras=("cuda",)) from None
     return driver, nvrtc
 
 
@@ -83,7 +84,7 @@ class CudaBinding:
             try:
                 self._check(self.api.cuInit(0), "cuInit")
             except RuntimeError as exc:
-                raise BackendUnavailableError(f"the CUDA driver is not loadable ({exc})") from None
+                raise GPURuntimeMissingError(f"the CUDA driver is not loadable ({exc})") from None
             self._initialized = True
 
     def count(self) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from flyconfigs.errors import BackendUnavailableError, UnknownArchError
+from flyconfigs.errors import BackendUnavailableError, GPURuntimeMissingError, UnknownArchError
 from flyconfigs.gpu.amdgpu import kernel_metadata, resources_from_metadata
 from flyconfigs.gpu.backend import Backend, CompiledKernel, Kernel
 from flyconfigs.schema.models import Device, Resources
@@ -39,7 +39,8 @@ def _modules() -> tuple[Any, Any]:
     try:
         from hip import hip, hiprtc
     except ImportError as exc:
-        raise BackendUnavailableError(f"the hip backend needs hip-python: pip install 'flyconfigs[hip]' ({exc})") from None
+        raise GPURuntimeMissingError(f"the hip backend needs hip-python: pip install 'flyconfigs[hip]' ({exc})",
+                                     extras=("hip",)) from None
     return hip, hiprtc
 
 
@@ -48,7 +49,7 @@ def _guard(call: Any, what: str) -> Any:
     try:
         return call()
     except RuntimeError as exc:
-        raise BackendUnavailableError(
+        raise GPURuntimeMissingError(
             f"{what}: the HIP runtime libraries are not loadable ({exc}); install ROCm, set ROCM_PATH, "
             "or for compile-only use run Python through scripts/rocm-prefix.sh's prefix"
         ) from None

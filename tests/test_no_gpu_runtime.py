@@ -1,0 +1,92 @@
+"""A user who installed a data package but no GPU runtime is told so, once.
+
+With only ``flyconfigs`` (pydantic and packaging) and ``flyconfigs-gfx942`` installed —
+no hip-python, no cuda-bindings — the GPU cannot be detected and every call gets the
+default heuristic.  ``resolve()`` says that once, at WARNING through ``logging``, with
+the extra that brings the runtime (``flyconfigs[hip]`` for a gfx target).  The
+environment is real: a fresh Python without site-packages that sees only the loader's
+own dependencies, this checkout and the data package."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from distributions import install_data_package
+from factories import MI300X, make_artifact
+from flyconfigs.errors import BackendUnavailableError, GPURuntimeMissingError
+from flyconfigs.registry import Resolver
+
+ROOT = Path(__file__).parents[1]
+KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
+LOADER_DEPENDENCIES = ("pydantic", "pydantic_core", "packaging", "typing_extensions", "annotated_types",
+                       "typing_inspection")
+
+CHILD = f"""
+import logging
+import flyconfigs
+for m in (1, 2, 4096):
+    r = flyconfigs.resolve("rmsnorm", {{**{KEY!r}, "M": m}})
+    assert r.source == "default", r
+import sys
+assert "hip" not in sys.modules and "cuda" not in sys.modules, "the runtime must really be absent"
+"""
+
+
+def _loader_only_site(root: Path) -> Path:
+    """A folder with links to the loader's dependencies and flyconfigs' own metadata
+    (its entry points), nothing else."""
+    site = root / "loader-only"
+    site.mkdir()
+    for name in LOADER_DEPENDENCIES:
+        module = __import__(name)
+        source = Path(module.__file__)
+        target = source.parent if source.name == "__init__.py" else source
+        (site / target.name).symlink_to(target)
+    own = metadata.distribution("flyconfigs")
+    info = Path(str(own._path))  # type: ignore[attr-defined]  # the installed .dist-info folder
+    (site / info.name).symlink_to(info)
+    return site
+
+
+def test_only_a_gfx_package_and_no_runtime_warns_once_naming_the_hip_extra(tmp_path: Path) -> None:
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    install_data_package(packages, "gfx942", [make_artifact(key=KEY, device=MI300X)])
+    loader = _loader_only_site(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLYCONFIGS_", "PYTHON"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(loader), str(ROOT), str(packages)])
+    result = subprocess.run([sys.executable, "-S", "-c", CHILD], capture_output=True, text=True, env=env,
+                            cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("no-gpu-runtime: GPU detection: no GPU runtime is installed, so the GPU is not detected "
+                               "and every call gets the default heuristic; pip install 'flyconfigs[hip]' brings it")
+
+
+@pytest.mark.parametrize(("error", "warned"), [
+    (GPURuntimeMissingError("the CUDA driver is not loadable"), True),
+    (BackendUnavailableError("CUDA device 0 requested, 0 present"), False),
+])
+def test_only_a_missing_runtime_is_a_warning(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+                                             error: Exception, warned: bool) -> None:
+    monkeypatch.delenv("FLYCONFIGS_NO_GPU_DETECT")
+
+    def detector() -> object:  # stands in for the GPU layer: this machine has no GPU to vary
+        raise error
+
+    resolver = Resolver(detector=detector)  # type: ignore[arg-type]
+    resolver.resolve("rmsnorm", KEY)
+    resolver.resolve("rmsnorm", {**KEY, "M": 8})
+    kinds = [p.kind for p in resolver.problems.problems()]
+    assert kinds == (["no-gpu-runtime"] if warned else [])
+    warnings = [r.getMessage() for r in caplog.records if r.name == "flyconfigs.registry"]
+    assert len(warnings) == int(warned)
+    if warned:
+        assert "install the NVIDIA driver or ROCm" in warnings[0]

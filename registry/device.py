@@ -3,8 +3,10 @@
 A :class:`DeviceQuery` is a device identity whose product, compute-unit count and
 features may be unknown; an unknown part never matches anything.  The current device
 comes from an explicit argument, else ``FLYCONFIGS_DEVICE``, else the detector injected
-into the resolver (by default the one declared in the entry-point group
-``flyconfigs.detectors``: flyconfigs' GPU layer); when none of them knows, resolution serves the default and says why — it never guesses.
+into the resolver (by default flyconfigs' GPU layer, declared in the entry-point group
+``flyconfigs.detectors``; another distribution's detector there is used only when
+``FLYCONFIGS_DETECTOR`` names that distribution, and otherwise reported); when none of
+them knows, resolution serves the default and says why — it never guesses.
 
 ``FLYCONFIGS_DEVICE`` holds ``ARCH[:COMPUTE_UNITS[:PRODUCT[:FEATURE,FEATURE…]]]``
 (``gfx942:304:AMD Instinct MI300X:sramecc+,xnack-``), a JSON device object, or
@@ -20,17 +22,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from packaging.utils import canonicalize_name
 from pydantic import ValidationError
 
 from flyconfigs.errors import ArtifactError, FieldProblem, GPURuntimeMissingError, InvalidDeviceError
+from flyconfigs.registry.entrypoints import FoundEntryPoint, find_entry_points
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.schema.models import DeviceIdentity, wave_size_of_arch
 
 __all__ = [
+    "DETECTOR_ENV",
     "DEVICE_ARGUMENT",
     "DEVICE_ENV",
     "DeviceQuery",
     "as_query",
+    "chosen_detector",
     "Detector",
     "detect_with",
     "installed_detector",
@@ -156,6 +162,10 @@ def parse_device_spec(spec: str, where: str = DEVICE_ENV) -> DeviceQuery:
 Detector = Callable[[], DeviceIdentity]
 """Returns the identity of the current GPU, or raises when there is none."""
 DETECTOR_GROUP = "flyconfigs.detectors"
+DETECTOR_ENV = "FLYCONFIGS_DETECTOR"
+"""The distribution whose ``flyconfigs.detectors`` entry point detects the GPU, when the
+user wants another than flyconfigs' own."""
+OWN_DISTRIBUTION = "flyconfigs"
 NO_DETECT_ENV = "FLYCONFIGS_NO_GPU_DETECT"
 
 
@@ -200,17 +210,41 @@ def _runtime_advice(exc: GPURuntimeMissingError, problems: ProblemLog) -> str:
 _VENDOR_RUNTIME = {"hip": "ROCm", "cuda": "the NVIDIA driver"}
 
 
-def installed_detector(problems: ProblemLog | None = None) -> Detector | None:
-    """The detector a distribution declares in the entry-point group
-    ``flyconfigs.detectors`` (flyconfigs declares its GPU layer's), loaded on first use;
-    ``None`` when none is declared or it cannot be loaded."""
-    from flyconfigs.registry.entrypoints import find_entry_points
+def chosen_detector(problems: ProblemLog) -> FoundEntryPoint | None:
+    """The entry point of group ``flyconfigs.detectors`` that detects the GPU, without
+    loading it: the one of the distribution ``FLYCONFIGS_DETECTOR`` names, else
+    flyconfigs' own.  Any other distribution's detector is never used unless chosen so,
+    and is reported (``detector-collision``, which ``flyconfigs doctor`` shows); a choice
+    naming a distribution that declares no detector is reported (``detector-choice``)
+    and flyconfigs' own is used."""
+    found = find_entry_points(DETECTOR_GROUP, problems)
+    choice = os.environ.get(DETECTOR_ENV, "").strip()
+    own = [f for f in found if canonicalize_name(f.distribution) == OWN_DISTRIBUTION]
+    chosen = [f for f in found if choice and canonicalize_name(f.distribution) == canonicalize_name(choice)]
+    if choice and not chosen:
+        declared = ", ".join(sorted({f.distribution for f in found})) or "none"
+        problems.report(Problem("detector-choice", DETECTOR_ENV, f"{DETECTOR_ENV}={choice!r} names no distribution "
+                                f"declaring a GPU detector (declared by: {declared}); flyconfigs' own is used"))
+    winner = (chosen or own)[0] if chosen or own else None
+    for other in found:
+        if other is not winner and other not in own:
+            problems.report(Problem(
+                "detector-collision", f"{other.distribution} {other.version}",
+                f"declares a GPU detector ({other.entry_point.value}); not used: "
+                f"{winner.distribution if winner else 'no detector'} detects the GPU "
+                f"(set {DETECTOR_ENV}={other.distribution} to use this one)", other.distribution))
+    return winner
 
-    for found in find_entry_points(DETECTOR_GROUP, problems if problems is not None else ProblemLog()):
-        try:
-            loaded: Detector = found.entry_point.load()
-        except Exception as exc:  # noqa: BLE001 - an unloadable detector means no detection
-            logger.warning("GPU detector %s of %s cannot be loaded: %s", found.entry_point.value, found.distribution, exc)
-            continue
-        return loaded
-    return None
+
+def installed_detector(problems: ProblemLog | None = None) -> Detector | None:
+    """The detector :func:`chosen_detector` picks, loaded; ``None`` when there is none or
+    it cannot be loaded (logged)."""
+    found = chosen_detector(problems if problems is not None else ProblemLog())
+    if found is None:
+        return None
+    try:
+        loaded: Detector = found.entry_point.load()
+    except Exception as exc:  # noqa: BLE001 - an unloadable detector means no detection
+        logger.warning("GPU detector %s of %s cannot be loaded: %s", found.entry_point.value, found.distribution, exc)
+        return None
+    return loaded

@@ -36,6 +36,8 @@ ProblemKind = Literal[
     "test-double",
     "observer-error",
     "no-gpu-runtime",
+    "detector-collision",
+    "detector-choice",
 ]
 
 

@@ -54,7 +54,16 @@ from flyconfigs.registry.declarations import (
     kernel_declaration,
     kernel_name,
 )
-from flyconfigs.registry.device import DEVICE_ENV, Detector, DeviceQuery, as_query, detect_with, installed_detector, parse_device_spec
+from flyconfigs.registry.device import (
+    DEVICE_ENV,
+    Detector,
+    DeviceQuery,
+    as_query,
+    chosen_detector,
+    detect_with,
+    installed_detector,
+    parse_device_spec,
+)
 from flyconfigs.registry.matching import exact_matches, find_collisions, nearest_matches
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import LAYER_NAMES, Collision, Resolution, Step
@@ -84,6 +93,7 @@ class Resolver:
         ``flyconfigs.detectors``, looked up when first needed; ``None``: never detect)."""
         self._paths = paths
         self._detector = detector
+        self._detector_installed = detector is Resolver._UNSET
         self._lock = threading.RLock()
         self._memo: dict[tuple[object, ...], Resolution] = {}
         self.problems = ProblemLog()
@@ -96,14 +106,17 @@ class Resolver:
     # -- caches -------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Drop every cache: the memo, the source index, the detected device and the
-        record of problems already logged.  Packages installed or removed since are seen
-        by the next resolve, and problems that remain are logged once more."""
+        """Drop every cache: the memo, the source index, the detected device (and the
+        installed detector chosen) and the record of problems already logged.  Packages
+        installed or removed since are seen by the next resolve, and problems that
+        remain are logged once more."""
         with self._lock:
             invalidate_caches()
             forget_loaded()
             self._memo.clear()
             self._device = None
+            if self._detector_installed:  # the detectors installed, or FLYCONFIGS_DETECTOR, may have changed
+                self._detector = Resolver._UNSET
             self.problems = ProblemLog()
             self._catalog = Catalog(self._paths, self.problems)
             self.generation += 1
@@ -382,6 +395,8 @@ class Resolver:
         """Load every artifact, check each winner with its kernel's declaration (when
         this environment declares the kernel) and find every collision, as doctor does;
         return every problem seen so far."""
+        if self._detector_installed:
+            chosen_detector(self.problems)  # reports detectors of other distributions competing with ours
         for entry in self.all_entries():
             artifact = entry.load(self.problems)
             if artifact is None:

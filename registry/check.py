@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from flyconfigs.errors import UnknownKernelError
+from flyconfigs.errors import KernelPluginError, UnknownKernelError
 from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, kernel_declaration
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
@@ -53,7 +53,7 @@ def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribut
     decl: KernelDecl | None
     try:
         decl = kernel_declaration(artifact.kernel.name)
-    except UnknownKernelError as exc:
+    except (UnknownKernelError, KernelPluginError) as exc:
         decl = None
         notes.append(f"winner not checked: {exc}")
     if decl is not None and sorted(artifact.key) != sorted(axis.name for axis in decl.key_axes):

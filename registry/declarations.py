@@ -236,12 +236,17 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
         decl = chosen.entry_point.load()
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever a plugin raises on import is one clear error
         raise UnknownKernelError(f"kernel {kernel!r}: {where} cannot be loaded ({type(exc).__name__}: {exc})") from None
-    if not _is_declaration(decl, kernel, where):
-        raise UnknownKernelError(f"kernel {kernel!r}: {where} is not a KernelDecl (got {type(decl).__name__})")
     try:
-        name = decl.name
-    except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
-        raise KernelPluginError(kernel, where, "name", _raised(exc)) from None
+        if not _is_declaration(decl, kernel, where):
+            raise UnknownKernelError(f"kernel {kernel!r}: {where} is not a KernelDecl (got {type(decl).__name__})")
+        try:
+            name = decl.name
+        except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
+            raise KernelPluginError(kernel, where, "name", _raised(exc)) from None
+    except KernelPluginError as exc:
+        log.report(Problem("kernel-error", where, f"{exc.member} {str(exc).rpartition(f'its {exc.member} ')[2]}; "
+                           f"kernel {kernel!r} cannot be served", chosen.distribution))
+        raise
     if name != kernel:
         raise UnknownKernelError(f"kernel {kernel!r}: {where} declares a kernel named {name!r}")
     _LOADED[kernel] = decl
@@ -261,7 +266,16 @@ def _is_declaration(obj: object, kernel: str, where: str) -> TypeGuard[KernelDec
     try:
         return isinstance(obj, KernelDecl)
     except Exception as exc:  # noqa: BLE001 - whatever a plugin's property raises
-        raise KernelPluginError(kernel, where, "members", f"{_raised(exc)} when read") from None
+        member = next((m for m in ("name", "version", "key_axes") if _read_raises(obj, m)), "members")
+        raise KernelPluginError(kernel, where, member, _raised(exc)) from None
+
+
+def _read_raises(obj: object, member: str) -> bool:
+    try:
+        getattr(obj, member, None)
+    except Exception:  # noqa: BLE001 - finding which member raises is the point
+        return True
+    return False
 
 
 def _origin_of(decl: object) -> tuple[str, str | None]:

@@ -139,7 +139,7 @@ def test_a_default_config_that_raises_is_one_typed_error_naming_the_distribution
 def test_a_name_that_raises_is_one_typed_error_naming_the_distribution(plugin: SiteDir,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(KernelPluginError, match=r"kernel 'brittle_name' \(entry point 'brittle_kernels:BAD_NAME' of "
-                                                r"brittle-kernels 1.0\): its (name|members) raised RuntimeError"):
+                                                r"brittle-kernels 1.0\): its name raised RuntimeError"):
         resolve("brittle_name", KEY, H200_SPEC)
     import brittle_kernels  # type: ignore[import-not-found]
 
@@ -154,3 +154,21 @@ def test_an_unknown_kernel_is_still_an_unknown_kernel_error(plugin: SiteDir) -> 
     with pytest.raises(UnknownKernelError, match="declared kernels: .*brittle_default, brittle_key, brittle_name"):
         resolve("brittle_nothing", KEY, H200_SPEC)
     assert default_resolver().problems.problems() == []
+
+
+def test_doctor_lists_a_plugin_whose_name_raises_and_validate_notes_it(
+        plugin: SiteDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "named"
+    folder.mkdir()
+    artifact = folder / "brittle_name.json"
+    artifact.write_text(json.dumps(artifact_dict(key=KEY, kernel="brittle_name")))
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(folder))
+    monkeypatch.setenv("FLYCONFIGS_DEVICE", H200_SPEC)
+    refresh()
+    assert main(["doctor"]) == 1
+    out, err = capsys.readouterr()
+    assert ("problem: kernel-error: entry point 'brittle_kernels:BAD_NAME' of brittle-kernels 1.0 (from brittle-kernels): "
+            "name raised RuntimeError: name is broken; kernel 'brittle_name' cannot be served") in out
+    assert "Traceback" not in err
+    assert main(["validate", str(artifact)]) == 0
+    assert f"{artifact}: note: winner not checked: kernel 'brittle_name'" in capsys.readouterr().out

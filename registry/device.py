@@ -176,9 +176,13 @@ def detect_with(detector: Detector | None, problems: ProblemLog | None = None) -
 
     When the detector says no GPU runtime is installed at all
     (:class:`~flyconfigs.errors.GPURuntimeMissingError`), every call will get the
-    default heuristic: that is reported to ``problems`` (``no-gpu-runtime``, logged once
-    at WARNING) with the extra that brings the runtime, chosen by the targets of the
-    installed data packages (``gfx…``: ``flyconfigs[hip]``, ``sm…``: ``flyconfigs[cuda]``)."""
+    default heuristic.  With ``problems`` (the resolver's, which detects once until
+    :meth:`~flyconfigs.registry.Resolver.refresh`) that is logged at WARNING, and the
+    reason returned says what to install: the extra the installed data packages'
+    targets call for (``gfx…``: ``flyconfigs[hip]``, ``sm…``: ``flyconfigs[cuda]``), or
+    the vendor's runtime when the bindings are there.  It is not a
+    :class:`~flyconfigs.registry.problems.Problem`: nothing installed is at fault, and
+    ``doctor`` shows it as its warning that no device is known."""
     if os.environ.get(NO_DETECT_ENV):
         return None, f"GPU detection disabled by {NO_DETECT_ENV}"
     if detector is None:
@@ -189,22 +193,24 @@ def detect_with(detector: Detector | None, problems: ProblemLog | None = None) -
     except Exception as exc:  # noqa: BLE001 - a serving call must not fail on detection
         first = str(exc).splitlines()[0] if str(exc) else ""
         if isinstance(exc, GPURuntimeMissingError) and problems is not None:
-            problems.report(Problem("no-gpu-runtime", "GPU detection", _runtime_advice(exc, problems)))
+            advice = _runtime_advice(exc, problems)
+            logger.warning("the GPU is not detected and every call gets the default heuristic: %s", advice)
+            return None, advice
         return None, f"no GPU detected ({type(exc).__name__}: {first})"
 
 
 def _runtime_advice(exc: GPURuntimeMissingError, problems: ProblemLog) -> str:
-    """What to install so that the GPU is detected, for the ``no-gpu-runtime`` problem."""
+    """What to install so that the GPU is detected."""
     from flyconfigs.registry.sources import find_packages
 
     wanted = {"hip" if ref.target.startswith("gfx") else "cuda" for ref in find_packages(problems=problems)}
     missing = [extra for extra in ("hip", "cuda") if extra in exc.extras and (extra in wanted or not wanted)]
-    head = "no GPU runtime is installed, so the GPU is not detected and every call gets the default heuristic"
     if missing:
         installs = " or ".join(f"pip install 'flyconfigs[{extra}]'" for extra in missing)
-        return f"{head}; {installs} brings it (and needs {_VENDOR_RUNTIME[missing[0]]})"
+        return f"no GPU runtime is installed; {installs} brings it (with {_VENDOR_RUNTIME[missing[0]]})"
     vendors = " or ".join(_VENDOR_RUNTIME[extra] for extra in sorted(wanted or {"hip", "cuda"}))
-    return f"{head}: install {vendors} ({exc})"
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"no GPU runtime is installed; install {vendors} ({first})"
 
 
 _VENDOR_RUNTIME = {"hip": "ROCm", "cuda": "the NVIDIA driver"}

@@ -35,7 +35,6 @@ ProblemKind = Literal[
     "unreadable-source",
     "test-double",
     "observer-error",
-    "no-gpu-runtime",
     "detector-collision",
     "detector-choice",
 ]

@@ -100,3 +100,21 @@ def test_with_every_distribution_readable_pydantic_plugins_load_as_usual(tmp_pat
     result = _run(site, "import flyconfigs.schema")
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert "flyconfigs.schema.models" in (site / "seen.txt").read_text().split()
+
+
+def test_a_metadata_file_that_is_a_fifo_is_skipped_not_waited_for(tmp_path: Path) -> None:
+    import json
+
+    site = tmp_path / "site"
+    site.mkdir()
+    install_data_package(site, "sm90", [make_artifact(key=KEY)])
+    info = site / "hostile-1.0.dist-info"
+    info.mkdir()
+    os.mkfifo(info / "METADATA")
+    (info / "entry_points.txt").write_text("[flyconfigs.artifacts]\nsm90 = hostile_data\n")
+    result = _run(site, CHILD.format(key=KEY))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["source"] == "package"
+    assert f"bad-distribution: {info}: skipped: METADATA cannot be read: not a regular file" in out["problems"]
+    assert "pydantic" not in result.stderr  # pydantic reads no METADATA: its plugins load as usual

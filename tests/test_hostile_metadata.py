@@ -97,6 +97,8 @@ def test_with_every_distribution_readable_pydantic_plugins_load_as_usual(tmp_pat
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: recorder\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[pydantic]\nrecorder = recorder_plugin:plugin\n")
     (site / "recorder_plugin.py").write_text(textwrap.dedent(PLUGIN))
+    # An old single-file .egg-info, as distutils and system packages install it, is readable.
+    (site / "oldstyle-1.0.egg-info").write_text("Metadata-Version: 1.1\nName: oldstyle\nVersion: 1.0\n")
     result = _run(site, "import flyconfigs.schema")
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert "flyconfigs.schema.models" in (site / "seen.txt").read_text().split()

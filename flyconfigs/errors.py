@@ -120,12 +120,13 @@ class KernelPluginError(FlyconfigsError, RuntimeError):
     needed its answer and has nothing to fall back on: its ``name``, or its
     ``default_config`` when no artifact serves the call.  ``kernel`` is the kernel's
     name as asked, ``origin`` where the declaration came from (the entry point and its
-    distribution), ``member`` the member that failed."""
+    distribution), ``member`` the member that failed and ``what`` what it did."""
 
     def __init__(self, kernel: str, origin: str, member: str, what: str) -> None:
         self.kernel = kernel
         self.origin = origin
         self.member = member
+        self.what = what
         super().__init__(f"kernel {kernel!r} ({origin}): its {member} {what}")
 
 

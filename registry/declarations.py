@@ -244,8 +244,8 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
         except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
             raise KernelPluginError(kernel, where, "name", _raised(exc)) from None
     except KernelPluginError as exc:
-        log.report(Problem("kernel-error", where, f"{exc.member} {str(exc).rpartition(f'its {exc.member} ')[2]}; "
-                           f"kernel {kernel!r} cannot be served", chosen.distribution))
+        log.report(Problem("kernel-error", where, f"{exc.member} {exc.what}; kernel {kernel!r} cannot be served",
+                           chosen.distribution))
         raise
     if name != kernel:
         raise UnknownKernelError(f"kernel {kernel!r}: {where} declares a kernel named {name!r}")

@@ -10,6 +10,7 @@ what is installed: ``flyconfigs doctor`` shows it and exits 0."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -18,10 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SiteDir
 from distributions import install_data_package
 from factories import MI300X, make_artifact
+from flyconfigs import resolve
 from flyconfigs.errors import BackendUnavailableError, GPURuntimeMissingError
-from flyconfigs.registry import Resolver
+from flyconfigs.registry import Resolver, refresh
 
 ROOT = Path(__file__).parents[1]
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
@@ -100,3 +103,26 @@ def test_only_a_missing_runtime_is_a_warning(monkeypatch: pytest.MonkeyPatch, ca
         assert first.reasons[0].startswith("no device known: no GPU runtime is installed; install")
     else:
         assert first.reasons[0] == "no device known: no GPU detected (BackendUnavailableError: CUDA device 0 requested, 0 present)"
+
+
+def test_the_gpu_layer_itself_without_a_driver_warns_once_naming_the_runtime(
+        site: SiteDir, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from flyconfigs.gpu import current_identity
+
+    try:
+        current_identity()
+        pytest.skip("a GPU is present: its runtime is installed")
+    except GPURuntimeMissingError as exc:
+        missing = exc
+    except BackendUnavailableError as exc:
+        pytest.skip(f"a GPU runtime is installed but sees no device: {exc}")
+    site.install("gfx942", [make_artifact(key=KEY, device=MI300X)])
+    monkeypatch.delenv("FLYCONFIGS_NO_GPU_DETECT")
+    refresh()
+    caplog.set_level(logging.WARNING, logger="flyconfigs.registry")
+    assert resolve("rmsnorm", KEY).source == "default"
+    assert resolve("rmsnorm", {**KEY, "M": 8}).source == "default"
+    assert len(caplog.records) == 1
+    advice = ("pip install 'flyconfigs[hip]' brings it (with ROCm)" if "hip" in missing.extras
+              else "install ROCm (no GPU backend is usable")
+    assert f"every call gets the default heuristic: no GPU runtime is installed; {advice}" in caplog.records[0].getMessage()

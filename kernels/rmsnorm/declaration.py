@@ -33,12 +33,14 @@ Tunables (see ``rmsnorm.cu``):
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flyconfigs.kernels.rmsnorm.validity import MAX_BLOCK, MAX_REG_FLOATS, RULES, quantities, source_with_rules
 from flyconfigs.kernels.rownorm import (
     DTYPES,
     ELEMENT_BYTES,
@@ -47,9 +49,9 @@ from flyconfigs.kernels.rownorm import (
     check_row_key,
     complete_row_key,
     pow2_ceil,
-    source_sha256,
     source_text,
 )
+from flyconfigs.kernels.rules import broken
 from flyconfigs.registry.declarations import KeyAxis, KeyValue
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import wave_size_of_arch
@@ -73,9 +75,6 @@ CLUSTER = (1, 2, 4, 8)
 CACHE_HINTS = ("none", "stream")
 NEUTRAL: dict[str, KeyValue] = {"cluster": 1, "cache_hints": "none"}
 """Tunables added after configs were published, and the value a config without them means."""
-MAX_REG_FLOATS = 64
-MAX_SMEM_BYTES = 48 * 1024
-MAX_BLOCK = 1024
 PERF_GRID = (
     "M=1,16,128,1024,4096,16384,65536 N=1024,2048,4096,5120,8192,16384 dtype=bf16",
     "M=4096,65536 N=4096,8192 dtype=fp16,fp32",
@@ -111,12 +110,13 @@ class RMSNormSpec:
         return KEY_AXES
 
     def source(self) -> str:
-        """The single C++ source, for hipRTC and NVRTC alike."""
-        return source_text(self.source_file)
+        """The single C++ source, for hipRTC and NVRTC alike, with the asserted rules of
+        :data:`~flyconfigs.kernels.rmsnorm.validity.RULES` in it."""
+        return source_with_rules(source_text(self.source_file), self.source_file)
 
     def source_sha256(self) -> str:
-        """sha256 of :meth:`source`, recorded in every artifact."""
-        return source_sha256(self.source_file)
+        """sha256 of :meth:`source` (the rules in it included), recorded in every artifact."""
+        return hashlib.sha256(self.source().encode("utf-8")).hexdigest()
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` validated (see :func:`~flyconfigs.registry.normalize_key`); the weight
@@ -149,45 +149,28 @@ class RMSNormSpec:
               max_cluster: int = 1, cache_hints: bool = False) -> str | None:
         """``None`` when ``config`` can run for ``key`` on a device of wave size ``wave``
         whose thread-block clusters hold up to ``max_cluster`` blocks (1: none) and which
-        takes cache hints where ``cache_hints``, else why not."""
-        n = int(key["N"])
-        esize = ELEMENT_BYTES[str(key["dtype"])]
-        threads, rows = int(config["threads"]), int(config["rows_per_block"])
-        vbytes, storage = int(config["vector_bytes"]), str(config["row_storage"])
-        cluster = cluster_of(config)
-        vec = max(1, vbytes // esize) if vbytes else 1
-        if vbytes and vbytes < esize:
-            return "vector narrower than one element"
-        if hints_of(config) != "none" and not cache_hints:
-            return f"cache_hints={hints_of(config)!r} needs an NVIDIA sm80 or later device"
-        if cluster > max_cluster:
-            return (f"a cluster of {cluster} blocks needs an NVIDIA sm90 or later device" if max_cluster == 1
-                    else f"a cluster of {cluster} blocks exceeds {max_cluster}")
-        vectors = -(-n // vec)
-        if cluster > vectors:
-            return f"a cluster of {cluster} blocks for {vectors} vectors leaves a block without a slice"
-        # What one block of the cluster holds: its slice of whole vectors.
-        slice_vectors = -(-vectors // cluster)
-        block = threads * rows
-        if block > MAX_BLOCK:
-            return f"block of {block} threads exceeds {MAX_BLOCK}"
-        if block % wave and threads < wave:
-            return f"a block of {block} threads is not a whole number of {wave}-wide waves"
-        if threads > wave and threads % wave:
-            return "threads per row must be a multiple of the wave size"
-        per_thread = -(-slice_vectors // threads)
-        if storage == "reg" and per_thread * vec > MAX_REG_FLOATS:
-            return f"{per_thread * vec} values per thread exceed the register budget of {MAX_REG_FLOATS}"
-        if storage == "smem":
-            # The held rows (whole vectors), the reduction's per-wave partial sums and, in a
-            # cluster, every block's partial and the 8-byte barrier counting them (with its
-            # alignment), as rmsnorm.cu declares them: the compiler refuses a byte more.
-            shared = 4 * rows * (slice_vectors * vec + (threads // wave if threads > wave else 1)
-                                 + (cluster if cluster > 1 else 0)) + (16 if cluster > 1 else 0)
-            if shared > MAX_SMEM_BYTES:
-                return f"{rows} rows of {slice_vectors * vec} floats and their partial sums exceed {MAX_SMEM_BYTES} bytes of shared memory"
-        if threads > max(wave, pow2_ceil(slice_vectors)):
-            return "more threads than vectors in the row" + (" slice" if cluster > 1 else "")
+        takes cache hints where ``cache_hints``, else the first rule of
+        :data:`~flyconfigs.kernels.rmsnorm.validity.RULES` it breaks, explained.  The
+        source asserts the same rules, so a config valid here compiles."""
+        return broken(RULES, quantities(config, key, wave, max_cluster, cache_hints))
+
+    def adapt_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
+                     device: DeviceQuery | None) -> dict[str, KeyValue] | None:
+        """``config`` (a winner tuned at another key) made to fit ``key`` on ``device``
+        with the least change: the widest vector width that divides the row and holds an
+        element (the scalar path when none does), everything else kept.  ``None`` when
+        that does not make it valid (e.g. its threads outnumber the row's vectors), or
+        when it is valid as it is (nothing to adapt)."""
+        if self.check_config(config, key, device) is None:
+            return None
+        asked = config.get("vector_bytes")
+        if type(asked) is not int:
+            return None
+        # Never wider than the tuned width: the tuner chose it for the threads and rows kept.
+        for vbytes in (v for v in VECTOR_BYTES if v < asked or v == 0):
+            adapted: dict[str, KeyValue] = {**config, "vector_bytes": vbytes}
+            if self.check_config(adapted, key, device) is None:
+                return adapted
         return None
 
     def space(self, key: Mapping[str, object], device: DeviceQuery | None = None, wave: int | None = None) -> list[dict[str, KeyValue]]:

@@ -1,7 +1,7 @@
 // flyconfigs RMSNorm: y = x * rsqrt(mean(x^2) + eps) * w over each row, fp32 accumulation.
 // One source for hipRTC (AMD, -DFLYCONFIGS_HIP) and NVRTC (NVIDIA, -DFLYCONFIGS_CUDA).
 //
-// Specialised at compile time (see flyconfigs/kernels/rmsnorm.py):
+// Specialised at compile time (see flyconfigs/kernels/rmsnorm/declaration.py):
 //   FC_N          row length (the loops unroll over it)
 //   FC_X_DTYPE    activations: 0 fp32, 1 fp16, 2 bf16     FC_W_DTYPE  the weight, likewise
 //   FC_THREADS    threads per row (a sub-wave, a wave, or several waves)
@@ -60,12 +60,29 @@ enum : int {
   W_READ = FC_CACHE & 8 ? HINT_LAST : HINT_NONE,
 };
 
-static_assert(FC_VEC_BYTES == 0 || N % VEC == 0, "vector width must divide the row");
-static_assert(TPR <= WAVE || TPR % WAVE == 0, "threads per row: a sub-wave or whole waves");
-static_assert(CLUSTER <= TPR, "a row's lanes store its partial sum into each block of its cluster");
-#if !defined(FLYCONFIGS_CUDA)
-static_assert(CLUSTER == 1, "thread-block clusters are a CUDA sm90 feature");
+// What the validity rules read besides the quantities above, named as the declaration
+// names them (enumerators too: no symbols).
+#if defined(FLYCONFIGS_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FC_MAX_CLUSTER 8
+#else
+#define FC_MAX_CLUSTER 1
 #endif
+#if defined(FLYCONFIGS_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define FC_HINTS_OK 1
+#else
+#define FC_HINTS_OK 0
+#endif
+enum : int {
+  VEC_BYTES = FC_VEC_BYTES,
+  CACHE = FC_CACHE,
+  MAX_BLOCK = 1024,
+  MAX_CLUSTER = FC_MAX_CLUSTER,
+  HINTS_OK = FC_HINTS_OK,
+};
+// Every rule the source relies on at compile time is stated once, in
+// flyconfigs/kernels/rmsnorm/validity.py, which the declaration's check evaluates; the
+// asserted ones are put here as static_asserts when the source is read.
+// @rules
 
 // Raw words of a load: 16-bit elements sit two to a 32-bit word, low half first.
 template <int BYTES>

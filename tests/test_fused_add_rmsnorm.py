@@ -65,6 +65,36 @@ def test_check_config_says_why_a_config_cannot_run(change: dict[str, Any], why: 
     assert problem is not None and why in problem
 
 
+MI300X = DeviceQuery("amd", "gfx942", "AMD Instinct MI300X", 304, ("sramecc+", "xnack-"))
+
+
+def test_the_default_passes_the_check_for_every_row_on_every_device() -> None:
+    # Rows shorter than the narrowest block (32) and rows of more than 64 chunks of 4096
+    # were served defaults the check refuses.
+    rows = [*range(1, 70), 1000, 1001, 4097, 16383, 262145, 500000, 1 << 20]
+    for device in (SM90, MI300X, None):
+        for n in rows:
+            for m in (1, 3, 77, 65535):
+                key = SPEC.check_key({"M": m, "N": n, "dtype": "bf16", "weight_dtype": "bf16"})
+                default = SPEC.default_config(key, device)
+                assert SPEC.check_config(default, key, device) is None, (n, m, device, default)
+                assert default in SPEC.space(key, device)
+
+
+def test_rows_no_config_runs_are_refused_as_keys() -> None:
+    with pytest.raises(InvalidKeyError, match="must be <= 1048576"):
+        SPEC.check_key({**KEY, "N": (1 << 20) + 1})
+
+
+def test_a_program_of_more_than_1024_threads_is_refused_where_waves_are_64_wide() -> None:
+    config = {"block_n": 16384, "rows_per_program": 1, "num_warps": 32, "num_stages": 1}
+    key = {**KEY, "N": 16384}
+    assert SPEC.check_config(config, key, SM90) is None
+    why = SPEC.check_config(config, key, MI300X)
+    assert why is not None and "32 warps of 64 threads exceed 1024" in why
+    assert all(c["num_warps"] * 64 <= 1024 for c in SPEC.space(key, MI300X))
+
+
 def test_keys_are_typed_by_the_declaration() -> None:
     for bad in ({**KEY, "M": True}, {**KEY, "N": 4096.0}, {**KEY, "weight_dtype": "fp16"}, {**KEY, "N": 1 << 22}):
         with pytest.raises(InvalidKeyError):

@@ -42,14 +42,17 @@ from flyconfigs.kernels.rownorm import (
     source_sha256,
     source_text,
 )
+from flyconfigs.kernels.rules import Rule, Rules, broken
 from flyconfigs.registry.declarations import KeyAxis, KeyValue
 from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.schema.models import wave_size_of_arch
 
 if TYPE_CHECKING:
     from flyconfigs.gpu import Backend
     from flyconfigs.kernels.fused_add_rmsnorm.op import FusedAddRMSNormWorkload
 
-__all__ = ["HIDDEN_SIZE_GRID", "SPEC", "TUNABLES", "FusedAddRMSNormSpec", "reference_fused_add_rms_norm", "traffic_bytes"]
+__all__ = ["HIDDEN_SIZE_GRID", "RULES", "SPEC", "TUNABLES", "FusedAddRMSNormSpec", "quantities",
+           "reference_fused_add_rms_norm", "traffic_bytes"]
 
 BLOCK_N = tuple(1 << p for p in range(5, 16))  # 32 … 32768
 ROWS = (1, 2, 4, 8, 16)
@@ -67,6 +70,50 @@ TUNABLES: dict[str, tuple[int, ...]] = {
     "num_stages": STAGES,
 }
 SMOKE_GRID = ("M=1,4096 N=1024,4096 dtype=bf16",)
+MAX_CHUNKS = 64
+MAX_THREADS = 1024
+MAX_N = MAX_TILE * MAX_CHUNKS
+"""The longest row any config runs: chunks of at most a tile, at most 64 of them."""
+
+RULES = Rules((
+    # Triton's own limits, which decide whether the kernel compiles and launches at all.
+    # (Its other one, tl.arange over a power of two, every value of block_n and
+    # rows_per_program already is.)
+    Rule("threads-per-program", "WARPS * WAVE <= MAX_THREADS",
+         "{WARPS} warps of {WAVE} threads exceed {MAX_THREADS} threads per program", asserted=False,
+         origin="the CUDA and HIP limit of 1024 threads per block, which a Triton program is"),
+    # The family's own rules: what it runs and times.
+    Rule("tile-size", "TILE <= MAX_TILE", "a tile of {ROWS}x{BLOCK_N} exceeds {MAX_TILE} elements", asserted=False),
+    Rule("chunked-one-row", "BLOCK_N >= N or ROWS == 1", "a chunked row takes one row per program", asserted=False),
+    Rule("block-fits-row", "BLOCK_N <= ROW_BLOCK",
+         "block_n {BLOCK_N} is wider than the row needs ({ROW_BLOCK})", asserted=False),
+    Rule("one-step-one-stage", "BLOCK_N < N or STAGES == 1",
+         "a row in one step has no loop to pipeline (num_stages must be 1)", asserted=False),
+    Rule("chunks-per-row", "CHUNKS <= MAX_CHUNKS", "more than {MAX_CHUNKS} chunks per row", asserted=False),
+    Rule("elements-per-thread", "PER_THREAD <= MAX_PER_THREAD",
+         "{PER_THREAD} elements per thread exceed {MAX_PER_THREAD}", asserted=False),
+    Rule("threads-have-elements", "PER_THREAD >= 1", "more threads than elements in the tile", asserted=False),
+))
+"""Every rule a config must meet, in the order the check reports the first broken one.
+Triton compiles on first launch, so nothing is asserted in a source: the one rule that
+is Triton's (``origin`` says) keeps what the check accepts to what Triton launches."""
+
+
+def quantities(config: Mapping[str, object], key: Mapping[str, KeyValue], wave: int) -> dict[str, int]:
+    """The quantities :data:`RULES` read: ``N``, ``BLOCK_N``, ``ROWS``, ``WARPS``,
+    ``STAGES``, ``WAVE``, the tile ``TILE`` (rows × block), ``CHUNKS`` (steps per row),
+    ``PER_THREAD`` (tile elements per thread, counting 32-lane warps as the space does),
+    ``ROW_BLOCK`` (the widest block a row needs: its power-of-two ceiling, at least the
+    narrowest block) and the limits."""
+    n = int(key["N"])
+    block, rows = int(config["block_n"]), int(config["rows_per_program"])  # type: ignore[call-overload]
+    warps, stages = int(config["num_warps"]), int(config["num_stages"])  # type: ignore[call-overload]
+    return {
+        "N": n, "BLOCK_N": block, "ROWS": rows, "WARPS": warps, "STAGES": stages, "WAVE": wave,
+        "TILE": rows * block, "CHUNKS": -(-n // block), "PER_THREAD": rows * block // (32 * warps),
+        "ROW_BLOCK": max(BLOCK_N[0], pow2_ceil(n)),
+        "MAX_TILE": MAX_TILE, "MAX_CHUNKS": MAX_CHUNKS, "MAX_PER_THREAD": MAX_PER_THREAD, "MAX_THREADS": MAX_THREADS,
+    }
 
 
 def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
@@ -99,8 +146,8 @@ class FusedAddRMSNormSpec:
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` validated against the axes; the weight is the activation dtype or fp32."""
         norm = check_row_key(self, key)
-        if int(norm["N"]) > BLOCK_N[-1] * 64:
-            raise InvalidKeyError(f"key axis 'N' of {self.name!r} must be <= {BLOCK_N[-1] * 64}, got {norm['N']}")
+        if int(norm["N"]) > MAX_N:
+            raise InvalidKeyError(f"key axis 'N' of {self.name!r} must be <= {MAX_N}, got {norm['N']}")
         return norm
 
     def traffic(self, key: Mapping[str, KeyValue]) -> int:
@@ -110,7 +157,8 @@ class FusedAddRMSNormSpec:
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:
         """``None`` when ``config`` names exactly the tunables with values of the space
-        and fits ``key``, else why not.  Triton runs on NVIDIA and AMD alike."""
+        and meets every rule of :data:`RULES` for ``key`` on ``device`` (its wave size;
+        32 when unknown), else why not.  Triton runs on NVIDIA and AMD alike."""
         missing = [name for name in TUNABLES if name not in config]
         extra = sorted(str(name) for name in config if name not in TUNABLES)
         if missing or extra:
@@ -120,30 +168,12 @@ class FusedAddRMSNormSpec:
             value = config[name]
             if type(value) is not int or value not in allowed:
                 return f"{name}={value!r} is not one of {', '.join(map(str, allowed))}"
-        return self.valid(config, key)
+        return self.valid(config, key, wave_size_of_arch(device.arch) if device is not None else 32)
 
-    def valid(self, config: Mapping[str, object], key: Mapping[str, KeyValue]) -> str | None:
-        """``None`` when ``config`` can run for ``key``, else why not."""
-        n = int(key["N"])
-        block, rows = int(config["block_n"]), int(config["rows_per_program"])  # type: ignore[call-overload]
-        warps, stages = int(config["num_warps"]), int(config["num_stages"])  # type: ignore[call-overload]
-        tile = rows * block
-        if tile > MAX_TILE:
-            return f"a tile of {rows}×{block} exceeds {MAX_TILE} elements"
-        if block < n and rows > 1:
-            return "a chunked row takes one row per program"
-        if block > pow2_ceil(n):
-            return f"block_n {block} is wider than the row needs ({pow2_ceil(n)})"
-        if block >= n and stages != 1:
-            return "a row in one step has no loop to pipeline (num_stages must be 1)"
-        if -(-n // block) > 64:
-            return "more than 64 chunks per row"
-        per_thread = tile // (32 * warps)
-        if per_thread > MAX_PER_THREAD:
-            return f"{per_thread} elements per thread exceed {MAX_PER_THREAD}"
-        if per_thread < 1:
-            return "more threads than elements in the tile"
-        return None
+    def valid(self, config: Mapping[str, object], key: Mapping[str, KeyValue], wave: int = 32) -> str | None:
+        """``None`` when ``config`` can run for ``key`` on a device of wave size ``wave``,
+        else the first rule of :data:`RULES` it breaks, explained."""
+        return broken(RULES, quantities(config, key, wave))
 
     def space(self, key: Mapping[str, KeyValue], device: DeviceQuery | None = None) -> list[dict[str, KeyValue]]:
         """The configs worth timing: the whole row in one step (with several rows per
@@ -152,7 +182,8 @@ class FusedAddRMSNormSpec:
         per thread.  The default is always among them."""
         norm = self.check_key(key)
         m, n = int(norm["M"]), int(norm["N"])
-        whole = pow2_ceil(n)
+        wave = wave_size_of_arch(device.arch) if device is not None else 32
+        whole = max(BLOCK_N[0], pow2_ceil(n))
         shapes: list[tuple[int, int, int]] = []
         for rows in ROWS:
             if rows == 1 or (whole <= 2048 and rows <= pow2_ceil(m)):
@@ -168,7 +199,7 @@ class FusedAddRMSNormSpec:
                 low, high = SPACE_PER_THREAD
                 if (per_thread < low and warps > 1) or per_thread > high:
                     continue
-                if self.valid(config, norm) is None:
+                if self.valid(config, norm, wave) is None:
                     out.append(config)
         default = self.default_config(norm, device)
         if default not in out:
@@ -176,13 +207,15 @@ class FusedAddRMSNormSpec:
         return out
 
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:
-        """The heuristic: the whole row in one step up to 16384 columns (chunks of 4096
-        beyond), about 8 elements per thread (1–16 warps), and for short rows enough
-        rows per program to fill a 2048-element tile."""
+        """The heuristic: the whole row in one step up to 16384 columns (at least 32;
+        beyond, chunks of 4096, wider where the row would take more than 64), about 8
+        elements per thread (1–16 warps), and for short rows enough rows per program to
+        fill a 2048-element tile.  It meets :data:`RULES` for every key and device."""
         m, n = int(key["M"]), int(key["N"])
-        block = min(pow2_ceil(n), MAX_TILE)
+        block = max(BLOCK_N[0], min(pow2_ceil(n), MAX_TILE))
         if block < n:
-            block = 4096
+            # Chunks of 4096, wider where a row would otherwise take more than MAX_CHUNKS.
+            block = max(4096, pow2_ceil(-(-n // MAX_CHUNKS)))
         rows = 1
         if block <= 1024:
             rows = max(1, min(2048 // block, pow2_ceil(m), ROWS[-1]))

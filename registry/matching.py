@@ -7,20 +7,20 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 
 from flyconfigs.registry.declarations import KernelDecl, KeyValue
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import Collision
 from flyconfigs.registry.sources import PACKAGES_ENV, Entry
-from flyconfigs.schema.canonical import canonical_text, same_value
+from flyconfigs.schema.canonical import canonical_text
 
 __all__ = ["by_product", "exact_matches", "find_collisions", "nearest_matches", "source_label"]
 
 
 def exact_matches(pool: list[Entry], key: dict[str, KeyValue]) -> list[Entry]:
     """The entries of ``pool`` whose key is ``key``, in pool order."""
-    wanted = canonical_text(key)
-    return [e for e in pool if e.key == key and canonical_text(e.key) == wanted]
+    return list(_prepared(pool).exact.get(canonical_text(key), ()))
 
 
 def by_product(pool: list[Entry], product: str | None) -> list[Entry]:
@@ -40,25 +40,84 @@ def by_product(pool: list[Entry], product: str | None) -> list[Entry]:
 def nearest_matches(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl) -> list[Entry]:
     """Entries equal to ``key`` on every exact axis, nearest first: the smallest sum over
     ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned value, then pool order."""
-    ordinal = [a.name for a in decl.key_axes if a.ordinal]
+    ordinal = tuple(a.name for a in decl.key_axes if a.ordinal)
     if not ordinal:
         return []
-    scored: list[tuple[float, tuple[float, ...], int, Entry]] = []
-    for rank, entry in enumerate(pool):
-        if entry.key.keys() != key.keys():
-            continue
-        if any(not same_value(entry.key[a.name], key[a.name]) for a in decl.key_axes if not a.ordinal):
-            continue
-        tuned = [entry.key[n] for n in ordinal]
+    exact = tuple(a.name for a in decl.key_axes if not a.ordinal)
+    try:
         asked = [key[n] for n in ordinal]
-        values = [v for v in tuned if type(v) is int]
-        wanted = [v for v in asked if type(v) is int]
-        if len(values) != len(ordinal) or len(wanted) != len(ordinal):
-            continue
-        distance = sum(abs(_log2(a) - _log2(b)) for a, b in zip(values, wanted, strict=True))
-        scored.append((distance, tuple(-float(v) for v in values), rank, entry))
-    scored.sort(key=lambda item: item[:3])
+        group = _prepared(pool).by_exact(ordinal, exact).get(_signature(key, exact))
+    except KeyError:  # the key lacks an axis of the declaration: no entry can match it
+        return []
+    if not group or not all(type(v) is int for v in asked):
+        return []
+    wanted = [_log2(v) for v in asked]
+    if len(wanted) == 2:  # the common case (M and N), without a generator per entry
+        w0, w1 = wanted
+        scored = [(abs(logs[0] - w0) + abs(logs[1] - w1), larger, rank, entry) for logs, larger, rank, entry in group]
+    else:
+        scored = [(sum(abs(t - w) for t, w in zip(logs, wanted, strict=True)), larger, rank, entry)
+                  for logs, larger, rank, entry in group]
+    # Ranks are unique, so the tuples order by (distance, larger tuned value, pool order)
+    # and never compare two entries.
+    scored.sort()
     return [item[3] for item in scored]
+
+
+def _signature(key: dict[str, KeyValue], exact: tuple[str, ...]) -> tuple[object, ...]:
+    """What an entry must share with an asked key to be its neighbour: the same axes, and
+    the same JSON value on every exact axis (types included: ``1`` is not ``1.0``)."""
+    return (frozenset(key), *(canonical_text(key[n]) for n in exact))
+
+
+_Group = list[tuple[tuple[float, ...], tuple[float, ...], int, Entry]]
+
+
+class _Prepared:
+    """A pool's entries grouped once for matching: by canonical key, and by the exact-axis
+    signature of each declaration's axes with each entry's ordinal ``log2`` values."""
+
+    def __init__(self, pool: list[Entry]) -> None:
+        self.pool = pool
+        self.size = len(pool)
+        self.exact: dict[str, list[Entry]] = {}
+        for entry in pool:
+            self.exact.setdefault(canonical_text(entry.key), []).append(entry)
+        self._by_exact: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[tuple[object, ...], _Group]] = {}
+
+    def by_exact(self, ordinal: tuple[str, ...], exact: tuple[str, ...]) -> dict[tuple[object, ...], _Group]:
+        groups = self._by_exact.get((ordinal, exact))
+        if groups is None:
+            groups = {}
+            for rank, entry in enumerate(self.pool):
+                if not all(n in entry.key for n in (*ordinal, *exact)):
+                    continue
+                tuned = [v for v in (entry.key[n] for n in ordinal) if type(v) is int]
+                if len(tuned) != len(ordinal):
+                    continue
+                groups.setdefault(_signature(entry.key, exact), []).append(
+                    (tuple(_log2(v) for v in tuned), tuple(-float(v) for v in tuned), rank, entry))
+            self._by_exact[(ordinal, exact)] = groups
+        return groups
+
+
+_PREPARED: dict[int, _Prepared] = {}
+_PREPARED_LIMIT = 256
+_PREPARED_LOCK = threading.Lock()
+
+
+def _prepared(pool: list[Entry]) -> _Prepared:
+    """``pool`` grouped (see :class:`_Prepared`), made once per pool.  A resolver's pools
+    are lists its catalog builds once and never changes; the cache holds each pool it
+    grouped, so an id is never reused while cached, and a pool whose length changed is
+    grouped again."""
+    with _PREPARED_LOCK:
+        found = _PREPARED.get(id(pool))
+        if found is None or found.pool is not pool or found.size != len(pool):
+            if len(_PREPARED) >= _PREPARED_LIMIT:
+                _PREPARED.clear()
+            found = _PREPARED[id(pool)] = _Prepared(pool)
+        return found
 
 
 def _log2(value: int) -> float:

@@ -44,6 +44,9 @@ class Resolution:
     selection: Literal["measured", "predicted", "imported"] | None = None
     """How the served winner was chosen: timed on its device, ranked by a cost model
     from compiled resources, or imported from another tool; ``None`` for the default."""
+    adapted_from: Mapping[str, KeyValue] | None = None
+    """The winner of ``file`` as tuned, when the kernel adapted it to fit ``key`` (a
+    nearer key's winner that did not fit as it was); ``config`` is what it became."""
 
     def as_json(self) -> dict[str, object]:
         """The record as plain JSON data (for ``--json`` output)."""
@@ -63,6 +66,7 @@ class Resolution:
             "file": self.file,
             "reasons": list(self.reasons),
             "selection": self.selection,
+            "adapted_from": None if self.adapted_from is None else dict(self.adapted_from),
         }
 
 

@@ -25,19 +25,25 @@ Precedence (the one place it is written down; the README repeats it):
 3. the kernel's default heuristic.
 
 Nearest key: the smallest sum over ordinal axes of ``|log2 a - log2 b|``; a tie goes to
-the larger tuned value.  An artifact is served only when the kernel's own
-``check_config`` accepts its winner for the asked key and device, and never to a real
-device when a test double made it.  A missing, corrupt, mismatched, invalid or refused
-artifact is skipped with one warning per cause and the search goes on; the reasons are
-kept in the record.
+the larger tuned value.  A config is served only when the kernel's own ``check_config``
+accepts it for the asked key and device, and never from an artifact a test double made
+to a real device.  A nearer key's winner that does not fit the asked key (a vector
+width that does not divide the row, say) is adapted by the kernel's optional
+``adapt_config(config, key, device)`` and served if the check accepts the result (the
+record's ``adapted_from`` keeps the winner as tuned); else the next nearest key is
+tried.  Passing over such a key is routine (one DEBUG line per resolve, the reasons in
+the record); a missing, corrupt, mismatched or invalid artifact, or a winner its kernel
+refuses for the artifact's own key, is skipped with one warning per cause and the
+search goes on; the reasons are kept in the record.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from importlib import invalidate_caches
 from types import MappingProxyType
 from typing import Any, Literal
@@ -48,6 +54,7 @@ from flyconfigs.registry.check import check_winner, refusal
 from flyconfigs.registry.declarations import (
     KernelDecl,
     KeyValue,
+    check_config,
     check_key,
     default_config,
     forget_loaded,
@@ -72,6 +79,8 @@ from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.models import DeviceIdentity
 
 __all__ = ["MEMO_LIMIT", "Collision", "Resolution", "Resolver", "Step"]
+
+logger = logging.getLogger("flyconfigs.registry")
 
 MEMO_LIMIT = 16384
 """Memoized resolutions kept per resolver; the oldest is dropped first beyond it."""
@@ -237,24 +246,27 @@ class Resolver:
             found = self._step(decl, key, query, index, tokens, layer, mode, tried, trace, reasons)
             if found is None:
                 continue
-            entry, artifact = found
-            if artifact.selection.rule == "predicted" and layer == 0:
+            if found.artifact.selection.rule == "predicted" and layer == 0:
                 # Measured beats predicted: a measurement on a device of the same arch and
                 # compute units (the same silicon, e.g. an MI325X for an MI300X) outranks a
                 # prediction made for this one.  A borrowed same-arch measurement does not.
                 better = self._step(decl, key, query, index, tokens, 1, mode, tried, trace, reasons, measured_only=True)
                 if better is not None:
-                    reasons.append(f"{entry.path}: predicted, not served: {better[0].path} was measured on "
-                                   f"{better[0].device.describe()}, of the same arch and compute units")
+                    reasons.append(f"{found.entry.path}: predicted, not served: {better.entry.path} was measured on "
+                                   f"{better.entry.device.describe()}, of the same arch and compute units")
                     trace.append(Step(what, reasons[-1]))
-                    (entry, artifact), layer = better, 1
+                    found, layer = better, 1
+            entry, artifact = found.entry, found.artifact
+            adapted = "" if found.adapted_from is None else (
+                f"; its winner adapted to this key by {decl.name}: {_changes(found.adapted_from, found.config)}")
             trace.append(Step(f"{LAYER_NAMES[layer]} device, {mode} key", f"found {entry.path} ({entry.source.describe()})"
-                              + ("" if artifact.selection.measured else f", {_how(artifact)}")))
+                              + ("" if artifact.selection.measured else f", {_how(artifact)}") + adapted))
+            self._log_passed_over(decl, key, query, reasons)
             return Resolution(
                 kernel=decl.name,
                 key=MappingProxyType(dict(key)),
                 device=query,
-                config=MappingProxyType(dict(artifact.winner.config)),
+                config=MappingProxyType(dict(found.config)),
                 source=entry.source.kind,
                 layer=LAYER_NAMES[layer],
                 key_match=mode,  # type: ignore[arg-type]
@@ -266,13 +278,24 @@ class Resolver:
                 file=str(entry.path),
                 reasons=tuple(reasons),
                 selection=_selection(artifact),
+                adapted_from=None if found.adapted_from is None else MappingProxyType(dict(found.adapted_from)),
             )
         reasons.append(f"no artifact for {decl.name} on {query.describe()}")
+        self._log_passed_over(decl, key, query, reasons)
         return self._default(decl, key, query, reasons)
+
+    @staticmethod
+    def _log_passed_over(decl: KernelDecl, key: dict[str, KeyValue], query: DeviceQuery, reasons: list[str]) -> None:
+        """One DEBUG line for the tuned keys a resolve passed over because their winners
+        do not fit the asked key: routine away from the tuned grid, not a problem."""
+        routine = [r for r in reasons if _ROUTINE in r]
+        if routine:
+            logger.debug("%s %s on %s: %d nearer tuned key(s) passed over; first: %s", decl.name, dict(key),
+                         query.describe(), len(routine), routine[0])
 
     def _step(self, decl: KernelDecl, key: dict[str, KeyValue], query: DeviceQuery, index: Any, tokens: Any,
               layer: int, mode: str, tried: set[int], trace: list[Step], reasons: list[str],
-              measured_only: bool = False) -> tuple[Entry, Any] | None:
+              measured_only: bool = False) -> _Found | None:
         """The usable artifact one step of the search finds: the first measured one in
         source order, else (unless ``measured_only``) the first predicted one."""
         token = tokens[layer]
@@ -287,7 +310,7 @@ class Resolver:
             if not measured_only:
                 trace.append(Step(what, "no artifact"))
             return None
-        predicted: tuple[Entry, Any] | None = None
+        predicted: _Found | None = None
         for entry in matches:
             artifact = entry.load(self.problems)
             if artifact is None:
@@ -296,37 +319,47 @@ class Resolver:
                 trace.append(Step(what, reasons[-1]))
                 continue
             if artifact.selection.rule == "predicted":
-                if predicted is None and not measured_only and self._usable(decl, artifact, entry, key, query, what,
-                                                                            tried, trace, reasons):
-                    predicted = (entry, artifact)
+                if predicted is None and not measured_only:
+                    predicted = self._usable(decl, artifact, entry, key, query, what, tried, trace, reasons)
                 continue
-            if self._usable(decl, artifact, entry, key, query, what, tried, trace, reasons):
-                return entry, artifact
+            found = self._usable(decl, artifact, entry, key, query, what, tried, trace, reasons)
+            if found is not None:
+                return found
         return predicted
 
     def _usable(self, decl: KernelDecl, artifact: Any, entry: Entry, key: dict[str, KeyValue], query: DeviceQuery,
-                what: str, tried: set[int], trace: list[Step], reasons: list[str]) -> bool:
+                what: str, tried: set[int], trace: list[Step], reasons: list[str]) -> _Found | None:
         tried.add(id(entry))
-        refusal = self._refuse(decl, artifact, entry, key, query)
-        if refusal is None:
-            return True
-        reasons.append(f"{entry.path}: {refusal}")
+        found = self._serve(decl, artifact, entry, key, query)
+        if isinstance(found, _Found):
+            return found
+        reasons.append(f"{entry.path}: {found}")
         trace.append(Step(what, reasons[-1]))
-        return False
+        return None
 
-    def _refuse(
-        self, decl: KernelDecl, artifact: Any, entry: Entry, key: dict[str, KeyValue], query: DeviceQuery
-    ) -> str | None:
-        """Why a loaded artifact may not serve this call (logged once), or ``None``: the
-        one rule :func:`~flyconfigs.registry.check.refusal`, which validate applies too."""
+    def _serve(self, decl: KernelDecl, artifact: Any, entry: Entry, key: dict[str, KeyValue],
+               query: DeviceQuery) -> _Found | str:
+        """What a loaded artifact serves for this call: its winner unless the one rule
+        :func:`~flyconfigs.registry.check.refusal` (which validate applies too) refuses
+        it for ``key``; at a nearer key's artifact whose winner the rule accepts for its
+        own key, the winner as the kernel adapts it to ``key`` (its optional
+        ``adapt_config``), checked again; else why not.  A winner refused for the
+        artifact's own key is a problem of the artifact (logged once); one that only
+        does not fit ``key`` is routine (kept in the reasons)."""
         refused = refusal(decl, artifact, key, query)
         if refused is None:
-            return None
+            return _Found(entry, artifact, dict(artifact.winner.config), None)
         kind, why = refused
         dist = entry.source.name if entry.source.kind == "package" else None
         if kind == "test-double":
             self.problems.report(Problem(kind, str(entry.path), why, dist))
             return "refused (made by a test double)"
+        if entry.key != key and refusal(decl, artifact, entry.key, query) is None:
+            winner = dict(artifact.winner.config)
+            adapted = _adapt(decl, winner, key, query)
+            if adapted is not None and check_config(decl, adapted, key, query) is None:
+                return _Found(entry, artifact, adapted, winner)
+            return f"{_ROUTINE} ({decl.name}: {why})"
         self.problems.report(Problem(kind, str(entry.path),
                                      f"{decl.name} refuses its winner for {dict(key)} on {query.describe()}: {why}", dist))
         return f"refused by {decl.name}: {why}"
@@ -432,3 +465,40 @@ def _how(artifact: Any) -> str:
         model = artifact.provenance.model
         return f"predicted (not measured on this device; model {model.name} {model.version})" if model else "predicted"
     return "imported (measured by another tool)"
+
+
+_ROUTINE = "its winner does not fit this key"
+"""The reason a nearer tuned key is passed over for a routine cause (see ``_serve``)."""
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What one step serves: the entry, its artifact, the config and, when the kernel
+    adapted the winner to the asked key, the winner as tuned."""
+
+    entry: Entry
+    artifact: Any
+    config: dict[str, KeyValue]
+    adapted_from: dict[str, KeyValue] | None
+
+
+def _adapt(decl: KernelDecl, config: Mapping[str, KeyValue], key: dict[str, KeyValue],
+           device: DeviceQuery) -> dict[str, KeyValue] | None:
+    """The kernel's optional ``adapt_config(config, key, device)``: ``config`` changed to
+    fit ``key``, or ``None``.  A kernel without it adapts nothing; one that raises or
+    answers something other than a mapping adapts nothing either (serving goes on)."""
+    hook = getattr(decl, "adapt_config", None)
+    if not callable(hook):
+        return None
+    try:
+        adapted = hook(config, key, device)
+    except Exception:  # noqa: BLE001 - a kernel's optional hook failing must not break a serving call
+        logger.debug("%s: adapt_config raised for %s", decl.name, dict(key), exc_info=True)
+        return None
+    return dict(adapted) if isinstance(adapted, Mapping) else None
+
+
+def _changes(before: Mapping[str, KeyValue], after: Mapping[str, KeyValue]) -> str:
+    """``vector_bytes 16 -> 4``: what an adaptation changed."""
+    names = [n for n in {**before, **after} if before.get(n) != after.get(n)]
+    return ", ".join(f"{n} {before.get(n)!r} -> {after.get(n)!r}" for n in names) or "nothing"

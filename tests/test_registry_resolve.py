@@ -5,6 +5,7 @@ the memo, the observer hook and device detection."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -14,8 +15,10 @@ from conftest import SiteDir
 from factories import H200, MI300X, make_artifact
 from flyconfigs import resolve
 from flyconfigs.errors import InvalidKeyError, UnknownKernelError
-from flyconfigs.registry import add_observer, default_resolver, explain, refresh
-from flyconfigs.schema import write_atomic
+from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
+from flyconfigs.registry import Resolver, add_observer, default_resolver, explain, refresh, register_kernel
+from flyconfigs.registry.declarations import unregister_kernel
+from flyconfigs.schema import Artifact, write_atomic
 
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
 H200_SPEC = "sm90:132:NVIDIA H200"
@@ -207,3 +210,108 @@ def test_bad_calls_raise_precise_errors(site: SiteDir) -> None:
     for value in (True, 1.5, 4096.0, None):
         with pytest.raises(InvalidKeyError, match="'M'.*int"):
             resolve("rmsnorm", key(M=value), H200_SPEC)
+
+
+# -- a nearer key's winner that does not fit the asked row ---------------------------------
+
+
+WIDE = {"threads": 64, "rows_per_block": 1, "vector_bytes": 16, "row_storage": "reg", "occupancy": 0}
+"""Valid at N=1024 in bf16; its 16-byte vectors (8 elements) do not divide N=1020."""
+NARROW = {"threads": 32, "rows_per_block": 1, "vector_bytes": 8, "row_storage": "reg", "occupancy": 0}
+"""Valid at N=512 and, with 8-byte vectors (4 elements), at N=1020 too."""
+
+
+def _winner_at(folder: Path, n: int, config: dict[str, object]) -> Path:
+    data = make_artifact(key=key(N=n)).model_dump(mode="json")
+    data["candidates"][0]["config"] = config
+    data["winner"]["config"] = config
+    artifact = Artifact.model_validate(data)
+    path = folder / artifact.file_name()
+    write_atomic(path, artifact.to_json_bytes())
+    return path
+
+
+class _Without:
+    """RMSNorm's declaration less its ``adapt_config`` (or with ``adapt`` in its place):
+    a family that does not adapt, or adapts badly."""
+
+    def __init__(self, adapt: object = None) -> None:
+        self._adapt = adapt
+
+    def __getattr__(self, name: str) -> object:
+        if name == "adapt_config":
+            if self._adapt is None:
+                raise AttributeError(name)
+            return self._adapt
+        return getattr(RMSNORM, name)
+
+
+def test_a_nearer_winner_that_does_not_fit_the_row_is_served_adapted_and_says_so(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    near = _winner_at(tmp_path, 1024, WIDE)
+    _winner_at(tmp_path, 512, NARROW)
+    resolver = Resolver(paths=[str(tmp_path)], detector=None)
+    with caplog.at_level(logging.DEBUG, logger="flyconfigs"):
+        r, steps = resolver.explain("rmsnorm", key(N=1020), H200_SPEC)
+    assert dict(r.config) == {**WIDE, "vector_bytes": 8}
+    assert r.adapted_from is not None and dict(r.adapted_from) == WIDE
+    assert (r.file, r.key_match, r.matched_key) == (str(near), "nearest", key(N=1024))
+    assert r.as_json()["adapted_from"] == WIDE and resolver.resolve("rmsnorm", key(N=1024), H200_SPEC).adapted_from is None
+    assert "adapted to this key by rmsnorm: vector_bytes 16 -> 8" in steps[-1].outcome
+    assert [rec for rec in caplog.records if rec.levelno >= logging.WARNING] == []
+
+
+def test_a_family_that_does_not_adapt_is_served_a_farther_winner_that_fits(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _winner_at(tmp_path, 1024, WIDE)
+    far = _winner_at(tmp_path, 512, NARROW)
+    register_kernel(_Without())  # type: ignore[arg-type]
+    try:
+        with caplog.at_level(logging.DEBUG, logger="flyconfigs"):
+            r = Resolver(paths=[str(tmp_path)], detector=None).resolve("rmsnorm", key(N=1020), H200_SPEC)
+    finally:
+        unregister_kernel("rmsnorm")
+    assert (dict(r.config), r.file, r.adapted_from) == (NARROW, str(far), None)
+    assert any("does not fit this key" in reason and "does not divide the row of 1020" in reason for reason in r.reasons)
+    # Passing over a key routinely is one DEBUG line, not a warning.
+    assert [(rec.levelname, "passed over" in rec.getMessage()) for rec in caplog.records] == [("DEBUG", True)]
+
+
+@pytest.mark.parametrize("adapt", [
+    lambda config, key, device: (_ for _ in ()).throw(RuntimeError("adapter bug")),
+    lambda config, key, device: {**config, "threads": 0},
+    lambda config, key, device: "not a config",
+])
+def test_an_adapter_that_raises_or_answers_an_invalid_config_adapts_nothing(tmp_path: Path, adapt: object) -> None:
+    _winner_at(tmp_path, 1024, WIDE)
+    register_kernel(_Without(adapt))  # type: ignore[arg-type]
+    try:
+        r = Resolver(paths=[str(tmp_path)], detector=None).resolve("rmsnorm", key(N=1020), H200_SPEC)
+    finally:
+        unregister_kernel("rmsnorm")
+    assert r.source == "default" and r.adapted_from is None
+    assert RMSNORM.check_config(r.config, r.key, r.device) is None
+
+
+def test_a_winner_refused_for_its_own_key_is_still_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # 2048 threads a block fits no key: a bad artifact, not a row it does not fit.
+    _winner_at(tmp_path, 1024, {**WIDE, "threads": 1024, "rows_per_block": 2})
+    with caplog.at_level(logging.DEBUG, logger="flyconfigs"):
+        r = Resolver(paths=[str(tmp_path)], detector=None).resolve("rmsnorm", key(N=1020), H200_SPEC)
+    assert r.source == "default"
+    warnings = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "invalid-config" in warnings[0]
+
+
+def test_one_resolve_of_a_row_of_one_logs_at_most_one_line_per_cause(caplog: pytest.LogCaptureFixture) -> None:
+    # Against the committed sm90 artifacts, a row of one element passed over 16 tuned keys
+    # with a warning each.
+    resolver = Resolver(paths=[str(Path(__file__).resolve().parent.parent / "artifacts" / "sm90")], detector=None)
+    for dtype in ("bf16", "fp32"):
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="flyconfigs"):
+            r = resolver.resolve("rmsnorm", {"M": 1, "N": 1, "dtype": dtype, "weight_dtype": dtype}, H200_SPEC)
+        assert RMSNORM.check_config(r.config, r.key, r.device) is None
+        assert [rec for rec in caplog.records if rec.levelno >= logging.WARNING] == []
+        causes = [rec.getMessage().split(":")[0] for rec in caplog.records]
+        assert len(causes) == len(set(causes)) <= 1, causes

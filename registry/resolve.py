@@ -232,143 +232,34 @@ class Resolver:
     def _search(
         self, decl: KernelDecl, key: dict[str, KeyValue], query: DeviceQuery | None, why: str, trace: list[Step]
     ) -> Resolution:
-        reasons: list[str] = []
         if query is None:
-            reasons.append(f"no device known: {why}")
-            trace.append(Step("the current device", reasons[-1]))
-            return self._default(decl, key, None, reasons)
-        index = self._catalog.index(decl.name, query.arch)
-        tokens = query.layers()
-        tried: set[int] = set()
-        plan = [(0, "exact"), (1, "exact"), (0, "nearest"), (1, "nearest"), (2, "exact"), (2, "nearest")]
-        for layer, mode in plan:
-            what = f"{LAYER_NAMES[layer]} device, {mode} key"
-            found = self._step(decl, key, query, index, tokens, layer, mode, tried, trace, reasons)
-            if found is None:
-                continue
-            if found.artifact.selection.rule == "predicted" and layer == 0:
-                # Measured beats predicted: a measurement on a device of the same arch and
-                # compute units (the same silicon, e.g. an MI325X for an MI300X) outranks a
-                # prediction made for this one.  A borrowed same-arch measurement does not.
-                better = self._step(decl, key, query, index, tokens, 1, mode, tried, trace, reasons, measured_only=True)
-                if better is not None:
-                    reasons.append(f"{found.entry.path}: predicted, not served: {better.entry.path} was measured on "
-                                   f"{better.entry.device.describe()}, of the same arch and compute units")
-                    trace.append(Step(what, reasons[-1]))
-                    found, layer = better, 1
-            entry, artifact = found.entry, found.artifact
-            adapted = "" if found.adapted_from is None else (
-                f"; its winner adapted to this key by {decl.name}: {_changes(found.adapted_from, found.config)}")
-            trace.append(Step(f"{LAYER_NAMES[layer]} device, {mode} key", f"found {entry.path} ({entry.source.describe()})"
-                              + ("" if artifact.selection.measured else f", {_how(artifact)}") + adapted))
-            self._log_passed_over(decl, key, query, reasons)
-            return Resolution(
-                kernel=decl.name,
-                key=MappingProxyType(dict(key)),
-                device=query,
-                config=MappingProxyType(dict(found.config)),
-                source=entry.source.kind,
-                layer=LAYER_NAMES[layer],
-                key_match=mode,  # type: ignore[arg-type]
-                borrowed=layer == 2,
-                matched_key=MappingProxyType(dict(entry.key)),
-                matched_device=entry.device,
-                origin=entry.source.name,
-                version=entry.source.version,
-                file=str(entry.path),
-                reasons=tuple(reasons),
-                selection=_selection(artifact),
-                adapted_from=None if found.adapted_from is None else MappingProxyType(dict(found.adapted_from)),
-            )
-        reasons.append(f"no artifact for {decl.name} on {query.describe()}")
-        self._log_passed_over(decl, key, query, reasons)
-        return self._default(decl, key, query, reasons)
-
-    @staticmethod
-    def _log_passed_over(decl: KernelDecl, key: dict[str, KeyValue], query: DeviceQuery, reasons: list[str]) -> None:
-        """One DEBUG line for the tuned keys a resolve passed over because their winners
-        do not fit the asked key: routine away from the tuned grid, not a problem."""
-        routine = [r for r in reasons if _ROUTINE in r]
-        if routine:
-            logger.debug("%s %s on %s: %d nearer tuned key(s) passed over; first: %s", decl.name, dict(key),
-                         query.describe(), len(routine), routine[0])
-
-    def _step(self, decl: KernelDecl, key: dict[str, KeyValue], query: DeviceQuery, index: Any, tokens: Any,
-              layer: int, mode: str, tried: set[int], trace: list[Step], reasons: list[str],
-              measured_only: bool = False) -> _Found | None:
-        """The usable artifact one step of the search finds: the first measured one in
-        source order, else (unless ``measured_only``) the first predicted one."""
-        token = tokens[layer]
-        what = f"{LAYER_NAMES[layer]} device, {mode} key"
-        if token is None:
-            trace.append(Step(what, "skipped: the device's identity is incomplete"))
-            return None
-        pool = index.by_layer[layer].get(token, []) if layer == 0 else index.for_product(layer, token, query.product)
-        matches = exact_matches(pool, key) if mode == "exact" else nearest_matches(pool, key, decl)
-        matches = [e for e in matches if id(e) not in tried]
-        if not matches:
-            if not measured_only:
-                trace.append(Step(what, "no artifact"))
-            return None
-        predicted: _Found | None = None
-        for entry in matches:
-            artifact = entry.load(self.problems)
-            if artifact is None:
-                tried.add(id(entry))
-                reasons.append(f"{entry.path}: unusable ({self._last_problem(entry)})")
-                trace.append(Step(what, reasons[-1]))
-                continue
-            if artifact.selection.rule == "predicted":
-                if predicted is None and not measured_only:
-                    predicted = self._usable(decl, artifact, entry, key, query, what, tried, trace, reasons)
-                continue
-            found = self._usable(decl, artifact, entry, key, query, what, tried, trace, reasons)
-            if found is not None:
-                return found
-        return predicted
-
-    def _usable(self, decl: KernelDecl, artifact: Any, entry: Entry, key: dict[str, KeyValue], query: DeviceQuery,
-                what: str, tried: set[int], trace: list[Step], reasons: list[str]) -> _Found | None:
-        tried.add(id(entry))
-        found = self._serve(decl, artifact, entry, key, query)
-        if isinstance(found, _Found):
-            return found
-        reasons.append(f"{entry.path}: {found}")
-        trace.append(Step(what, reasons[-1]))
-        return None
-
-    def _serve(self, decl: KernelDecl, artifact: Any, entry: Entry, key: dict[str, KeyValue],
-               query: DeviceQuery) -> _Found | str:
-        """What a loaded artifact serves for this call: its winner unless the one rule
-        :func:`~flyconfigs.registry.check.refusal` (which validate applies too) refuses
-        it for ``key``; at a nearer key's artifact whose winner the rule accepts for its
-        own key, the winner as the kernel adapts it to ``key`` (its optional
-        ``adapt_config``), checked again; else why not.  A winner refused for the
-        artifact's own key is a problem of the artifact (logged once); one that only
-        does not fit ``key`` is routine (kept in the reasons)."""
-        refused = refusal(decl, artifact, key, query)
-        if refused is None:
-            return _Found(entry, artifact, dict(artifact.winner.config), None)
-        kind, why = refused
-        dist = entry.source.name if entry.source.kind == "package" else None
-        if kind == "test-double":
-            self.problems.report(Problem(kind, str(entry.path), why, dist))
-            return "refused (made by a test double)"
-        if entry.key != key and refusal(decl, artifact, entry.key, query) is None:
-            winner = dict(artifact.winner.config)
-            adapted = _adapt(decl, winner, key, query)
-            if adapted is not None and check_config(decl, adapted, key, query) is None:
-                return _Found(entry, artifact, adapted, winner)
-            return f"{_ROUTINE} ({decl.name}: {why})"
-        self.problems.report(Problem(kind, str(entry.path),
-                                     f"{decl.name} refuses its winner for {dict(key)} on {query.describe()}: {why}", dist))
-        return f"refused by {decl.name}: {why}"
-
-    def _last_problem(self, entry: Entry) -> str:
-        for problem in reversed(self.problems.problems()):
-            if problem.where == str(entry.path):
-                return problem.kind
-        return "unreadable"
+            trace.append(Step("the current device", f"no device known: {why}"))
+            return self._default(decl, key, None, [f"no device known: {why}"])
+        search = _Search(self.problems, self._catalog.index(decl.name, query.arch), decl, key, query, trace)
+        hit = search.run()
+        search.log_passed_over()
+        if hit is None:
+            return self._default(decl, key, query, [*search.reasons, f"no artifact for {decl.name} on {query.describe()}"])
+        found, layer, mode = hit
+        entry, artifact = found.entry, found.artifact
+        return Resolution(
+            kernel=decl.name,
+            key=MappingProxyType(dict(key)),
+            device=query,
+            config=MappingProxyType(dict(found.config)),
+            source=entry.source.kind,
+            layer=LAYER_NAMES[layer],
+            key_match=mode,  # type: ignore[arg-type]
+            borrowed=layer == 2,
+            matched_key=MappingProxyType(dict(entry.key)),
+            matched_device=entry.device,
+            origin=entry.source.name,
+            version=entry.source.version,
+            file=str(entry.path),
+            reasons=tuple(search.reasons),
+            selection=_selection(artifact),
+            adapted_from=None if found.adapted_from is None else MappingProxyType(dict(found.adapted_from)),
+        )
 
     def _default(
         self, decl: KernelDecl, key: dict[str, KeyValue], query: DeviceQuery | None, reasons: list[str]
@@ -451,6 +342,135 @@ def _memo_device(device: object) -> object:
     if isinstance(device, DeviceQuery) and isinstance(device.features, list):
         return replace(device, features=tuple(device.features))
     return device
+
+
+class _Search:
+    """One search for a kernel at a key on a device over one catalog index, in the
+    precedence of the module's docstring: the entries it has tried, the reasons it keeps
+    for the record and the steps it appends to ``trace``."""
+
+    PLAN = ((0, "exact"), (1, "exact"), (0, "nearest"), (1, "nearest"), (2, "exact"), (2, "nearest"))
+
+    def __init__(self, problems: ProblemLog, index: Any, decl: KernelDecl, key: dict[str, KeyValue],
+                 query: DeviceQuery, trace: list[Step]) -> None:
+        self.problems = problems
+        self.index = index
+        self.decl = decl
+        self.key = key
+        self.query = query
+        self.trace = trace
+        self.tokens = query.layers()
+        self.tried: set[int] = set()
+        self.reasons: list[str] = []
+
+    def run(self) -> tuple[_Found, int, str] | None:
+        """What the search serves and the layer and key match it was found at, or ``None``."""
+        for layer, mode in self.PLAN:
+            what = f"{LAYER_NAMES[layer]} device, {mode} key"
+            found = self.step(layer, mode)
+            if found is None:
+                continue
+            if found.artifact.selection.rule == "predicted" and layer == 0:
+                # Measured beats predicted: a measurement on a device of the same arch and
+                # compute units (the same silicon, e.g. an MI325X for an MI300X) outranks a
+                # prediction made for this one.  A borrowed same-arch measurement does not.
+                better = self.step(1, mode, measured_only=True)
+                if better is not None:
+                    self.reasons.append(f"{found.entry.path}: predicted, not served: {better.entry.path} was measured "
+                                        f"on {better.entry.device.describe()}, of the same arch and compute units")
+                    self.trace.append(Step(what, self.reasons[-1]))
+                    found, layer = better, 1
+            entry, artifact = found.entry, found.artifact
+            adapted = "" if found.adapted_from is None else (
+                f"; its winner adapted to this key by {self.decl.name}: {_changes(found.adapted_from, found.config)}")
+            self.trace.append(Step(f"{LAYER_NAMES[layer]} device, {mode} key",
+                                   f"found {entry.path} ({entry.source.describe()})"
+                                   + ("" if artifact.selection.measured else f", {_how(artifact)}") + adapted))
+            return found, layer, mode
+        return None
+
+    def log_passed_over(self) -> None:
+        """One DEBUG line for the tuned keys this search passed over because their winners
+        do not fit the asked key: routine away from the tuned grid, not a problem."""
+        routine = [r for r in self.reasons if _ROUTINE in r]
+        if routine:
+            logger.debug("%s %s on %s: %d nearer tuned key(s) passed over; first: %s", self.decl.name,
+                         dict(self.key), self.query.describe(), len(routine), routine[0])
+
+    def step(self, layer: int, mode: str, measured_only: bool = False) -> _Found | None:
+        """The usable artifact one step of the search finds: the first measured one in
+        source order, else (unless ``measured_only``) the first predicted one."""
+        token = self.tokens[layer]
+        what = f"{LAYER_NAMES[layer]} device, {mode} key"
+        if token is None:
+            self.trace.append(Step(what, "skipped: the device's identity is incomplete"))
+            return None
+        index, key = self.index, self.key
+        pool = index.by_layer[layer].get(token, []) if layer == 0 else index.for_product(layer, token, self.query.product)
+        matches = exact_matches(pool, key) if mode == "exact" else nearest_matches(pool, key, self.decl)
+        matches = [e for e in matches if id(e) not in self.tried]
+        if not matches:
+            if not measured_only:
+                self.trace.append(Step(what, "no artifact"))
+            return None
+        predicted: _Found | None = None
+        for entry in matches:
+            artifact = entry.load(self.problems)
+            if artifact is None:
+                self.tried.add(id(entry))
+                self.reasons.append(f"{entry.path}: unusable ({self._last_problem(entry)})")
+                self.trace.append(Step(what, self.reasons[-1]))
+                continue
+            if artifact.selection.rule == "predicted":
+                if predicted is None and not measured_only:
+                    predicted = self._usable(artifact, entry, what)
+                continue
+            found = self._usable(artifact, entry, what)
+            if found is not None:
+                return found
+        return predicted
+
+    def _usable(self, artifact: Any, entry: Entry, what: str) -> _Found | None:
+        self.tried.add(id(entry))
+        found = self._serve(artifact, entry)
+        if isinstance(found, _Found):
+            return found
+        self.reasons.append(f"{entry.path}: {found}")
+        self.trace.append(Step(what, self.reasons[-1]))
+        return None
+
+    def _serve(self, artifact: Any, entry: Entry) -> _Found | str:
+        """What a loaded artifact serves for this call: its winner unless the one rule
+        :func:`~flyconfigs.registry.check.refusal` (which validate applies too) refuses
+        it for the key; at a nearer key's artifact whose winner the rule accepts for its
+        own key, the winner as the kernel adapts it to the key (its optional
+        ``adapt_config``), checked again; else why not.  A winner refused for the
+        artifact's own key is a problem of the artifact (logged once); one that only
+        does not fit the key is routine (kept in the reasons)."""
+        decl, key, query = self.decl, self.key, self.query
+        refused = refusal(decl, artifact, key, query)
+        if refused is None:
+            return _Found(entry, artifact, dict(artifact.winner.config), None)
+        kind, why = refused
+        dist = entry.source.name if entry.source.kind == "package" else None
+        if kind == "test-double":
+            self.problems.report(Problem(kind, str(entry.path), why, dist))
+            return "refused (made by a test double)"
+        if entry.key != key and refusal(decl, artifact, entry.key, query) is None:
+            winner = dict(artifact.winner.config)
+            adapted = _adapt(decl, winner, key, query)
+            if adapted is not None and check_config(decl, adapted, key, query) is None:
+                return _Found(entry, artifact, adapted, winner)
+            return f"{_ROUTINE} ({decl.name}: {why})"
+        self.problems.report(Problem(kind, str(entry.path),
+                                     f"{decl.name} refuses its winner for {dict(key)} on {query.describe()}: {why}", dist))
+        return f"refused by {decl.name}: {why}"
+
+    def _last_problem(self, entry: Entry) -> str:
+        for problem in reversed(self.problems.problems()):
+            if problem.where == str(entry.path):
+                return problem.kind
+        return "unreadable"
 
 
 def _selection(artifact: Any) -> Literal["measured", "predicted", "imported"]:

@@ -166,8 +166,10 @@ class RMSNormSpec:
         asked = config.get("vector_bytes")
         if type(asked) is not int:
             return None
-        # Never wider than the tuned width: the tuner chose it for the threads and rows kept.
-        for vbytes in (v for v in VECTOR_BYTES if v < asked or v == 0):
+        n, esize = int(key["N"]), ELEMENT_BYTES[str(key["dtype"])]
+        # Never wider than the tuned width (the tuner chose it for the threads and rows
+        # kept); only widths that hold an element and divide the row are worth a check.
+        for vbytes in (v for v in VECTOR_BYTES if v == 0 or (esize <= v < asked and n * esize % v == 0)):
             adapted: dict[str, KeyValue] = {**config, "vector_bytes": vbytes}
             if self.check_config(adapted, key, device) is None:
                 return adapted

@@ -28,7 +28,8 @@ from flyconfigs.kernels.plugin import tunable_kernel  # noqa: E402
 from flyconfigs.registry.device import DeviceQuery  # noqa: E402
 from flyconfigs.schema import load_artifact  # noqa: E402
 from flyconfigs.schema.models import Device, DeviceIdentity  # noqa: E402
-from flyconfigs.tuner.fleet import _choose, _Slot, identity_matches, reassign_check, tune_fleet  # noqa: E402
+from flyconfigs.tuner.crosscheck import reassign_check  # noqa: E402
+from flyconfigs.tuner.fleet import FleetRequest, _pick_target, _StartedActor, identity_matches, tune_fleet  # noqa: E402
 from flyconfigs.tuner.grid import parse_grids  # noqa: E402
 from flyconfigs.tuner.run import TuneOptions  # noqa: E402
 from flyconfigs.tuner.simulated import SIMULATED_DEVICE, config_name  # noqa: E402
@@ -81,10 +82,10 @@ def test_a_killed_driver_is_resumed_and_only_unfinished_keys_are_redone_through_
     out = tmp_path / "tuned"
     driver = (
         "import sys\nfrom pathlib import Path\n"
-        "from flyconfigs.tuner.fleet import tune_fleet\nfrom flyconfigs.tuner.run import TuneOptions\n"
+        "from flyconfigs.tuner.fleet import FleetRequest, tune_fleet\nfrom flyconfigs.tuner.run import TuneOptions\n"
         f"keys = {KEYS!r}\n"
-        f"tune_fleet('rmsnorm', keys, Path({str(out)!r}), 'simulated', TuneOptions(budget=6), address={fleet.address!r},"
-        " measurer_options={'delay_s': 0.08})\n"
+        f"tune_fleet(FleetRequest('rmsnorm', keys, Path({str(out)!r}), 'simulated', TuneOptions(budget=6), "
+        f"address={fleet.address!r}, measurer_options={{'delay_s': 0.08}}))\n"
     )
     process = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
@@ -150,8 +151,9 @@ def test_an_actor_and_a_node_lost_mid_run_lose_no_key_and_the_cross_check_spread
                 fleet.cluster.remove_node(extra)
 
     try:
-        report = tune_fleet("rmsnorm", KEYS, tmp_path, "simulated", OPTIONS, progress, cross_check=True,
-                            measurer_options={"delay_s": 0.05, "behaviour": {config_name(crashing): "crash"}})
+        report = tune_fleet(FleetRequest("rmsnorm", KEYS, tmp_path, "simulated", OPTIONS, cross_check=True,
+                                         measurer_options={"delay_s": 0.05, "behaviour": {config_name(crashing): "crash"}}),
+                            progress)
     finally:
         if "node" not in killed:
             fleet.cluster.remove_node(extra)
@@ -197,18 +199,18 @@ def test_the_target_chooses_the_gpus_and_says_which_it_left_out() -> None:
     assert not identity_matches(DeviceQuery("nvidia", "sm90", None, 114), h200)
     assert not identity_matches(DeviceQuery("amd", "gfx942"), h200)
 
-    def slot(node: str, gpu: int, identity: DeviceIdentity) -> _Slot:
+    def slot(node: str, gpu: int, identity: DeviceIdentity) -> _StartedActor:
         device = Device(**identity.model_dump(), wave_size=32, ordinal=gpu)
-        return _Slot(None, node * 4, f"host-{node}", gpu, device, {}, "0" * 64)
+        return _StartedActor(None, node * 4, f"host-{node}", gpu, device, {}, "0" * 64)
 
     slots = [slot("a", 0, h100), slot("a", 1, h100), slot("b", 0, h200), slot("b", 1, h200), slot("c", 0, h200)]
-    chosen, left_out, wanted = _choose(slots, None)  # default: the device most GPUs are
+    chosen, left_out, wanted = _pick_target(slots, None)  # default: the device most GPUs are
     assert [s.host for s in chosen] == ["host-b", "host-b", "host-c"] and "NVIDIA H200" in wanted
     assert left_out == ["host-a (node aaaa): GPU 0, 1 is sm90 'NVIDIA H100 80GB HBM3' 132 CUs, not the target "
                         "sm90 'NVIDIA H200' 132 CUs"]
-    chosen, left_out, _ = _choose(slots, DeviceQuery("nvidia", "sm90", "NVIDIA H100 80GB HBM3"))
+    chosen, left_out, _ = _pick_target(slots, DeviceQuery("nvidia", "sm90", "NVIDIA H100 80GB HBM3"))
     assert [(s.host, s.gpu) for s in chosen] == [("host-a", 0), ("host-a", 1)] and len(left_out) == 2
-    assert _choose(slots, DeviceQuery("amd", "gfx942"))[0] == []
+    assert _pick_target(slots, DeviceQuery("amd", "gfx942"))[0] == []
 
 
 def test_without_ray_the_option_says_how_to_get_it(tmp_path: Path) -> None:

@@ -119,20 +119,20 @@ def _fleet(args: argparse.Namespace) -> Any:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from flyconfigs.tuner.run import TuneOptions
-    from flyconfigs.tuner.session import device_ordinals, run_session
+    from flyconfigs.tuner.options import TuneOptions
+    from flyconfigs.tuner.session import SessionRequest, device_ordinals, run_session
 
     extra = grid_extra(args)
     grids = key_grids(args)
     fleet = _fleet(args)
     ordinals = device_ordinals(args.devices, args.backend) if args.devices else [args.device]
     on, close = _progress_bar(sys.stderr.isatty())
+    request = SessionRequest(args.kernel, grids, Path(args.out), args.backend, ordinals, extra,
+                             TuneOptions(budget=args.budget, resume=args.resume), args.cross_check, fleet)
     stop = threading.Event() if fleet is None else None
     with _stop_on_signals(stop) as caught:
         try:
-            result = run_session(args.kernel, grids, extra, Path(args.out), args.backend, ordinals,
-                                 TuneOptions(budget=args.budget, resume=args.resume), on, cross_check=args.cross_check,
-                                 fleet=fleet, stop=stop)
+            result = run_session(request, on, stop)
         finally:
             close()
     report, summary = result.report, result.summary

@@ -11,6 +11,12 @@ puts its unfinished key back in the queue and the run completes on the others; a
 driver stopped by a signal reports what it finished, and one killed mid-run is resumed
 with ``--resume``, which redoes only unfinished keys.
 
+Ray is kept to its place: an address that does not answer fails within
+:data:`CONNECT_TIMEOUT_S`, what Ray prints for the driver goes to stderr (stdout is the
+caller's), the caller's SIGTERM handler survives ``ray.init``, and a local cluster
+started here authenticates with a token that lives in this process's environment, never
+in ``~/.ray``.
+
 Only GPUs whose device identity matches the target are used; the report names every
 GPU left out and why.  Ray is an optional dependency (``flyconfigs[ray]``).
 """
@@ -18,10 +24,15 @@ GPU left out and why.  Ray is an optional dependency (``flyconfigs[ray]``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import secrets
+import signal
 import socket
+import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,10 +48,14 @@ from flyconfigs.tuner.key import KeyTuner
 from flyconfigs.tuner.options import KeyResult, Progress, TuneOptions
 from flyconfigs.tuner.scheduler import POLL_S, Lost, Outcome, Scheduler, Slot, Tuned, TuneReport
 
-__all__ = ["START_TIMEOUT_S", "FleetRequest", "GPUActor", "identity_matches", "tune_fleet"]
+__all__ = ["CONNECT_TIMEOUT_S", "START_TIMEOUT_S", "FleetRequest", "GPUActor", "identity_matches", "ray_address",
+           "tune_fleet"]
 
 START_TIMEOUT_S = 600.0
 """How long the driver waits for every actor to start (measuring process and GPU context)."""
+CONNECT_TIMEOUT_S = 10.0
+"""How long the driver waits for a cluster's address to answer before it gives up."""
+_TOKEN_VARIABLES = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,31 @@ class FleetRequest:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "keys", tuple(self.keys))  # frozen means the keys too
+
+
+def ray_address(text: str) -> str | None:
+    """The cluster address ``--ray`` names: None for ``local`` (start one here),
+    ``auto``, ``HOST:PORT`` or ``ray://HOST:PORT`` as given.  Raises
+    :class:`TuneError` naming the value for anything else."""
+    if text == "local":
+        return None
+    if text == "auto" or _host_port(text) is not None:
+        return text
+    raise TuneError(f"--ray takes 'auto', HOST:PORT or ray://HOST:PORT (alone: a local cluster); got {text!r}")
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """The host and port of ``HOST:PORT`` or ``ray://HOST:PORT``, or None."""
+    rest = address.removeprefix("ray://")
+    try:
+        parts = urllib.parse.urlsplit(f"//{rest}")
+        port = parts.port
+    except ValueError:  # a port that is not a number from 0 to 65535
+        return None
+    if not parts.hostname or port is None or port == 0 or parts.path or parts.query or parts.fragment \
+            or parts.username is not None or "/" in rest:
+        return None
+    return parts.hostname, port
 
 
 def _ray() -> Any:
@@ -241,15 +281,34 @@ def _connected(ray: Any, address: str | None, local_gpus: Callable[[], int]) -> 
     if ray.is_initialized():
         yield
         return
-    _init(ray, address, local_gpus)
+    if address is not None and address != "auto":
+        _answers(address, CONNECT_TIMEOUT_S)
+    with _token_for(starts_cluster=address is None):
+        _init(ray, address, local_gpus)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+def _answers(address: str, timeout: float) -> None:
+    """Raise :class:`TuneError` unless something accepts a connection at ``address``
+    within ``timeout`` seconds.  Ray itself retries an address that does not answer
+    for many minutes before it gives up."""
+    found = _host_port(address)
+    if found is None:
+        raise TuneError(f"cannot connect to the Ray cluster at {address}: not HOST:PORT")
     try:
-        yield
-    finally:
-        ray.shutdown()
+        socket.create_connection(found, timeout=timeout).close()
+    except OSError as exc:
+        reason = f"no answer within {timeout:.0f} s" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        raise TuneError(f"cannot connect to the Ray cluster at {address}: {reason}") from None
 
 
 def _init(ray: Any, address: str | None, local_gpus: Callable[[], int]) -> None:
     common = {"logging_level": "WARNING", "log_to_driver": False, "configure_logging": True}
+    main = threading.current_thread() is threading.main_thread()
+    on_term = signal.getsignal(signal.SIGTERM) if main else None
     try:
         if address is None:
             ray.init(address="local", num_gpus=local_gpus(), include_dashboard=False, **common)
@@ -258,6 +317,36 @@ def _init(ray: Any, address: str | None, local_gpus: Callable[[], int]) -> None:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
         raise TuneError(f"cannot connect to {where}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    finally:
+        if on_term is not None:
+            # ray.init installs a SIGTERM handler that exits at once (status 15, no
+            # summary, nothing reported); the caller's own handler stops the run cleanly.
+            signal.signal(signal.SIGTERM, on_term)
+
+
+@contextlib.contextmanager
+def _token_for(starts_cluster: bool) -> Iterator[None]:
+    """A local cluster started here gets its authentication token from this process's
+    environment: Ray would otherwise write one to ``~/.ray/auth_token``, which then
+    switches every later cluster of this user to token authentication.  A token the user
+    configured is left alone; the environment is restored at the end."""
+    saved = {name: os.environ.get(name) for name in ("RAY_AUTH_MODE", *_TOKEN_VARIABLES)}
+    if starts_cluster and not any(saved[name] for name in _TOKEN_VARIABLES):
+        os.environ["RAY_AUTH_TOKEN"] = _process_token()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@functools.cache
+def _process_token() -> str:
+    # One token for the process's lifetime: Ray's token loader keeps the first it reads.
+    return secrets.token_hex(32)
 
 
 def _local_gpus(backend: str | None) -> int:
@@ -350,9 +439,10 @@ def tune_fleet(request: FleetRequest, progress: Progress | None = None, stop: th
 
     Setting ``stop`` (a signal handler's way) ends the run at once: keys in flight are
     abandoned, and the report says so (``interrupted``, ``not_reached``) as a local run's
-    does.
+    does.  While it runs, what Ray prints for this process goes to stderr.
 
-    Raises :class:`TuneError` when Ray is missing, the cluster cannot be reached, no GPU matches, a key fails (after the keys in flight
+    Raises :class:`TuneError` when Ray is missing, the cluster cannot be reached within
+    :data:`CONNECT_TIMEOUT_S`, no GPU matches, a key fails (after the keys in flight
     have finished and been written) or every GPU is lost; the artifacts written so far
     stay (``--resume`` goes on from them)."""
     ray = _ray()
@@ -361,7 +451,9 @@ def tune_fleet(request: FleetRequest, progress: Progress | None = None, stop: th
     checked = [decl.check_key(k) for k in request.keys]
     started = time.perf_counter()
     scheduler = Scheduler(decl.name, checked, request.out, request.options, request.cross_check, progress, stop)
-    with _connected(ray, request.address, lambda: _local_gpus(request.backend)):
+    # Ray prints the cluster's error messages (a worker died, a node was marked dead)
+    # on the driver's stdout, which belongs to the caller (a --json object, a pipe).
+    with contextlib.redirect_stdout(sys.stderr), _connected(ray, request.address, lambda: _local_gpus(request.backend)):
         actors: list[Any] = []
         try:
             started_actors, left_out, actors = _start_actors(ray, request, emit.command_line(), scheduler.stop)

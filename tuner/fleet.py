@@ -161,13 +161,14 @@ class GPUActor:
                                      {**measurer_options, "ordinal": self.gpu, "kernel": kernel})
                 self.toolchain = SimulatedToolchain()
             else:
+                from flyconfigs.gpu import backend_for_vendor
                 from flyconfigs.tuner.toolchain import GPUToolchain
 
                 # Ray makes the assigned GPU the only one this process sees: ordinal 0.
                 self.worker = Worker("flyconfigs.tuner.measure_gpu:GPUMeasurer",
                                      {**measurer_options, "kernel": kernel, "backend": backend, "ordinal": 0})
                 vendor = Device.model_validate(self.worker.device).vendor
-                self.toolchain = GPUToolchain("hip" if vendor == "amd" else "cuda", compile_processes)
+                self.toolchain = GPUToolchain(backend_for_vendor(vendor), compile_processes)
             device = Device.model_validate({**self.worker.device, "ordinal": self.gpu})
             self.tuner = KeyTuner(decl, self.toolchain, self.worker, device, options, command=command)
         except Exception as exc:  # noqa: BLE001 - reported by describe(); the driver leaves this GPU out

@@ -60,6 +60,7 @@ def _workers(kernel: str, backend: str | None, ordinals: Sequence[int]) -> tuple
         workers = [Worker("flyconfigs.tuner.simulated:SimulatedMeasurer", {"ordinal": o, "kernel": kernel})
                    for o in ordinals]
         return workers, SimulatedToolchain()
+    from flyconfigs.gpu import backend_for_vendor
     from flyconfigs.tuner.toolchain import GPUToolchain
 
     try:
@@ -71,7 +72,7 @@ def _workers(kernel: str, backend: str | None, ordinals: Sequence[int]) -> tuple
         for worker in workers:
             worker.close()
         raise
-    return workers, GPUToolchain("hip" if vendor == "amd" else "cuda", available_cpus())
+    return workers, GPUToolchain(backend_for_vendor(vendor), available_cpus())
 
 
 @dataclass(frozen=True)

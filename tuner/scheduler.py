@@ -166,6 +166,12 @@ class Scheduler:
             kind.cancel()
             report.interrupted = True
             report.not_reached = [self.keys[i] for i in range(len(self.keys)) if i not in self._results]
+        except BaseException:
+            # A failure raised with keys still in flight (a resume check or a dispatch
+            # that broke): they stop too, so the caller can close the workers.
+            self.stop.set()
+            kind.cancel()
+            raise
         finally:
             self.closing.set()
         report.results = [self._results[i] for i in sorted(self._results)]

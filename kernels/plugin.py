@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from flyconfigs.errors import TuneError
 from flyconfigs.registry.declarations import KernelDecl, KeyValue, kernel_declaration
 from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.schema.models import Config
 
 if TYPE_CHECKING:
     from flyconfigs.gpu import Backend, CompileRequest
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["Config", "CostModel", "TunableKernel", "Workload", "complete_key", "cost_model", "key_presets",
            "tool_versions", "tunable_kernel"]
 
-Config = dict[str, KeyValue]
 
 
 @runtime_checkable

@@ -5,6 +5,7 @@ neither torch nor a GPU runtime."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from importlib import resources
@@ -67,8 +68,11 @@ def pow2_ceil(value: int) -> int:
     return 1 << max(0, (value - 1).bit_length())
 
 
+@functools.cache
 def source_text(file: str) -> str:
-    """A kernel source shipped in ``flyconfigs.kernels``."""
+    """A kernel source shipped in ``flyconfigs.kernels``, read once: every compile
+    request refers to this one string.  The tuner keeps each request it queued for a
+    whole run, so a copy per request (20 kB each) held hundreds of MB for a large grid."""
     return resources.files("flyconfigs.kernels").joinpath(file).read_text(encoding="utf-8")
 
 

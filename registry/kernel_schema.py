@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flyconfigs.registry.declarations import NAME_PATTERN, KernelDecl, KeyAxis
+from flyconfigs.schema.json_schema import load_json_schema
 from flyconfigs.schema.models import SCHEMA_VERSION
-from flyconfigs.schema.spec import load_spec
 
 __all__ = ["config_schema", "kernel_artifact_schema", "key_schema"]
 
@@ -92,11 +92,11 @@ def _json_type(value: object) -> str:
 
 def kernel_artifact_schema(decl: KernelDecl, version: str = SCHEMA_VERSION) -> dict[str, Any]:
     """The artifact schema of ``version`` narrowed to ``decl``'s artifacts."""
-    spec = copy.deepcopy(load_spec("artifact", version))
-    spec["$id"] = f"urn:flyconfigs:schema:artifact:{version}:kernel:{decl.name}"
-    spec["title"] = f"Artifact of {decl.name} (version {decl.version})"
-    spec["properties"]["key"] = key_schema(decl)
-    defs = spec["$defs"]
+    document = copy.deepcopy(load_json_schema("artifact", version))
+    document["$id"] = f"urn:flyconfigs:schema:artifact:{version}:kernel:{decl.name}"
+    document["title"] = f"Artifact of {decl.name} (version {decl.version})"
+    document["properties"]["key"] = key_schema(decl)
+    defs = document["$defs"]
     kernel_ref = defs["KernelRef"]
     kernel_ref["properties"]["name"] = {"const": decl.name}
     kernel_ref["properties"]["version"] = {"const": decl.version}
@@ -104,4 +104,4 @@ def kernel_artifact_schema(decl: KernelDecl, version: str = SCHEMA_VERSION) -> d
     if config is not None:
         for model in ("Candidate", "Choice"):
             defs[model]["properties"]["config"] = config
-    return spec
+    return document

@@ -21,13 +21,14 @@ from typing import Literal
 from packaging.utils import canonicalize_name
 
 from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
+from flyconfigs.registry.declarations import KeyValue
 from flyconfigs.registry.entrypoints import find_entry_points
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import json_files_under, parse_document, read_document, read_file_bytes
 from flyconfigs.schema.load import parse_artifact, parse_manifest
 from flyconfigs.schema.manifest import MANIFEST_FILE
-from flyconfigs.schema.models import Artifact, DeviceIdentity, KeyValue
+from flyconfigs.schema.models import Artifact, DeviceIdentity
 
 __all__ = [
     "ARTIFACT_GROUP",

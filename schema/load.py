@@ -132,7 +132,7 @@ def validation_problems(exc: ValidationError, data: Any) -> list[FieldProblem]:
     return [FieldProblem(path, " or ".join(msgs)) for path, msgs in merged.items()]
 
 
-def _check_version(data: dict[str, Any], file: str, model: type[BaseModel], ignored: list[str]) -> dict[str, Any]:
+def _check_schema_version(data: dict[str, Any], file: str, model: type[BaseModel], ignored: list[str]) -> dict[str, Any]:
     """The one rule for every versioned document: a newer major is refused, the fields a
     newer minor added are stripped (their paths go to ``ignored``)."""
     major, minor = parse_version(data.get("schema_version"), file)
@@ -165,7 +165,7 @@ def _validated(model: type[ModelT], data: Any, file: str, migrate: bool) -> tupl
     try:
         if migrate:
             data, migrated = upgrade(data, file)
-        data = _check_version(data, file, model, ignored)
+        data = _check_schema_version(data, file, model, ignored)
     except ArtifactError:
         _raise_if_too_deep(data, file)
         raise

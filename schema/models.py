@@ -130,7 +130,6 @@ Value = Union[
 """A key or config value (schema 1.1): a scalar, or a list or object of scalars or of
 lists and objects of scalars.  What each axis or tunable takes is the kernel's to say
 (its declaration, and ``flyconfigs schema --kernel NAME``)."""
-KeyValue = Value
 Key = Annotated[
     dict[AxisName, Value],
     Field(min_length=1, max_length=64, description="At most 64 axes: a key is what a kernel's config depends on."),

@@ -28,7 +28,15 @@ from flyconfigs.kernels.plugin import tunable_kernel  # noqa: E402
 from flyconfigs.registry.device import DeviceQuery  # noqa: E402
 from flyconfigs.schema import load_artifact  # noqa: E402
 from flyconfigs.schema.models import Device, DeviceIdentity  # noqa: E402
-from flyconfigs.tuner.fleet import _choose, _Slot, identity_matches, reassign_check, tune_fleet  # noqa: E402
+from flyconfigs.tuner.crosscheck import reassign_check  # noqa: E402
+from flyconfigs.tuner.fleet import (  # noqa: E402
+    FleetRequest,
+    _pick_target,
+    _StartedActor,
+    identity_matches,
+    ray_address,
+    tune_fleet,
+)
 from flyconfigs.tuner.grid import parse_grids  # noqa: E402
 from flyconfigs.tuner.run import TuneOptions  # noqa: E402
 from flyconfigs.tuner.simulated import SIMULATED_DEVICE, config_name  # noqa: E402
@@ -81,10 +89,10 @@ def test_a_killed_driver_is_resumed_and_only_unfinished_keys_are_redone_through_
     out = tmp_path / "tuned"
     driver = (
         "import sys\nfrom pathlib import Path\n"
-        "from flyconfigs.tuner.fleet import tune_fleet\nfrom flyconfigs.tuner.run import TuneOptions\n"
+        "from flyconfigs.tuner.fleet import FleetRequest, tune_fleet\nfrom flyconfigs.tuner.run import TuneOptions\n"
         f"keys = {KEYS!r}\n"
-        f"tune_fleet('rmsnorm', keys, Path({str(out)!r}), 'simulated', TuneOptions(budget=6), address={fleet.address!r},"
-        " measurer_options={'delay_s': 0.08})\n"
+        f"tune_fleet(FleetRequest('rmsnorm', keys, Path({str(out)!r}), 'simulated', TuneOptions(budget=6), "
+        f"address={fleet.address!r}, measurer_options={{'delay_s': 0.08}}))\n"
     )
     process = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
@@ -150,8 +158,9 @@ def test_an_actor_and_a_node_lost_mid_run_lose_no_key_and_the_cross_check_spread
                 fleet.cluster.remove_node(extra)
 
     try:
-        report = tune_fleet("rmsnorm", KEYS, tmp_path, "simulated", OPTIONS, progress, cross_check=True,
-                            measurer_options={"delay_s": 0.05, "behaviour": {config_name(crashing): "crash"}})
+        report = tune_fleet(FleetRequest("rmsnorm", KEYS, tmp_path, "simulated", OPTIONS, cross_check=True,
+                                         measurer_options={"delay_s": 0.05, "behaviour": {config_name(crashing): "crash"}}),
+                            progress)
     finally:
         if "node" not in killed:
             fleet.cluster.remove_node(extra)
@@ -197,18 +206,18 @@ def test_the_target_chooses_the_gpus_and_says_which_it_left_out() -> None:
     assert not identity_matches(DeviceQuery("nvidia", "sm90", None, 114), h200)
     assert not identity_matches(DeviceQuery("amd", "gfx942"), h200)
 
-    def slot(node: str, gpu: int, identity: DeviceIdentity) -> _Slot:
+    def slot(node: str, gpu: int, identity: DeviceIdentity) -> _StartedActor:
         device = Device(**identity.model_dump(), wave_size=32, ordinal=gpu)
-        return _Slot(None, node * 4, f"host-{node}", gpu, device, {}, "0" * 64)
+        return _StartedActor(None, node * 4, f"host-{node}", gpu, device, {}, "0" * 64)
 
     slots = [slot("a", 0, h100), slot("a", 1, h100), slot("b", 0, h200), slot("b", 1, h200), slot("c", 0, h200)]
-    chosen, left_out, wanted = _choose(slots, None)  # default: the device most GPUs are
+    chosen, left_out, wanted = _pick_target(slots, None)  # default: the device most GPUs are
     assert [s.host for s in chosen] == ["host-b", "host-b", "host-c"] and "NVIDIA H200" in wanted
     assert left_out == ["host-a (node aaaa): GPU 0, 1 is sm90 'NVIDIA H100 80GB HBM3' 132 CUs, not the target "
                         "sm90 'NVIDIA H200' 132 CUs"]
-    chosen, left_out, _ = _choose(slots, DeviceQuery("nvidia", "sm90", "NVIDIA H100 80GB HBM3"))
+    chosen, left_out, _ = _pick_target(slots, DeviceQuery("nvidia", "sm90", "NVIDIA H100 80GB HBM3"))
     assert [(s.host, s.gpu) for s in chosen] == [("host-a", 0), ("host-a", 1)] and len(left_out) == 2
-    assert _choose(slots, DeviceQuery("amd", "gfx942"))[0] == []
+    assert _pick_target(slots, DeviceQuery("amd", "gfx942"))[0] == []
 
 
 def test_without_ray_the_option_says_how_to_get_it(tmp_path: Path) -> None:
@@ -237,3 +246,110 @@ def test_a_check_lost_during_the_cross_check_goes_where_the_spread_stays_even() 
     for _ in range(4):
         given[reassign_check([0, 1, 2], given, [True, True, True, False])] += 1  # type: ignore[index]
     assert sorted(given[:3]) == [5, 5, 6]
+
+
+def _slowed_cli(delay_s: float) -> str:
+    """A driver that runs ``flyconfigs`` as the command line does, each measurement of
+    the test backend taking ``delay_s`` (the command line has no option for it)."""
+    return ("import dataclasses, sys\nfrom flyconfigs.cli import main\nfrom flyconfigs.tuner import fleet\n"
+            "real = fleet.tune_fleet\n"
+            "def slowed(request, progress=None, stop=None):\n"
+            f"    return real(dataclasses.replace(request, measurer_options={{'delay_s': {delay_s}}}), progress, stop)\n"
+            "fleet.tune_fleet = slowed\nsys.exit(main(sys.argv[1:]))\n")
+
+
+def test_sigterm_reports_what_was_tuned_and_only_the_json_object_reaches_stdout(fleet: Fleet, tmp_path: Path) -> None:
+    """Ray prints the cluster's error messages on the driver's stdout and, from ray.init
+    on, answers SIGTERM by exiting at once (status 15, no summary).  Here every driver
+    of the cluster is sent such messages while the run goes on (published as the
+    cluster publishes its own), then the run gets SIGTERM: it stops, says what it did
+    in the one JSON object on stdout, and exits 128 + 15; what it wrote is resumed."""
+    import threading
+
+    from ray._private.utils import publish_error_to_driver
+
+    out = tmp_path / "tuned"
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _slowed_cli(0.15), "tune", "rmsnorm", "--backend", "simulated", "--key-grid", GRID,
+         "--budget", "6", "--ray", fleet.address, "--out", str(out), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    running = threading.Event()
+    running.set()
+
+    def publish() -> None:
+        gcs = ray._private.worker.global_worker.gcs_client
+        while running.is_set():
+            publish_error_to_driver("flyconfigs_test", "a message from the cluster for every driver", gcs)
+            time.sleep(0.2)
+
+    publisher = threading.Thread(target=publish, daemon=True)
+    publisher.start()
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(out.glob("*.json"))) < 2 and driver.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert driver.poll() is None, driver.communicate()[1][-3000:]
+        driver.send_signal(signal.SIGTERM)
+        stdout, stderr = driver.communicate(timeout=120)
+    finally:
+        running.clear()
+        publisher.join()
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert "a message from the cluster for every driver" in stderr  # Ray's messages went to stderr
+    summary = json.loads(stdout)
+    assert summary["interrupted"] and summary["signal"] == "SIGTERM"
+    written = _artifacts(out)
+    assert 2 <= summary["tuned"] == len(written) < len(KEYS)
+    assert summary["tuned"] + len(summary["not_reached"]) == len(KEYS)
+    assert sorted(summary["artifacts"]) == sorted(str(out / name) for name in written)
+    assert not [p for p in out.iterdir() if p.suffix != ".json"], "temporary files left behind"
+
+    before = {name: (out / name).read_bytes() for name in written}
+    report = tune_fleet(FleetRequest("rmsnorm", KEYS, out, "simulated", TuneOptions(budget=6, resume=True)))
+    assert sum(r.skipped for r in report.results) == len(before) and len(_artifacts(out)) == len(KEYS)
+    assert all((out / name).read_bytes() == raw for name, raw in before.items())
+
+
+def test_an_address_that_does_not_answer_fails_at_once_and_one_that_is_no_address_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ray retries an address where nothing listens for many minutes (a closed port
+    here: about 35 s per try, 20 tries); the run fails within the connect timeout."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "flyconfigs", "tune", "rmsnorm", "--backend", "simulated", "--key-grid",
+                           "M=1 N=1024 dtype=bf16", "--ray", f"127.0.0.1:{port}", "--out", str(tmp_path / "x")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.splitlines() == [f"flyconfigs: error: cannot connect to the Ray cluster at 127.0.0.1:{port}: "
+                                        "Connection refused"]
+    assert time.monotonic() - started < 60
+    assert not (tmp_path / "x").exists() or not list((tmp_path / "x").iterdir())
+
+    from flyconfigs.cli import main
+
+    for wrong in ("not-an-address", "host:port", "10.0.0.1:99999", "http://10.0.0.1:6379/x", "10.0.0.1:6379/x"):
+        assert main(["tune", "rmsnorm", "--backend", "simulated", "--ray", wrong, "--out", str(tmp_path / "y")]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"flyconfigs: error: --ray takes 'auto', HOST:PORT or ray://HOST:PORT (alone: a local cluster); got {wrong!r}"]
+    for right, address in (("local", None), ("auto", "auto"), ("10.0.0.1:6379", "10.0.0.1:6379"),
+                           ("ray://head.example:10001", "ray://head.example:10001"), ("[::1]:6379", "[::1]:6379")):
+        assert ray_address(right) == address
+
+
+def test_a_local_cluster_leaves_no_token_in_the_home_folder(tmp_path: Path) -> None:
+    """ray.init of a new cluster writes ~/.ray/auth_token when no token is set, and any
+    later cluster of that user then turns on token authentication.  The run's own
+    cluster keeps its token in the run's environment."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    done = subprocess.run([sys.executable, "-m", "flyconfigs", "tune", "rmsnorm", "--backend", "simulated", "--key-grid",
+                           "M=1 N=1024 dtype=bf16", "--budget", "2", "--ray", "--out", str(tmp_path / "out"), "--json"],
+                          capture_output=True, text=True, timeout=300, env={**env, "HOME": str(home)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["tuned"] == 1
+    assert not (home / ".ray").exists(), sorted(p.name for p in (home / ".ray").iterdir())

@@ -326,3 +326,9 @@ def test_the_cuda_binding_finds_the_direct_launch_entry_once_or_falls_back() -> 
         driver = SimpleNamespace(cuGetProcAddress=lambda *a, r=answer: r, CUdriverProcAddress_flags=flags)
         assert CudaBinding(driver, nvrtc).launch_ex_address() is None
     assert CudaBinding(SimpleNamespace(), nvrtc).launch_ex_address() is None
+
+
+def test_each_vendor_runs_on_one_backend() -> None:
+    from flyconfigs.gpu import backend_for_vendor
+
+    assert (backend_for_vendor("amd"), backend_for_vendor("nvidia")) == ("hip", "cuda")

@@ -23,7 +23,8 @@ from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.publish import build as publish_module
 from flyconfigs.publish.build import publish, publish_all, upload_files
 from flyconfigs.schema import Artifact, write_atomic
-from flyconfigs.tuner.run import TuneOptions, spread_cross_checks, tune
+from flyconfigs.tuner.crosscheck import spread_cross_checks
+from flyconfigs.tuner.run import TuneOptions, tune
 from flyconfigs.tuner.simulated import SIMULATED_DEVICE, SimulatedToolchain, config_name
 from flyconfigs.tuner.worker import Worker
 

@@ -90,3 +90,23 @@ def test_cli_devices(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert summary["workers"] == 2 and summary["tuned"] == 3 and summary["disagreements"] == []
     assert main(["tune", "rmsnorm", "--backend", "simulated", "--devices", "0,x", "--out", str(tmp_path)]) == 2
     assert "--devices takes" in capsys.readouterr().err
+
+
+def test_a_failure_while_keys_are_in_flight_stops_them_before_it_is_raised(tmp_path: Path) -> None:
+    # Here the caller's progress callback breaks on the second dispatch, while the first
+    # key is being tuned: the caller closes its workers once tune returns, so nothing
+    # may still be using them then.
+    import threading
+
+    def progress(event: str, data: dict) -> None:
+        if event == "dispatch" and data["key"]["M"] == 2:
+            raise RuntimeError("the callback broke")
+
+    workers = _workers({"delay_s": 0.05}, {"delay_s": 0.05})
+    try:
+        with pytest.raises(RuntimeError, match="the callback broke"):
+            tune(SPEC, [{**BASE, "M": m} for m in (1, 2, 3)], tmp_path, workers, SimulatedToolchain(),
+                 TuneOptions(budget=8), progress)
+        assert not [t.name for t in threading.enumerate() if t.name.startswith("flyconfigs-tune-")]
+    finally:
+        _close(workers)

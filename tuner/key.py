@@ -75,7 +75,7 @@ class _Context:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class _KeyPlan:
     """The candidates of one key: the default first, then the rest of the space."""
 
     configs: list[dict[str, Any]]
@@ -152,7 +152,7 @@ def candidate_configs(kernel: TunableKernel, key: dict[str, Any], device: Device
     return [default, *others][: budget or None]
 
 
-def _plan(ctx: _Context, key: dict[str, Any], device: Device) -> _Plan:
+def _plan(ctx: _Context, key: dict[str, Any], device: Device) -> _KeyPlan:
     """The kernel's space for ``key`` on ``device`` (the default first, cut to the
     budget) and the rotation: copies enough for a replay to touch 3× the cache, up to
     the launches per replay (at most 200), so a key that moves under 1.5% of the cache
@@ -161,16 +161,16 @@ def _plan(ctx: _Context, key: dict[str, Any], device: Device) -> _Plan:
     traffic = ctx.kernel.traffic(key)
     final = rotation(traffic, device, ctx.options, ctx.options.final_target_us)
     screen = rotation(traffic, device, ctx.options, ctx.options.screen_target_us).launches
-    return _Plan(configs, 0, traffic, final.copies, final.launches, min(screen, final.launches))
+    return _KeyPlan(configs, 0, traffic, final.copies, final.launches, min(screen, final.launches))
 
 
-def _compile(ctx: _Context, key: dict[str, Any], plan: _Plan, device: Device) -> list[CheckResult]:
+def _compile(ctx: _Context, key: dict[str, Any], plan: _KeyPlan, device: Device) -> list[CheckResult]:
     """Every candidate compiled ahead; compile errors recorded, the rest still to verify."""
     errors = ctx.toolchain.compile_all(ctx.kernel, key, plan.configs, device)
     return [CheckResult("ok") if error is None else CheckResult("compile_error", error) for error in errors]
 
 
-def _verify(ctx: _Context, key: dict[str, Any], plan: _Plan, status: list[CheckResult],
+def _verify(ctx: _Context, key: dict[str, Any], plan: _KeyPlan, status: list[CheckResult],
             worker: Worker) -> list[CheckResult]:
     """Each compiled candidate checked against the reference in the worker; a candidate
     that kills or hangs the worker is recorded and the worker restarted."""
@@ -196,7 +196,7 @@ def _verify(ctx: _Context, key: dict[str, Any], plan: _Plan, status: list[CheckR
     return out
 
 
-def _screen(worker: Worker, plan: _Plan, verified: list[int], options: TuneOptions) -> tuple[dict[int, Timing], dict[int, float]]:
+def _screen(worker: Worker, plan: _KeyPlan, verified: list[int], options: TuneOptions) -> tuple[dict[int, Timing], dict[int, float]]:
     """Every verified candidate timed briefly, interleaved in groups of ``screen_group``
     with the default in each: each one's timing and its median over the default's in
     its group (what the finalists are ranked by, so the groups need not run alike)."""
@@ -221,7 +221,7 @@ def _screen_group_size(options: TuneOptions) -> int:
     return max(2, options.screen_group)
 
 
-def _select(ctx: _Context, key: dict[str, Any], plan: _Plan, status: list[CheckResult], worker: Worker) -> _Selected:
+def _select(ctx: _Context, key: dict[str, Any], plan: _KeyPlan, status: list[CheckResult], worker: Worker) -> _Selected:
     """A short interleaved screen of every verified candidate, a full measurement of the
     best few with the default, near-ties re-measured, then the decision."""
     options = ctx.options
@@ -250,7 +250,7 @@ def _select(ctx: _Context, key: dict[str, Any], plan: _Plan, status: list[CheckR
                      decision.kept_default)
 
 
-def _artifact(ctx: _Context, key: dict[str, Any], device: Device, plan: _Plan, status: list[CheckResult],
+def _artifact(ctx: _Context, key: dict[str, Any], device: Device, plan: _KeyPlan, status: list[CheckResult],
               selected: _Selected) -> Artifact:
     """The measured artifact: every candidate with what happened to it, the winner, the
     default, how the winner was chosen, and the provenance."""
@@ -296,7 +296,7 @@ def _artifact(ctx: _Context, key: dict[str, Any], device: Device, plan: _Plan, s
 
 
 def _time(worker: Worker, configs: list[dict[str, Any]], launches: int, samples: int, warmup: int,
-          plan: _Plan, options: TuneOptions) -> list[Timing]:
+          plan: _KeyPlan, options: TuneOptions) -> list[Timing]:
     try:
         raw = worker.time(configs, launches, samples, warmup, timeout=max(120.0, options.check_timeout_s),
                           hold=options.hold)
@@ -305,6 +305,6 @@ def _time(worker: Worker, configs: list[dict[str, Any]], launches: int, samples:
     return [_timing(s, plan.traffic) for s in raw]
 
 
-def _restart(worker: Worker, key: dict[str, Any], plan: _Plan, options: TuneOptions) -> None:
+def _restart(worker: Worker, key: dict[str, Any], plan: _KeyPlan, options: TuneOptions) -> None:
     worker.restart()
     worker.prepare(key, plan.copies, plan.traffic, timeout=options.check_timeout_s)

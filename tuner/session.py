@@ -16,10 +16,12 @@ from flyconfigs.kernels.plugin import key_presets, tunable_kernel
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import Device
 from flyconfigs.tuner.grid import parse_grids
-from flyconfigs.tuner.run import Progress, TuneOptions, TuneReport, tune
+from flyconfigs.tuner.options import Progress, TuneOptions
+from flyconfigs.tuner.run import tune
+from flyconfigs.tuner.scheduler import TuneReport
 from flyconfigs.tuner.worker import Worker, available_cpus
 
-__all__ = ["RayFleet", "SessionResult", "device_ordinals", "run_session"]
+__all__ = ["RayFleet", "SessionRequest", "SessionResult", "device_ordinals", "run_session"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ def _workers(kernel: str, backend: str | None, ordinals: Sequence[int]) -> tuple
         workers = [Worker("flyconfigs.tuner.simulated:SimulatedMeasurer", {"ordinal": o, "kernel": kernel})
                    for o in ordinals]
         return workers, SimulatedToolchain()
+    from flyconfigs.gpu import backend_for_vendor
     from flyconfigs.tuner.toolchain import GPUToolchain
 
     try:
@@ -69,7 +72,7 @@ def _workers(kernel: str, backend: str | None, ordinals: Sequence[int]) -> tuple
         for worker in workers:
             worker.close()
         raise
-    return workers, GPUToolchain("hip" if vendor == "amd" else "cuda", available_cpus())
+    return workers, GPUToolchain(backend_for_vendor(vendor), available_cpus())
 
 
 @dataclass(frozen=True)
@@ -83,33 +86,56 @@ class RayFleet:
     target: DeviceQuery | None = None
 
 
-def run_session(kernel: str, grids: Sequence[str], extra: Mapping[str, Sequence[Any]] | None, out: Path,
-                backend: str | None, ordinals: Sequence[int], options: TuneOptions, progress: Progress | None = None,
-                cross_check: bool = False, fleet: RayFleet | None = None,
+@dataclass(frozen=True)
+class SessionRequest:
+    """What a ``flyconfigs tune`` session tunes and where.
+
+    ``kernel`` is an entry-point name, ``grids`` its key grids (``M=1,16 N=4096``, a
+    preset's name or ``@FILE``), ``extra`` values for axes a grid does not name.  The
+    keys are tuned into ``out`` on the GPUs ``ordinals`` of ``backend`` (default: the
+    GPU found), or on every matching GPU of a Ray cluster with ``fleet``."""
+
+    kernel: str
+    grids: Sequence[str]
+    out: Path
+    backend: str | None = None
+    ordinals: Sequence[int] = (0,)
+    extra: Mapping[str, Sequence[Any]] | None = None
+    options: TuneOptions = TuneOptions()
+    cross_check: bool = False
+    fleet: RayFleet | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "grids", tuple(self.grids))  # frozen means the lists too
+        object.__setattr__(self, "ordinals", tuple(self.ordinals))
+
+
+def run_session(request: SessionRequest, progress: Progress | None = None,
                 stop: threading.Event | None = None) -> SessionResult:
-    """Tune ``kernel`` (an entry-point name) over ``grids`` into ``out`` on ``ordinals``
-    of ``backend`` — or on every matching GPU of a Ray cluster with ``fleet`` — ;
-    ``extra`` gives values for axes a grid does not name.  Setting ``stop`` (from a
-    signal handler) ends a run on this host's GPUs early, as :func:`tune` says.
+    """Run ``request``; progress arrives through ``progress``.  Setting ``stop`` (from a
+    signal handler) ends the run early, its report saying what was finished, as
+    :func:`~flyconfigs.tuner.run.tune` and :func:`~flyconfigs.tuner.fleet.tune_fleet` say.
 
     Raises :class:`UnknownKernelError`, :class:`InvalidKeyError` or
     :class:`TuneError`; the workers are always closed."""
+    kernel, options, fleet = request.kernel, request.options, request.fleet
     decl = tunable_kernel(kernel)
     if options.budget is not None and options.budget < 1:
         raise InvalidKeyError("--budget must be at least 1")
-    if not grids:
+    if not request.grids:
         raise InvalidKeyError(f"no key grid for {kernel!r}: give --key-grid (presets: {', '.join(key_presets(decl)) or 'none'})")
-    keys = parse_grids(list(grids), decl, extra)
+    keys = parse_grids(list(request.grids), decl, request.extra)
     toolchain: Any = None
     if fleet is not None:
-        from flyconfigs.tuner.fleet import tune_fleet
+        from flyconfigs.tuner.fleet import FleetRequest, tune_fleet
 
-        report = tune_fleet(kernel, keys, out, backend, options, progress, cross_check=cross_check,
-                            address=fleet.address, target=fleet.target)
+        report = tune_fleet(FleetRequest(kernel, keys, request.out, request.backend, options, request.cross_check,
+                                         address=fleet.address, target=fleet.target), progress, stop)
     else:
-        workers, toolchain = _workers(kernel, backend, ordinals)
+        workers, toolchain = _workers(kernel, request.backend, request.ordinals)
         try:
-            report = tune(decl, keys, out, workers, toolchain, options, progress, cross_check=cross_check, stop=stop)
+            report = tune(decl, keys, request.out, workers, toolchain, options, progress, cross_check=request.cross_check,
+                          stop=stop)
         finally:
             getattr(toolchain, "close", lambda: None)()
             for worker in workers:
@@ -124,7 +150,7 @@ def run_session(kernel: str, grids: Sequence[str], extra: Mapping[str, Sequence[
         "seconds": report.seconds,
         "worker_restarts": report.worker_restarts,
         "workers": len(report.workers),
-        "devices": list(ordinals) if fleet is None else None,
+        "devices": list(request.ordinals) if fleet is None else None,
         "tuned_on": report.workers,
         "disagreements": report.disagreements,
         "left_out": report.left_out,

@@ -37,10 +37,6 @@ class TimingPlan:
     hold: bool = True
     """Queue the sampled replays behind a spin kernel (see the module's docstring)."""
 
-    @property
-    def method(self) -> str:
-        return "graph-replay"
-
 
 @dataclass(frozen=True)
 class Measurement:
@@ -53,11 +49,15 @@ class Measurement:
         return statistics.median(self.samples_us)
 
     def quantile(self, q: float) -> float:
-        ordered = sorted(self.samples_us)
-        pos = q * (len(ordered) - 1)
-        low = int(pos)
-        high = min(low + 1, len(ordered) - 1)
-        return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+        """The ``q`` quantile (a whole percentile: 0.2, 0.8), interpolated between the
+        two nearest samples (``statistics.quantiles``' inclusive method, as numpy's
+        default).  Raises :class:`ValueError` for another ``q``."""
+        percent = round(q * 100)
+        if not 0 < percent < 100 or abs(q * 100 - percent) > 1e-9:
+            raise ValueError(f"quantile takes a whole percentile between 0 and 1 exclusive, got {q!r}")
+        if len(self.samples_us) == 1:  # statistics.quantiles wants two points before Python 3.13
+            return self.samples_us[0]
+        return statistics.quantiles(self.samples_us, n=100, method="inclusive")[percent - 1]
 
 
 def plan_rotation(bytes_per_call: int, cache_bytes: int, memory_budget: int = 8 << 30, max_launches: int = 200,

@@ -1,4 +1,4 @@
-"""``flyconfigs validate`` and ``flyconfigs schema``: checking files, printing the spec."""
+"""``flyconfigs validate`` and ``flyconfigs schema``: checking files, printing the JSON Schema."""
 
 from __future__ import annotations
 
@@ -61,8 +61,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
+    from flyconfigs.schema.json_schema import load_json_schema
     from flyconfigs.schema.models import SCHEMA_VERSION
-    from flyconfigs.schema.spec import load_spec
 
     version = args.version or SCHEMA_VERSION
     try:
@@ -72,15 +72,15 @@ def _schema(args: argparse.Namespace) -> int:
             from flyconfigs.registry import kernel_declaration
             from flyconfigs.registry.kernel_schema import kernel_artifact_schema
 
-            spec = kernel_artifact_schema(kernel_declaration(args.kernel), version)
+            document = kernel_artifact_schema(kernel_declaration(args.kernel), version)
         else:
-            spec = load_spec(args.kind, version)
+            document = load_json_schema(args.kind, version)
     except KeyError as exc:
         raise Usage(str(exc.args[0])) from None
     if args.json:
-        emit_json({"command": "schema", "kind": args.kind, "version": version, "kernel": args.kernel, "schema": spec})
+        emit_json({"command": "schema", "kind": args.kind, "version": version, "kernel": args.kernel, "schema": document})
     else:
-        sys.stdout.write(json.dumps(spec, indent=2, sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
     return 0
 
 

@@ -164,7 +164,9 @@ def _predicted_notes(resolver: Any, device: Any) -> list[str]:
         if artifact is not None and artifact.selection.rule == "predicted" and (
                 device.product is None or artifact.device.product == device.product):
             by_kernel[artifact.kernel.name] = by_kernel.get(artifact.kernel.name, 0) + 1
-    backend = "hip" if device.vendor == "amd" else "cuda"
+    from flyconfigs.gpu import backend_for_vendor
+
+    backend = backend_for_vendor(device.vendor)
     return [f"{count} {kernel} artifacts for {device.describe()} are predicted (compiled and ranked by a model, "
             f"never measured on this device): measure them here with `flyconfigs tune {kernel} --backend {backend} "
             f"--key-grid … --out DIR` and publish the result as a newer version; measured beats predicted"

@@ -14,6 +14,7 @@ __all__ = ["register"]
 
 
 def _predict(args: argparse.Namespace) -> int:
+    from flyconfigs.gpu import backend_for_vendor
     from flyconfigs.kernels.plugin import tunable_kernel
     from flyconfigs.registry.products import find_product, product_catalog
     from flyconfigs.tuner.grid import parse_grids
@@ -30,7 +31,7 @@ def _predict(args: argparse.Namespace) -> int:
         raise Usage(f"--target {args.target} but {device.product} is {device.arch}")
     kernel = tunable_kernel(args.kernel)
     keys = parse_grids(key_grids(args), kernel, grid_extra(args))
-    toolchain = GPUToolchain("hip" if device.vendor == "amd" else "cuda", available_cpus())
+    toolchain = GPUToolchain(backend_for_vendor(device.vendor), available_cpus())
 
     def on(event: str, data: dict[str, Any]) -> None:
         if not args.json:

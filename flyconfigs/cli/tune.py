@@ -78,17 +78,16 @@ def _split(seconds: dict[str, float]) -> str:
 
 
 @contextlib.contextmanager
-def _stop_on_signals(stop: threading.Event | None) -> Iterator[list[int]]:
+def _stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
     """Within the block Ctrl-C or a termination signal (``timeout``, a batch system's
-    stop, ``kill``) sets ``stop``, which ends the run at its next candidate or key with
-    what it finished reported; a second signal, or the first when ``stop`` is None (a
-    Ray run), raises :class:`KeyboardInterrupt` at once.  Yields the numbers of the
-    signals caught."""
+    stop, ``kill``) sets ``stop``, which ends the run at its next candidate or key (a
+    Ray run: at once) with what it finished reported; a second signal raises
+    :class:`KeyboardInterrupt` at once.  Yields the numbers of the signals caught."""
     caught: list[int] = []
 
     def on_signal(signum: int, frame: object) -> None:
         caught.append(signum)
-        if stop is None or stop.is_set():
+        if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
 
@@ -105,7 +104,9 @@ def _stop_on_signals(stop: threading.Event | None) -> Iterator[list[int]]:
 
 def _fleet(args: argparse.Namespace) -> Any:
     """The Ray fleet ``--ray``/``--target`` ask for, or None for this host's GPUs."""
+    from flyconfigs.errors import TuneError
     from flyconfigs.registry.device import parse_device_spec
+    from flyconfigs.tuner.fleet import ray_address
     from flyconfigs.tuner.session import RayFleet
 
     if args.ray is None:
@@ -114,25 +115,29 @@ def _fleet(args: argparse.Namespace) -> Any:
         return None
     if args.devices:
         raise Usage("--devices and --ray exclude each other: a Ray run tunes on every GPU of the cluster")
+    try:
+        address = ray_address(args.ray)
+    except TuneError as exc:
+        raise Usage(str(exc)) from None
     target = parse_device_spec(args.target, "--target") if args.target is not None else None
-    return RayFleet(None if args.ray == "local" else args.ray, target)
+    return RayFleet(address, target)
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from flyconfigs.tuner.run import TuneOptions
-    from flyconfigs.tuner.session import device_ordinals, run_session
+    from flyconfigs.tuner.options import TuneOptions
+    from flyconfigs.tuner.session import SessionRequest, device_ordinals, run_session
 
     extra = grid_extra(args)
     grids = key_grids(args)
     fleet = _fleet(args)
     ordinals = device_ordinals(args.devices, args.backend) if args.devices else [args.device]
     on, close = _progress_bar(sys.stderr.isatty())
-    stop = threading.Event() if fleet is None else None
+    request = SessionRequest(args.kernel, grids, Path(args.out), args.backend, ordinals, extra,
+                             TuneOptions(budget=args.budget, resume=args.resume), args.cross_check, fleet)
+    stop = threading.Event()
     with _stop_on_signals(stop) as caught:
         try:
-            result = run_session(args.kernel, grids, extra, Path(args.out), args.backend, ordinals,
-                                 TuneOptions(budget=args.budget, resume=args.resume), on, cross_check=args.cross_check,
-                                 fleet=fleet, stop=stop)
+            result = run_session(request, on, stop)
         finally:
             close()
     report, summary = result.report, result.summary

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Literal
 
 from flyconfigs.errors import BackendUnavailableError, GPURuntimeMissingError
 from flyconfigs.gpu.backend import Backend, Binding, CompiledKernel, CompileRequest, Kernel, LaunchArgumentError
@@ -22,6 +23,7 @@ __all__ = [
     "CompiledKernel",
     "Kernel",
     "LaunchArgumentError",
+    "backend_for_vendor",
     "binding_for",
     "current_identity",
     "detect_device",
@@ -69,6 +71,11 @@ def get_backend(name: str | None = None, ordinal: int = 0, arch: str | None = No
                 raise BackendUnavailableError(message)
         _BACKENDS[key] = backend
         return backend
+
+
+def backend_for_vendor(vendor: str) -> Literal["cuda", "hip"]:
+    """The backend that runs a ``vendor``'s GPUs: ``hip`` for ``amd``, else ``cuda``."""
+    return "hip" if vendor == "amd" else "cuda"
 
 
 def binding_for(name: str) -> Binding:

@@ -72,8 +72,6 @@ class CompileCache:
         self.root = root if root is not None else default_cache_dir()
         env_max = os.environ.get(CACHE_MAX_ENV)
         self.max_bytes = max_bytes if max_bytes is not None else parse_size(env_max) if env_max else DEFAULT_MAX_BYTES
-        self.hits = 0
-        self.misses = 0
 
     def _paths(self, key: str) -> tuple[Path, Path]:
         folder = self.root / key[:2]
@@ -89,7 +87,6 @@ class CompileCache:
             meta = parse_document(read_file_bytes(meta_path, _META_MAX), str(meta_path))
             code = read_file_bytes(code_path, 1 << 31)
         except (OSError, ArtifactError):
-            self.misses += 1
             return None
         if (
             not isinstance(meta, dict)
@@ -98,14 +95,12 @@ class CompileCache:
             or meta.get("size") != len(code)
             or meta.get("sha256") != hashlib.sha256(code).hexdigest()
         ):
-            self.misses += 1
             self._remove(key)
             return None
         try:
             os.utime(code_path)
         except OSError:
             pass
-        self.hits += 1
         return code, meta
 
     def _remove(self, key: str) -> None:

@@ -13,23 +13,7 @@ from flyconfigs.errors import BackendUnavailableError, GPURuntimeMissingError, U
 from flyconfigs.gpu.backend import Backend, CompiledKernel, Kernel
 from flyconfigs.schema.models import Device, Resources
 
-__all__ = ["CUDA_SYMBOLS", "CudaBinding", "make_binding"]
-
-CUDA_SYMBOLS = {
-    "nvrtc": [
-        "nvrtcCreateProgram", "nvrtcAddNameExpression", "nvrtcCompileProgram", "nvrtcGetProgramLogSize",
-        "nvrtcGetProgramLog", "nvrtcGetLoweredName", "nvrtcGetCUBINSize", "nvrtcGetCUBIN", "nvrtcDestroyProgram",
-        "nvrtcVersion",
-    ],
-    "driver": [
-        "cuInit", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetName", "cuDeviceGetAttribute", "cuDriverGetVersion",
-        "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuModuleLoadData", "cuModuleUnload", "cuModuleGetFunction",
-        "cuLaunchKernel", "cuGetProcAddress",
-        "cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventDestroy", "cuCtxSynchronize", "cuFuncGetAttribute",
-        "cuOccupancyMaxActiveBlocksPerMultiprocessor", "CUdevice_attribute", "CUfunction_attribute",
-    ],
-}
-
+__all__ = ["CudaBinding"]
 
 def _modules() -> tuple[Any, Any]:
     try:
@@ -220,8 +204,3 @@ class CudaBinding:
 
     def synchronize(self) -> Any:
         return self.api.cuCtxSynchronize()
-
-
-def make_binding() -> CudaBinding:
-    """The cuda-python binding; :class:`BackendUnavailableError` if it is absent."""
-    return CudaBinding()

@@ -14,7 +14,7 @@ from flyconfigs.gpu.amdgpu import kernel_metadata, resources_from_metadata
 from flyconfigs.gpu.backend import Backend, CompiledKernel, Kernel
 from flyconfigs.schema.models import Device, Resources
 
-__all__ = ["HIP_SYMBOLS", "HipBinding", "device_from_properties", "make_binding"]
+__all__ = ["HIP_SYMBOLS", "HipBinding", "device_from_properties"]
 
 # Every hip-python name this backend calls: the contract test checks them.
 HIP_SYMBOLS = {
@@ -182,11 +182,6 @@ class HipBinding:
 
     def synchronize(self) -> Any:
         return self.api.hipDeviceSynchronize()
-
-
-def make_binding() -> HipBinding:
-    """The hip-python binding; :class:`BackendUnavailableError` if hip-python is absent."""
-    return HipBinding()
 
 
 class _GuardedModule:

@@ -29,9 +29,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flyconfigs.errors import InvalidKeyError
+from flyconfigs.kernels.fused_add_rmsnorm.reference import reference_fused_add_rms_norm
 from flyconfigs.kernels.rownorm import (
     ELEMENT_BYTES,
     HIDDEN_SIZE_GRID,
@@ -49,7 +50,7 @@ from flyconfigs.schema.models import wave_size_of_arch
 
 if TYPE_CHECKING:
     from flyconfigs.gpu import Backend
-    from flyconfigs.kernels.fused_add_rmsnorm.op import FusedAddRMSNormWorkload
+    from flyconfigs.kernels.fused_add_rmsnorm.workload import FusedAddRMSNormWorkload
 
 __all__ = ["HIDDEN_SIZE_GRID", "RULES", "SPEC", "TUNABLES", "FusedAddRMSNormSpec", "quantities",
            "reference_fused_add_rms_norm", "traffic_bytes"]
@@ -245,7 +246,7 @@ class FusedAddRMSNormSpec:
 
     def workload(self, key: Mapping[str, KeyValue], copies: int, backend: Backend) -> FusedAddRMSNormWorkload:
         """Rotated inputs for ``key`` (imports torch and Triton)."""
-        from flyconfigs.kernels.fused_add_rmsnorm.op import FusedAddRMSNormWorkload
+        from flyconfigs.kernels.fused_add_rmsnorm.workload import FusedAddRMSNormWorkload
 
         return FusedAddRMSNormWorkload(key, copies, self)
 
@@ -255,15 +256,6 @@ class FusedAddRMSNormSpec:
             return {"triton": metadata.version("triton")}
         except metadata.PackageNotFoundError:
             return {}
-
-
-def reference_fused_add_rms_norm(x: Any, residual: Any, weight: Any, eps: float) -> tuple[Any, Any]:
-    """The reference on torch tensors: the residual after the add (rounded to its dtype,
-    as a torch add stores it) and the float64 RMSNorm of it."""
-    summed = (x + residual).to(residual.dtype)
-    rd = summed.double()
-    rms = (rd.pow(2).mean(dim=-1, keepdim=True) + eps).rsqrt()
-    return summed, rd * rms * weight.double()
 
 
 SPEC = FusedAddRMSNormSpec()

@@ -40,6 +40,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
+from flyconfigs.kernels.rmsnorm.model import MODEL, RMSNormCostModel
+from flyconfigs.kernels.rmsnorm.tunables import NEUTRAL, cluster_of, hints_of
 from flyconfigs.kernels.rmsnorm.validity import MAX_BLOCK, MAX_REG_FLOATS, RULES, quantities, source_with_rules
 from flyconfigs.kernels.rownorm import (
     DTYPES,
@@ -58,7 +61,6 @@ from flyconfigs.schema.models import wave_size_of_arch
 
 if TYPE_CHECKING:
     from flyconfigs.gpu import Backend, CompileRequest
-    from flyconfigs.kernels.rmsnorm.model import RMSNormCostModel
     from flyconfigs.kernels.rmsnorm.workload import RMSNormWorkload
     from flyconfigs.schema.models import Device
 
@@ -73,8 +75,6 @@ STORAGE = ("reg", "smem", "reread")
 OCCUPANCY = (0, 2, 4)
 CLUSTER = (1, 2, 4, 8)
 CACHE_HINTS = ("none", "stream")
-NEUTRAL: dict[str, KeyValue] = {"cluster": 1, "cache_hints": "none"}
-"""Tunables added after configs were published, and the value a config without them means."""
 PERF_GRID = (
     "M=1,16,128,1024,4096,16384,65536 N=1024,2048,4096,5120,8192,16384 dtype=bf16",
     "M=4096,65536 N=4096,8192 dtype=fp16,fp32",
@@ -261,8 +261,6 @@ class RMSNormSpec:
 
     def _default(self, norm: Mapping[str, KeyValue], device: DeviceQuery | None, w: int,
                  candidates: list[dict[str, KeyValue]]) -> dict[str, KeyValue]:
-        from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
-
         units = device.compute_units if device is not None else None
         chosen = rmsnorm_default.choose(rmsnorm_default.table(), norm, units, candidates)
         return dict(chosen) if chosen is not None else self.rule_of_thumb(norm, w)
@@ -326,8 +324,6 @@ class RMSNormSpec:
     @property
     def cost_model(self) -> RMSNormCostModel:
         """The model that ranks compiled configs for ``flyconfigs predict``."""
-        from flyconfigs.kernels.rmsnorm.model import MODEL
-
         return MODEL
 
     @property
@@ -376,16 +372,6 @@ class RMSNormSpec:
 
 def _wave_of(device: DeviceQuery | None) -> int:
     return wave_size_of_arch(device.arch) if device is not None else 32
-
-
-def cluster_of(config: Mapping[str, Any]) -> int:
-    """The blocks ``config`` shares a row over (a config from before the tunable: 1)."""
-    return int(config.get("cluster", NEUTRAL["cluster"]))
-
-
-def hints_of(config: Mapping[str, Any]) -> str:
-    """``config``'s cache hints (a config from before the tunable: ``none``)."""
-    return str(config.get("cache_hints", NEUTRAL["cache_hints"]))
 
 
 def cache_hints_of(device: DeviceQuery | Device | None) -> bool:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from importlib.resources import files as resources_files
 from typing import Any
 
-from flyconfigs.kernels.rmsnorm.declaration import cluster_of, hints_of
+from flyconfigs.kernels.rmsnorm.tunables import cluster_of, hints_of
 from flyconfigs.kernels.rownorm import ELEMENT_BYTES, pow2_ceil
 
 __all__ = ["MISSING", "NEIGHBOURS", "DefaultTable", "Shape", "choose", "config_of", "shape_of", "table"]

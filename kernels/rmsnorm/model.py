@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from importlib.resources import files as resources_files
 from typing import Any
 
-from flyconfigs.kernels.rmsnorm.declaration import ELEMENT_BYTES, cluster_of
+from flyconfigs.kernels.rmsnorm.tunables import cluster_of
+from flyconfigs.kernels.rownorm import ELEMENT_BYTES
 from flyconfigs.schema.models import Device, Resources
 
 __all__ = ["MODEL", "ROOFLINE", "RMSNormCostModel", "RooflineModel", "features"]

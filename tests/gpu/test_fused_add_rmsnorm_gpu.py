@@ -134,10 +134,10 @@ def test_the_workload_checks_and_reports_resources() -> None:
 
 def test_tune_loads_the_kernel_by_name_in_the_worker(tmp_path: Path) -> None:
     from flyconfigs.tuner.run import TuneOptions
-    from flyconfigs.tuner.session import run_session
+    from flyconfigs.tuner.session import SessionRequest, run_session
 
-    result = run_session("fused_add_rmsnorm", ["M=1,4096 N=2048 dtype=bf16"], None, tmp_path, "cuda", [0],
-                         TuneOptions(budget=6))
+    result = run_session(SessionRequest("fused_add_rmsnorm", ["M=1,4096 N=2048 dtype=bf16"], tmp_path, "cuda", [0],
+                                        options=TuneOptions(budget=6)))
     assert result.summary["tuned"] == 2
     for path in result.summary["artifacts"]:
         artifact = load_artifact(Path(path))

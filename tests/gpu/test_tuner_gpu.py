@@ -59,11 +59,11 @@ def test_a_ray_run_on_this_gpu_tunes_with_the_real_backend(tmp_path: Path) -> No
     import pytest
 
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'flyconfigs[ray]')")
-    from flyconfigs.tuner.fleet import tune_fleet
+    from flyconfigs.tuner.fleet import FleetRequest, tune_fleet
     from flyconfigs.tuner.run import TuneOptions as Options
 
     keys = [{**KEY, "M": m} for m in (1, 4096)]
-    report = tune_fleet("rmsnorm", keys, tmp_path, "cuda", Options(budget=12))
+    report = tune_fleet(FleetRequest("rmsnorm", keys, tmp_path, "cuda", Options(budget=12)))
     assert report.lost == [] and len(report.workers) >= 1
     for result in report.results:
         artifact = load_artifact(result.path)

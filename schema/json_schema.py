@@ -1,7 +1,7 @@
-"""The formal spec: JSON Schema documents generated from the models.
+"""The language-neutral format: JSON Schema documents generated from the models.
 
 One document per kind (artifact, manifest) and schema version, committed under
-``schema/spec/`` and shipped in the wheel, so the format can be checked without
+``schema/json_schema/`` and shipped in the wheel, so the format can be checked without
 flyconfigs.  :func:`generate` rebuilds them from the models; a test fails when the
 committed files drift.  JSON Schema cannot tell ``64`` from ``64.0`` and cannot express
 cross-field rules (the winner is one of the candidates, timing quantiles are ordered);
@@ -19,12 +19,12 @@ from pydantic import BaseModel
 from flyconfigs.schema.manifest import Manifest
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact
 
-__all__ = ["KINDS", "generate", "load_spec", "spec_file_name", "spec_versions"]
+__all__ = ["KINDS", "generate", "json_schema_file_name", "json_schema_versions", "load_json_schema"]
 
 KINDS: dict[str, type[BaseModel]] = {"artifact": Artifact, "manifest": Manifest}
 
 
-def spec_file_name(kind: str, version: str = SCHEMA_VERSION) -> str:
+def json_schema_file_name(kind: str, version: str = SCHEMA_VERSION) -> str:
     """``artifact-1.0.schema.json`` and the like."""
     return f"{kind}-{version}.schema.json"
 
@@ -79,17 +79,17 @@ def render(kind: str) -> str:
     return json.dumps(generate(kind), indent=2, sort_keys=True) + "\n"
 
 
-def spec_versions() -> list[str]:
+def json_schema_versions() -> list[str]:
     """The schema versions whose documents ship with this package, oldest first."""
-    names = [p.name for p in resources.files("flyconfigs.schema").joinpath("spec").iterdir()]
+    names = [p.name for p in resources.files("flyconfigs.schema").joinpath("json_schema").iterdir()]
     found = {n.split("-", 1)[1].removesuffix(".schema.json") for n in names if n.endswith(".schema.json")}
     return sorted(found, key=lambda v: tuple(int(x) for x in v.split(".")))
 
 
-def load_spec(kind: str, version: str = SCHEMA_VERSION) -> dict[str, Any]:
+def load_json_schema(kind: str, version: str = SCHEMA_VERSION) -> dict[str, Any]:
     """The shipped JSON Schema of ``kind`` at ``version``; ``KeyError`` if none ships."""
-    path = resources.files("flyconfigs.schema").joinpath("spec", spec_file_name(kind, version))
+    path = resources.files("flyconfigs.schema").joinpath("json_schema", json_schema_file_name(kind, version))
     if not path.is_file():
         raise KeyError(f"no {kind} schema for version {version!r}")
-    spec: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return spec
+    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return document

@@ -10,30 +10,30 @@ import pytest
 
 from factories import MI300X, artifact_dict, staged_artifact_dict
 from flyconfigs.cli import main
-from flyconfigs.publish.layout import build_manifest
 from flyconfigs.errors import ArtifactError
+from flyconfigs.publish.layout import build_manifest
 from flyconfigs.schema import SCHEMA_VERSION, Artifact, parse_artifact
-from flyconfigs.schema.spec import KINDS, load_spec, render, spec_file_name, spec_versions
+from flyconfigs.schema.json_schema import KINDS, json_schema_file_name, json_schema_versions, load_json_schema, render
 
-SPEC_DIR = Path(__file__).parents[1] / "schema" / "spec"
+SCHEMA_DIR = Path(__file__).parents[1] / "schema" / "json_schema"
 CORPUS = Path(__file__).parent / "corpus"
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_committed_documents_match_the_models(kind: str) -> None:
-    committed = (SPEC_DIR / spec_file_name(kind)).read_text()
-    assert committed == render(kind), f"regenerate schema/spec/{spec_file_name(kind)} from the models"
+    committed = (SCHEMA_DIR / json_schema_file_name(kind)).read_text()
+    assert committed == render(kind), f"regenerate schema/json_schema/{json_schema_file_name(kind)} from the models"
 
 
 def test_every_version_is_kept_and_shipped() -> None:
-    assert SCHEMA_VERSION in spec_versions()
-    for version in spec_versions():
+    assert SCHEMA_VERSION in json_schema_versions()
+    for version in json_schema_versions():
         for kind in KINDS:
-            jsonschema.Draft202012Validator.check_schema(load_spec(kind, version))
+            jsonschema.Draft202012Validator.check_schema(load_json_schema(kind, version))
 
 
 def _validator(kind: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(json.loads((SPEC_DIR / spec_file_name(kind)).read_text()))
+    return jsonschema.Draft202012Validator(json.loads((SCHEMA_DIR / json_schema_file_name(kind)).read_text()))
 
 
 @pytest.mark.parametrize("path", sorted((CORPUS / "good").iterdir()), ids=lambda p: p.name)
@@ -57,19 +57,19 @@ def test_good_examples_validate(path: Path) -> None:
         "not-an-object.json",
     ],
 )
-def test_bad_examples_fail_the_spec_too(name: str) -> None:
+def test_bad_examples_fail_the_json_schema_too(name: str) -> None:
     document = json.loads((CORPUS / "bad" / name).read_text())
     assert list(_validator("artifact").iter_errors(document)), name
 
 
-def test_the_spec_takes_timed_in_only_on_timed_candidates() -> None:
+def test_the_json_schema_takes_timed_in_only_on_timed_candidates() -> None:
     staged = staged_artifact_dict()
     assert list(_validator("artifact").iter_errors(staged)) == []
     staged["candidates"][7]["timed_in"] = "screen"  # a compile error: never timed
     assert list(_validator("artifact").iter_errors(staged))
 
 
-def test_manifest_spec_accepts_a_real_manifest() -> None:
+def test_manifest_json_schema_accepts_a_real_manifest() -> None:
     artifacts = [Artifact.model_validate(artifact_dict(device=MI300X, key={"M": m, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"})) for m in (1, 64)]
     manifest, _ = build_manifest("gfx942", artifacts)
     assert list(_validator("manifest").iter_errors(manifest.model_dump(mode="json"))) == []
@@ -103,15 +103,15 @@ def _mutated(change) -> dict:
     ids=["newer-major", "timing-on-a-failed-candidate", "failed-candidate-without-message", "duplicate-features",
          "key-name-outside-the-rule", "tunable-name-outside-the-rule"],
 )
-def test_the_spec_refuses_what_the_reader_refuses_where_json_schema_can_say_it(change) -> None:
+def test_the_json_schema_refuses_what_the_reader_refuses_where_json_schema_can_say_it(change) -> None:
     document = _mutated(change)
     with pytest.raises(ArtifactError):
         parse_artifact(document)
     assert list(_validator("artifact").iter_errors(document))
 
 
-def test_the_spec_names_the_rules_only_the_reader_enforces() -> None:
+def test_the_json_schema_names_the_rules_only_the_reader_enforces() -> None:
     for kind in KINDS:
-        assert "JSON Schema cannot express" in load_spec(kind)["$comment"]
-    manifest = load_spec("manifest")
+        assert "JSON Schema cannot express" in load_json_schema(kind)["$comment"]
+    manifest = load_json_schema("manifest")
     assert manifest["properties"]["schema_version"]["pattern"] == r"^1\.[0-9]{1,4}$"

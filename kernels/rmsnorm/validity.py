@@ -23,6 +23,7 @@ thread holds), ``SHARED_BYTES`` (shared memory of a ``smem`` block),
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -103,9 +104,11 @@ def quantities(config: Mapping[str, Any], key: Mapping[str, Any], wave: int, max
     }
 
 
+@functools.cache  # one string for every compile request of a run (the tuner holds them all)
 def source_with_rules(text: str, where: str) -> str:
     """``text`` (the source read from ``where``) with the asserted rules in place of its one
-    :data:`MARKER` line; ``ValueError`` naming ``where`` when it has none or several."""
+    :data:`MARKER` line; ``ValueError`` naming ``where`` when it has none or several.  The
+    same arguments give the same string object."""
     lines = text.split("\n")
     at = [i for i, line in enumerate(lines) if line.strip() == MARKER]
     if len(at) != 1:

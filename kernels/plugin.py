@@ -1,20 +1,26 @@
-"""The kernel plugin protocol: what a kernel family provides so that flyconfigs can tune it.
+"""The kernel plugin contract: what a kernel family provides so that flyconfigs can serve,
+tune and predict it.
 
-A family is declared through the ``flyconfigs.kernels`` entry-point group by an object
-that satisfies :class:`~flyconfigs.registry.KernelDecl` (what the loader needs to serve
-it: key axes, config validity, the default).  To be tuned it also satisfies
-:class:`TunableKernel`: the space to search, the bytes a call moves, a digest of its
-source, a build step (a :class:`~flyconfigs.gpu.CompileRequest` for the GPU layer, or
-``None`` for languages that compile on first launch, such as Triton) and a
-:class:`Workload` (inputs for one key, the reference check, a launch of one config).
+A family is declared through the ``flyconfigs.kernels`` entry-point group by an instance
+of a subclass of :class:`TunableKernel` (or, for a family that is only served, of its base
+:class:`~flyconfigs.registry.KernelDecl`).  The two classes hold every member the
+registry, the tuner and the predictor read; the optional ones have defaults, so
+``mypy --strict`` checks a plugin against them and nothing reads a member that is not
+declared here.  To be tuned a family gives the space to search, the bytes a call moves,
+a digest of its source, optionally a build step (a :class:`~flyconfigs.gpu.CompileRequest`
+for the GPU layer; by default nothing, for languages that compile on first launch, such
+as Triton) and a :class:`Workload` (inputs for one key, the reference check, a launch of
+one config).
 
-The tuner sees a kernel only through these protocols and loads it by its entry-point
+The tuner sees a kernel only through these classes and loads it by its entry-point
 name in every process it starts, so a package outside this repository is tuned exactly
 like the kernels shipped here.  This module imports neither torch nor a GPU runtime.
+``docs/plugins.md`` says where each member runs.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -40,10 +46,8 @@ class Workload(Protocol):
     (it does not build) or :class:`~flyconfigs.errors.GPUError` (it faulted; the
     process is restarted before the next candidate).
 
-    A workload may also define ``release(keep: Sequence[Config]) -> int``: unload every
-    variant the process has loaded except ``keep``'s, since a launch grows slower as a
-    process loads more code.  Where it exists the measurer calls it before each timing
-    (keeping the configs timed) and before the next key (keeping none)."""
+    Subclass it: the measurer refuses a workload that is not a :class:`Workload`, and the
+    optional :meth:`release` then has its default."""
 
     @property
     def copies(self) -> int:
@@ -64,6 +68,13 @@ class Workload(Protocol):
         """Registers, spills, shared memory and occupancy of ``config`` after
         :meth:`check` built it, or ``None`` when the language does not say."""
         ...
+
+    def release(self, keep: Sequence[Mapping[str, KeyValue]]) -> int:
+        """Unload every variant the process has loaded except ``keep``'s, since a launch
+        grows slower as a process loads more code; returns how many were unloaded.  The
+        measurer calls it before each timing (keeping the configs timed) and before the
+        next key (keeping none).  Default: nothing to unload."""
+        return 0
 
 
 class CostModel(Protocol):
@@ -90,74 +101,92 @@ class CostModel(Protocol):
         ...
 
 
-@runtime_checkable
-class TunableKernel(KernelDecl, Protocol):
-    """A kernel declaration the tuner can search.
+class TunableKernel(KernelDecl):
+    """A kernel declaration the tuner can search: :class:`~flyconfigs.registry.KernelDecl`
+    plus the tuner's and the predictor's members.
 
-    Optional members, read when present: ``presets`` (a mapping of grid names such as
-    ``"perf"`` to grid expressions), ``complete_key(key)`` (fills axes a grid may leave
-    out, e.g. a weight dtype that defaults to the activation dtype),
-    ``tool_versions()`` (versions of the compilers it brings, such as Triton's, recorded
-    in each artifact's provenance), ``cost_model`` (a :class:`CostModel`, for
-    ``flyconfigs predict``) and ``tunable_defaults`` (tunables added after configs were
-    published, each with the value a config that leaves it out means)."""
+    Required: :meth:`space`, :meth:`traffic`, :meth:`source_sha256` and :meth:`workload`.
+    Optional, with defaults: :meth:`build`, :attr:`presets`, :meth:`complete_key`,
+    :meth:`tool_versions` and :attr:`cost_model`.
 
+    :meth:`workload` runs only in the measuring process (it may import torch and
+    Triton); every other member also runs in the tuner's parent, which never imports
+    them."""
+
+    @abstractmethod
     def space(self, key: Mapping[str, KeyValue], device: DeviceQuery) -> list[Config]:
         """The configs worth timing for ``key`` on ``device``, each valid for both; the
         default among them; never empty."""
-        ...
 
+    @abstractmethod
     def traffic(self, key: Mapping[str, KeyValue]) -> int:
         """Bytes one call must move at ``key`` (for rotation and bandwidth figures)."""
-        ...
 
+    @abstractmethod
     def source_sha256(self) -> str:
-        """sha256 of the kernel's source: an artifact made from other source is stale."""
-        ...
+        """sha256 of the kernel's source, recorded in every artifact (see
+        :attr:`~flyconfigs.registry.KernelDecl.source_binding`)."""
+
+    @abstractmethod
+    def workload(self, key: Mapping[str, KeyValue], copies: int, backend: Backend) -> Workload:
+        """Allocate ``copies`` rotated input sets for ``key`` on ``backend``'s device."""
 
     def build(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue],
               device: DeviceQuery) -> CompileRequest | None:
         """What to compile ahead for ``config`` (compiled in parallel, through the
-        GPU layer's cache, before anything runs), or ``None`` when the kernel compiles
-        on its first launch."""
-        ...
+        GPU layer's cache, before anything runs), or ``None`` (the default) when the
+        kernel compiles on its first launch."""
+        return None
 
-    def workload(self, key: Mapping[str, KeyValue], copies: int, backend: Backend) -> Workload:
-        """Allocate ``copies`` rotated input sets for ``key`` on ``backend``'s device."""
-        ...
+    @property
+    def presets(self) -> Mapping[str, Sequence[str]]:
+        """Named key grids (such as ``"perf"``), each a sequence of grid expressions."""
+        return {}
+
+    def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
+        """``key`` with the axes a grid may leave out filled in (e.g. a weight dtype
+        that defaults to the activation dtype); default: ``key`` as given."""
+        return dict(key)
+
+    def tool_versions(self) -> Mapping[str, str]:
+        """Versions of the compilers the kernel brings (such as Triton's), recorded in
+        each artifact's provenance; default none."""
+        return {}
+
+    @property
+    def cost_model(self) -> CostModel | None:
+        """The model that ranks compiled configs (``flyconfigs predict``); default none."""
+        return None
 
 
 def tunable_kernel(name: str) -> TunableKernel:
     """The declaration of ``name``, checked to be tunable; :class:`TuneError` saying
-    what is missing, :class:`~flyconfigs.errors.UnknownKernelError` if none is declared."""
+    what it lacks, :class:`~flyconfigs.errors.UnknownKernelError` if none is declared."""
     decl = kernel_declaration(name)
     if not isinstance(decl, TunableKernel):
-        missing = [m for m in ("space", "traffic", "source_sha256", "build", "workload") if not hasattr(decl, m)]
-        raise TuneError(f"kernel {name!r} cannot be tuned: its declaration has no {', '.join(missing)}")
+        raise TuneError(f"kernel {name!r} cannot be tuned: its declaration is not a flyconfigs.kernels.plugin."
+                        f"TunableKernel (it declares no space, traffic, source or workload)")
     return decl
 
 
 def key_presets(decl: KernelDecl) -> Mapping[str, Sequence[str]]:
-    """The kernel's named grids (``presets``), or none."""
-    presets = getattr(decl, "presets", None)
-    return presets if isinstance(presets, Mapping) else {}
+    """The kernel's named grids (:attr:`TunableKernel.presets`), or none."""
+    return decl.presets if isinstance(decl, TunableKernel) else {}
 
 
 def complete_key(decl: KernelDecl, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
-    """``key`` with the axes the kernel fills in itself (``complete_key``), if it does."""
-    fill = getattr(decl, "complete_key", None)
-    return dict(fill(key)) if callable(fill) else dict(key)
+    """``key`` with the axes the kernel fills in itself (:meth:`TunableKernel.complete_key`)."""
+    return dict(decl.complete_key(key)) if isinstance(decl, TunableKernel) else dict(key)
 
 
 def tool_versions(decl: KernelDecl) -> dict[str, str]:
-    """Versions of the compilers the kernel brings (``tool_versions()``), if it says."""
-    versions = getattr(decl, "tool_versions", None)
-    return {str(k): str(v) for k, v in versions().items()} if callable(versions) else {}
+    """Versions of the compilers the kernel brings (:meth:`TunableKernel.tool_versions`)."""
+    return {str(k): str(v) for k, v in decl.tool_versions().items()} if isinstance(decl, TunableKernel) else {}
 
 
 def cost_model(decl: KernelDecl) -> CostModel:
-    """The kernel's ``cost_model``; :class:`TuneError` when it declares none."""
-    model = getattr(decl, "cost_model", None)
-    if model is None or not callable(getattr(model, "predict", None)):
+    """The kernel's :attr:`TunableKernel.cost_model`; :class:`TuneError` when it declares none."""
+    model = decl.cost_model if isinstance(decl, TunableKernel) else None
+    if model is None:
         raise TuneError(f"kernel {decl.name!r} declares no cost model: it can be tuned, not predicted")
-    return model  # type: ignore[no-any-return]
+    return model

@@ -1,5 +1,6 @@
 """The catalog of sources: override directories and installed data packages, read
-lazily and indexed by kernel, arch and device layer.
+lazily and indexed by kernel, arch and device layer, each entry ranked as its source
+ranks for its kernel's owner (see :mod:`flyconfigs.registry.ownership`).
 
 Override directories are scanned whole (they hold local tuning output); a data
 package's manifest is read only when a device of its target is first resolved, since
@@ -10,10 +11,12 @@ resolver replaces it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from flyconfigs.registry.matching import by_product
+from flyconfigs.registry.ownership import Owner
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import (
     Entry,
@@ -27,7 +30,7 @@ from flyconfigs.registry.sources import (
     scan_directory,
 )
 
-__all__ = ["Catalog", "Index"]
+__all__ = ["Catalog", "Index", "rank_entries"]
 
 
 @dataclass
@@ -56,7 +59,7 @@ class Catalog:
     def __init__(self, paths: list[str] | None, problems: ProblemLog) -> None:
         self._paths = paths
         self.problems = problems
-        self._indexes: dict[tuple[str, str], Index] = {}
+        self._indexes: dict[tuple[Owner, str], Index] = {}
         self._overrides: list[Entry] | None = None
         self._refs: list[PackageRef] | None = None
         self._loaded: dict[str, list[LoadedPackage]] = {}
@@ -74,9 +77,9 @@ class Catalog:
         return self._overrides
 
     def package_refs(self) -> list[PackageRef]:
-        """The installed data packages in precedence order (metadata only)."""
+        """The installed data packages, the ones the user ranks first (metadata only)."""
         if self._refs is None:
-            self._refs = find_packages(first_rank=len(self._directories()), problems=self.problems)
+            self._refs = find_packages(problems=self.problems)
         return self._refs
 
     def packages_for(self, target: str) -> list[LoadedPackage]:
@@ -99,25 +102,28 @@ class Catalog:
             entries.extend(package.entries)
         return entries
 
-    def index(self, kernel: str, arch: str) -> Index:
-        """``kernel``'s entries for ``arch`` by device layer (built on first use)."""
-        index = self._indexes.get((kernel, arch))
+    def index(self, owner: Owner, arch: str) -> Index:
+        """``owner.kernel``'s entries for ``arch`` ranked for ``owner``, in precedence
+        order, by device layer (built on first use)."""
+        index = self._indexes.get((owner, arch))
         if index is None:
-            entries = [e for e in self.entries_for(arch) if e.kernel == kernel]
+            entries = rank_entries([e for e in self.entries_for(arch) if e.kernel == owner.kernel], owner)
             layers: tuple[dict[tuple[object, ...], list[Entry]], ...] = ({}, {}, {})
             for entry in entries:
                 for layer, token in enumerate(entry.device.layers()):
                     layers[layer].setdefault(token, []).append(entry)
-            index = self._indexes[(kernel, arch)] = Index(entries, layers)
+            index = self._indexes[(owner, arch)] = Index(entries, layers)
         return index
 
-    def sources_for(self, arch: str) -> list[Source]:
-        """The sources that can serve ``arch``, in precedence order."""
+    def sources_for(self, arch: str, owner: Owner | None = None) -> list[Source]:
+        """The sources that can serve ``arch`` in precedence order (for ``owner``'s
+        family when given)."""
         sources = {id(e.source): e.source for e in self.entries_for(arch)}
         for package in self.packages_for(arch):
             if package.source is not None:
                 sources.setdefault(id(package.source), package.source)
-        return sorted(sources.values(), key=lambda s: s.rank)
+        ranked = [s.for_family(owner) if owner is not None else s for s in sources.values()]
+        return sorted(ranked, key=lambda s: s.rank)
 
     def all_targets(self) -> list[str]:
         """Every target some source has (reads metadata and override folders)."""
@@ -126,13 +132,36 @@ class Catalog:
         return sorted(targets)
 
     def packages(self) -> list[PackageInfo]:
-        """Installed data packages whose manifests are readable, in precedence order
+        """Installed data packages whose manifests are readable, the user's ranked first
         (reads every manifest)."""
         order = [r.distribution for r in self.package_refs()]
         found = [p.info for t in self.all_targets() for p in self.packages_for(t)]
         return sorted(found, key=lambda info: order.index(info.distribution))
 
-    def all_entries(self) -> list[Entry]:
-        """Every entry of every source by rank (reads every manifest)."""
-        entries = [e for t in self.all_targets() for e in self.entries_for(t)]
-        return sorted(entries, key=lambda e: e.source.rank)
+    def all_entries(self, owners: Callable[[str], Owner]) -> list[Entry]:
+        """Every entry of every source, each ranked for its kernel's owner
+        (``owners(kernel)``), in precedence order (reads every manifest)."""
+        by_kernel: dict[str, list[Entry]] = {}
+        for target in self.all_targets():
+            for entry in self.entries_for(target):
+                by_kernel.setdefault(entry.kernel, []).append(entry)
+        ranked = [e for kernel, entries in by_kernel.items() for e in rank_entries(entries, owners(kernel))]
+        return sorted(ranked, key=lambda e: e.source.rank)
+
+
+def rank_entries(entries: list[Entry], owner: Owner) -> list[Entry]:
+    """``entries`` (one kernel's) ranked for ``owner`` and in precedence order; where the
+    best rank claiming a slot is shared by several sources, those entries are marked
+    ``contested`` with the others' names (neither serves until the user ranks them)."""
+    for entry in entries:
+        entry.rank_for(owner)
+    ordered = sorted(entries, key=lambda e: e.source.rank)
+    slots: dict[tuple[object, ...], list[Entry]] = {}
+    for entry in ordered:
+        slots.setdefault(entry.slot(), []).append(entry)
+    for group in slots.values():
+        best = [e for e in group if e.source.rank == group[0].source.rank]
+        names = {e.source.name for e in best}
+        for entry in group:
+            entry.contested = tuple(sorted(names - {entry.source.name})) if entry in best and len(names) > 1 else ()
+    return ordered

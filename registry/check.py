@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from flyconfigs.errors import KernelPluginError, UnknownKernelError
+from flyconfigs.registry.binding import binding_problem
 from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, kernel_declaration
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
@@ -28,14 +29,20 @@ def refusal(decl: KernelDecl | None, artifact: Artifact, key: Mapping[str, KeyVa
             device: DeviceQuery | None) -> tuple[ProblemKind, str] | None:
     """Why the loader may not serve ``artifact``'s winner for ``key`` on ``device``, as
     a problem kind and message, or ``None`` when it may: made by a test double and the
-    device is not the test device (``test-double``); refused by the kernel's own check
-    (``invalid-config``, with the check's reason; not asked when ``decl`` is ``None``, a
-    kernel this environment does not declare).  ``device`` ``None`` asks about a real
-    device of the artifact's own identity, as ``validate`` and ``doctor`` do."""
+    device is not the test device (``test-double``); tuned for another version or source
+    of the kernel than the one installed (``stale-artifact``, see
+    :func:`~flyconfigs.registry.binding.binding_problem`); refused by the registry's check
+    of its tunables or the kernel's own check (``invalid-config``, with the reason).  The
+    last two are not asked when ``decl`` is ``None``, a kernel this environment does not
+    declare.  ``device`` ``None`` asks about a real device of the artifact's own
+    identity, as ``validate`` and ``doctor`` do."""
     if artifact.from_test_double and (device is None or device.product != TEST_DEVICE_PRODUCT):
         return "test-double", _TEST_DOUBLE_MESSAGE
     if decl is None:
         return None
+    stale = binding_problem(decl, artifact.kernel)
+    if stale is not None:
+        return "stale-artifact", stale
     why = check_config(decl, artifact.winner.config, key,
                        device if device is not None else DeviceQuery.of(artifact.device.identity))
     return None if why is None else ("invalid-config", why)
@@ -43,7 +50,8 @@ def refusal(decl: KernelDecl | None, artifact: Artifact, key: Mapping[str, KeyVa
 
 def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribution: str | None = None) -> list[str]:
     """Report what would make the loader refuse the artifact to a real device of its own
-    identity, for its own key (:func:`refusal`: ``test-double``, ``invalid-config``),
+    identity, for its own key (:func:`refusal`: ``test-double``, ``stale-artifact``,
+    ``invalid-config``),
     and (``kernel-name-clash``) an artifact whose key has other axes than the declared
     kernel of its name (such as a FlyDSL kernel imported under a name flyconfigs also
     declares); returns notes for what was not checked.  Which distribution's
@@ -77,7 +85,7 @@ def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:
     ``folder`` (the version rule, the manifest, each row's file, sha256, identity and
     target, each winner its kernel refuses), and notes."""
     problems = ProblemLog()
-    package = read_package_folder(folder, None, Source("override", str(folder), 0), problems)
+    package = read_package_folder(folder, None, Source("override", str(folder), (0, 0)), problems)
     notes: list[str] = []
     if package is not None:
         # The loader read the manifest; what of a newer minor it ignored is said here.

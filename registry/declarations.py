@@ -12,9 +12,10 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from flyconfigs.errors import AmbiguousKernelError, InvalidKeyError, KernelPluginError, UnknownKernelError
 from flyconfigs.registry.entrypoints import FoundEntryPoint, find_entry_points
@@ -29,7 +30,10 @@ __all__ = [
     "KernelDecl",
     "KeyAxis",
     "KeyValue",
+    "SourceBinding",
     "check_config",
+    "check_tunables",
+    "declared_by",
     "check_key",
     "default_config",
     "kernel_declaration",
@@ -97,39 +101,100 @@ class KeyAxis:
                 raise InvalidKeyError(f"{where} must be a list of scalars, got {value!r}")
 
 
-@runtime_checkable
-class KernelDecl(Protocol):
-    """The registry's view of a kernel family: what the loader needs to serve it."""
+SourceBinding = Literal["exact", "version"]
+"""How an artifact's ``kernel.source_sha256`` binds it: ``exact`` (a different source is
+stale, never served) or ``version`` (any source of an accepted family version serves)."""
+
+
+class KernelDecl(ABC):
+    """The contract of a kernel family: every member the registry reads, in one base
+    class that a plugin subclasses so that ``mypy --strict`` checks it.
+
+    Required: :attr:`name`, :attr:`version`, :attr:`key_axes` and :meth:`default_config`.
+    Everything else has a default that means "nothing more to say".  The tuner's members
+    are in :class:`flyconfigs.kernels.plugin.TunableKernel`, a subclass of this one.
+
+    Where each member runs (so what it may import): every member here runs in the
+    serving process, in ``explain``, ``doctor`` and ``validate`` and in the tuner's
+    parent; none may import torch, Triton or a GPU runtime at module level or when called.
+    """
 
     @property
+    @abstractmethod
     def name(self) -> str:
         """The kernel's name, as artifacts and entry points spell it."""
-        ...
 
     @property
+    @abstractmethod
     def version(self) -> int:
         """The family version: a change of meaning of the config or key bumps it."""
-        ...
 
     @property
+    @abstractmethod
     def key_axes(self) -> tuple[KeyAxis, ...]:
         """The key's axes, in order."""
-        ...
+
+    @abstractmethod
+    def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:
+        """The heuristic config for ``key`` on ``device`` (``None`` when unknown)."""
+
+    @property
+    def tunables(self) -> Mapping[str, Sequence[KeyValue]]:
+        """Each tunable and the values it takes.  The registry refuses a config that
+        names another tunable, leaves one out (unless :attr:`tunable_defaults` has it)
+        or gives a value outside its set, before :meth:`check_config` runs.  Empty (the
+        default): the registry checks nothing of the config's shape."""
+        return {}
+
+    @property
+    def tunable_defaults(self) -> Mapping[str, KeyValue]:
+        """Tunables added after configs were published, each with the value a config
+        that leaves it out means."""
+        return {}
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
-        """``key`` validated against the axes and the family's own rules, in axis order;
-        :class:`InvalidKeyError` naming the axis otherwise."""
-        ...
+        """``key`` validated against the axes (and the family's own rules, where it
+        overrides this), in axis order; :class:`InvalidKeyError` naming the axis."""
+        return normalize_key(self, key)
 
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:
-        """``None`` when ``config`` can run for ``key`` on ``device`` (``None`` when
-        unknown), else why not.  Nothing is served without passing it."""
-        ...
+        """The family's own rules: ``None`` when ``config`` (already a member of the
+        declared :attr:`tunables`) can run for ``key`` on ``device`` (``None`` when
+        unknown), else why not.  Nothing is served without passing it.  Default: no
+        rules beyond the tunables."""
+        return None
 
-    def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:
-        """The heuristic config for ``key`` on ``device`` (``None`` when unknown)."""
-        ...
+    def adapt_config(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue],
+                     device: DeviceQuery | None) -> dict[str, KeyValue] | None:
+        """A config tuned for a nearby key made to fit ``key``, or ``None`` (the
+        default) when the family does not adapt configs."""
+        return None
+
+    def source_sha256(self) -> str | None:
+        """sha256 of the kernel's source, which artifacts record; ``None`` (the default)
+        when the family does not say, and then no artifact is stale by its source."""
+        return None
+
+    @property
+    def compatible_versions(self) -> Collection[int]:
+        """Older family versions whose artifacts this version still serves (a
+        ``range`` or a set); default none: only :attr:`version` itself."""
+        return ()
+
+    @property
+    def source_binding(self) -> SourceBinding:
+        """``exact`` (the default): an artifact whose ``source_sha256`` differs from
+        :meth:`source_sha256` is stale; ``version``: the family bumps :attr:`version`
+        whenever a source change changes what a config means, so any source of an
+        accepted version serves."""
+        return "exact"
+
+    @property
+    def data_packages(self) -> Collection[str]:
+        """Distribution names of the data packages the family's owner publishes: they
+        rank as the owner's (see :mod:`flyconfigs.registry.resolve`)."""
+        return ()
 
 
 _REGISTERED: dict[str, KernelDecl] = {}
@@ -138,6 +203,8 @@ _ORIGINS: dict[str, tuple[str, str]] = {}
 """Kernel name -> (the entry point and distribution it was loaded from, the distribution)."""
 _FAULTS: set[tuple[int, str]] = set()
 """(declaration, member) pairs whose raising was already reported."""
+_DECLARED_BY: dict[int, str] = {}
+"""The distribution each declaration loaded from an entry point came from, by id."""
 PROBLEMS = ProblemLog()
 """Problems met while finding kernel declarations (``flyconfigs doctor`` lists them)."""
 
@@ -160,6 +227,7 @@ def forget_loaded() -> None:
     _LOADED.clear()
     _ORIGINS.clear()
     _FAULTS.clear()
+    _DECLARED_BY.clear()
     PROBLEMS = ProblemLog()
 
 
@@ -238,7 +306,9 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
         raise UnknownKernelError(f"kernel {kernel!r}: {where} cannot be loaded ({type(exc).__name__}: {exc})") from None
     try:
         if not _is_declaration(decl, kernel, where):
-            raise UnknownKernelError(f"kernel {kernel!r}: {where} is not a KernelDecl (got {type(decl).__name__})")
+            raise UnknownKernelError(f"kernel {kernel!r}: {where} is not a KernelDecl: a plugin's object must be an "
+                                     f"instance of a subclass of flyconfigs.registry.KernelDecl (got "
+                                     f"{type(decl).__name__})")
         try:
             name = decl.name
         except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
@@ -251,7 +321,14 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
         raise UnknownKernelError(f"kernel {kernel!r}: {where} declares a kernel named {name!r}")
     _LOADED[kernel] = decl
     _ORIGINS[kernel] = (where, chosen.distribution)
+    _DECLARED_BY[id(decl)] = chosen.distribution
     return decl
+
+
+def declared_by(decl: KernelDecl) -> str | None:
+    """The distribution whose ``flyconfigs.kernels`` entry point gave ``decl`` (the
+    family's owner), or ``None`` for a declaration registered or made in this process."""
+    return next((_DECLARED_BY.get(id(decl)) for loaded in _LOADED.values() if loaded is decl), None)
 
 
 def _raised(exc: BaseException) -> str:
@@ -384,13 +461,39 @@ def default_config(decl: KernelDecl, key: Mapping[str, KeyValue], device: Device
                                 f"{_raised(exc)}; no artifact serves this call, so there is no config") from None
 
 
+def check_tunables(decl: KernelDecl, config: Mapping[str, object]) -> str | None:
+    """Why ``config`` is not a config of ``decl``'s declared :attr:`~KernelDecl.tunables`
+    (a tunable missing that has no default, one not declared, a value outside its set,
+    where a value matches only one of the same JSON type: ``1`` is not ``True``), or
+    ``None``; always ``None`` when the family declares no tunables."""
+    tunables = decl.tunables
+    if not tunables:
+        return None
+    defaults = decl.tunable_defaults
+    missing = [name for name in tunables if name not in config and name not in defaults]
+    extra = sorted(str(name) for name in config if name not in tunables)
+    if missing or extra:
+        parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(extra)}"] if extra else [])
+        return f"not a {decl.name} config: {'; '.join(parts)}"
+    for name, allowed in tunables.items():
+        if name not in config:
+            continue
+        value = config[name]
+        if not any(type(value) is type(choice) and value == choice for choice in allowed):
+            return f"{name}={value!r} is not one of {', '.join(map(str, allowed))}"
+    return None
+
+
 def check_config(decl: KernelDecl, config: object, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> str | None:
     """Why ``config`` cannot be served for ``key`` on ``device``, or ``None`` when the
-    kernel accepts it.  A check that raises counts as a refusal (with what it raised)."""
+    kernel accepts it: first its declared tunables (:func:`check_tunables`), then the
+    family's own :meth:`KernelDecl.check_config`.  A check that raises counts as a
+    refusal (with what it raised)."""
     if not isinstance(config, Mapping):
         return f"a config must be a mapping, got {type(config).__name__}"
     try:
-        return decl.check_config(config, key, device)
+        why = check_tunables(decl, config)
+        return why if why is not None else decl.check_config(config, key, device)
     except Exception as exc:  # noqa: BLE001 - a kernel's check failing on odd data is a refusal
         return f"the kernel's check raised {type(exc).__name__}: {exc}"
 

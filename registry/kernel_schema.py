@@ -9,7 +9,7 @@ of that kernel completely with any JSON Schema validator and without flyconfigs.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from flyconfigs.registry.declarations import NAME_PATTERN, KernelDecl, KeyAxis
@@ -56,11 +56,10 @@ def config_schema(decl: KernelDecl) -> dict[str, Any] | None:
     """The config of ``decl`` from its ``tunables`` (name → the values it takes) and
     ``tunable_defaults`` (name → what leaving it out means), or ``None`` when it
     declares no tunables."""
-    tunables = getattr(decl, "tunables", None)
-    if not isinstance(tunables, Mapping) or not tunables:
+    tunables = decl.tunables
+    if not tunables:
         return None
-    defaults = getattr(decl, "tunable_defaults", None)
-    defaults = defaults if isinstance(defaults, Mapping) else {}
+    defaults = decl.tunable_defaults
     properties: dict[str, dict[str, Any]] = {}
     for name, values in tunables.items():
         allowed = list(values) if isinstance(values, Sequence) and not isinstance(values, str) else [values]

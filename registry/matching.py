@@ -30,7 +30,7 @@ def by_product(pool: list[Entry], product: str | None) -> list[Entry]:
     product's tunings wherever that product has the key, not whichever file comes first."""
     asked = product or ""
 
-    def order(entry: Entry) -> tuple[int, int, str]:
+    def order(entry: Entry) -> tuple[tuple[int, int], int, str]:
         name = entry.device.product or ""
         return entry.source.rank, -len(os.path.commonprefix([name, asked])), name
 
@@ -125,7 +125,9 @@ def _log2(value: int) -> float:
 
 
 def find_collisions(entries: list[Entry], problems: ProblemLog) -> list[Collision]:
-    """Every group of entries for one kernel, device and key, the first by rank winning;
+    """Every group of entries for one kernel, device and key (ranked for the kernel's
+    owner), the first in the resolver's order winning (standing, then measured before
+    predicted, then the user's order), or none when the best rank is shared (contested);
     each is reported once (INFO when someone chose the order, else WARNING)."""
     slots: dict[tuple[object, ...], list[Entry]] = {}
     for entry in entries:
@@ -134,22 +136,30 @@ def find_collisions(entries: list[Entry], problems: ProblemLog) -> list[Collisio
     for group in slots.values():
         if len(group) < 2:
             continue
-        group.sort(key=lambda e: e.source.rank)
+        group.sort(key=lambda e: _precedence(e, problems))
         names = [source_label(e) for e in group]
-        deliberate = group[0].source.kind == "override" or all(e.source.standing == "chosen" for e in group)
-        collision = Collision(group[0].kernel, dict(group[0].key), group[0].device, names[0], tuple(names[1:]), deliberate)
+        contested = any(e.source.rank == group[0].source.rank for e in group[1:])
+        deliberate = not contested and (
+            group[0].source.kind == "override" or all(e.source.standing == "chosen" for e in group))
+        collision = Collision(group[0].kernel, dict(group[0].key), group[0].device, names[0], tuple(names[1:]),
+                              deliberate, contested, tuple(e.source.standing for e in group))
         found.append(collision)
-        problems.report(
-            Problem(
-                "collision",
-                str(group[1].path),
-                f"{group[0].kernel} {dict(group[0].key)} on {group[0].device.describe()}: "
-                f"{names[0]} wins over {', '.join(names[1:])}"
-                + ("" if deliberate else f" (nobody chose this order: rank packages with {PACKAGES_ENV})"),
-            ),
-            logging.INFO if deliberate else logging.WARNING,
-        )
+        where = f"{group[0].kernel} {dict(group[0].key)} on {group[0].device.describe()}: "
+        if contested:
+            ties = [n for e, n in zip(group, names, strict=True) if e.source.rank == group[0].source.rank]
+            message = (where + f"{' and '.join(ties)} claim it at the same precedence ({group[0].source.standing}); "
+                       f"neither is served: rank them with {PACKAGES_ENV}")
+        else:
+            message = (where + f"{names[0]} ({group[0].source.standing}) wins over "
+                       + ", ".join(f"{n} ({e.source.standing})" for e, n in zip(group[1:], names[1:], strict=True))
+                       + ("" if deliberate else f" (nobody chose this order: rank packages with {PACKAGES_ENV})"))
+        problems.report(Problem("collision", str(group[1].path), message), logging.INFO if deliberate else logging.WARNING)
     return found
+
+
+def _precedence(entry: Entry, problems: ProblemLog) -> tuple[int, bool, int]:
+    artifact = entry.load(problems)
+    return entry.source.rank[0], artifact is not None and artifact.selection.rule == "predicted", entry.source.rank[1]
 
 
 def source_label(entry: Entry) -> str:

@@ -32,6 +32,7 @@ ProblemKind = Literal[
     "kernel-error",
     "kernel-name-clash",
     "invalid-config",
+    "stale-artifact",
     "unreadable-source",
     "test-double",
     "observer-error",

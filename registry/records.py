@@ -75,7 +75,10 @@ class Collision:
     """Several sources hold an artifact for one kernel, device and key; ``winner`` serves.
 
     ``expected`` when someone chose the order: the winner is an override directory, or
-    every package involved is ranked by ``FLYCONFIGS_PACKAGES``."""
+    every package involved is ranked by ``FLYCONFIGS_PACKAGES``.  ``contested`` when the
+    best rank is shared (then ``winner`` serves nothing either); ``standings`` says how
+    each source, winner first, ranks for the kernel (see
+    :mod:`flyconfigs.registry.resolve`)."""
 
     kernel: str
     key: Mapping[str, KeyValue]
@@ -83,6 +86,8 @@ class Collision:
     winner: str
     shadowed: tuple[str, ...]
     expected: bool = False
+    contested: bool = False
+    standings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,22 +12,36 @@ Precedence (the one place it is written down; the README repeats it):
    d. the same arch only (*borrowed*: the record names the device it came from), exact
       key, then the nearest key;
 
-   and within each step the sources in order: ``FLYCONFIGS_PATH`` directories as listed;
-   then the data packages ``FLYCONFIGS_PACKAGES`` lists, in its order; then each
-   target's official ``flyconfigs-<target>``; then any other package by normalized
-   distribution name.  Where a step accepts other products' artifacts (b, the
-   same-compute-units half of c, and d) and one source holds several products', the
-   product whose name shares the longest prefix with the device's comes first, then by
-   name; a nearer key still goes before a nearer product.  When two sources hold an
-   artifact for the same kernel, device and key, the first in that order wins and the
-   collision is reported (``flyconfigs doctor``, which fails on one nobody chose:
-   between packages that ``FLYCONFIGS_PACKAGES`` does not both rank);
+   and within each step the sources by precedence (below), a nearer key before a
+   nearer product;
 3. the kernel's default heuristic.
 
+Precedence between sources, for one kernel family (``flyconfigs explain`` prints it):
+
+- ``FLYCONFIGS_PATH`` directories, in the order listed;
+- the data packages ``FLYCONFIGS_PACKAGES`` lists, in its order;
+- the family **owner's** packages: the distribution that declares the family through
+  the ``flyconfigs.kernels`` entry point, and the data packages its declaration names
+  (``data_packages``);
+- the **official** package of the target, ``flyconfigs-<target>``;
+- every other (**third-party**) package.
+
+Only the user's settings and the family's own declaration move a source: never its name
+(no alphabetical order) nor a label its artifacts carry.  Within one of these standings
+a measured artifact goes before a predicted one, then the user's order; a measured
+artifact of a lower standing never outranks a higher one's prediction.  When several
+sources hold an artifact for the same family, device and key, the best ranked serves and
+the collision is reported (``flyconfigs doctor``, which fails on one nobody chose:
+between packages ``FLYCONFIGS_PACKAGES`` does not both rank); two packages of one standing
+(two third parties, say) **contest** the slot, and neither serves it until the user
+ranks them in ``FLYCONFIGS_PACKAGES``.
+
 Nearest key: the smallest sum over ordinal axes of ``|log2 a - log2 b|``; a tie goes to
-the larger tuned value.  A config is served only when the kernel's own ``check_config``
-accepts it for the asked key and device, and never from an artifact a test double made
-to a real device.  A nearer key's winner that does not fit the asked key (a vector
+the larger tuned value.  A config is served only when its artifact is bound to the
+installed family (:func:`~flyconfigs.registry.binding.binding_problem`: its family
+version and source), the config is one of the declared tunables and the kernel's own
+``check_config`` accepts it for the asked key and device, and never from an artifact a
+test double made to a real device.  A nearer key's winner that does not fit the asked key (a vector
 width that does not divide the row, say) is adapted by the kernel's optional
 ``adapt_config(config, key, device)`` and served if the check accepts the result (the
 record's ``adapted_from`` keeps the winner as tuned); else the next nearest key is
@@ -72,9 +86,10 @@ from flyconfigs.registry.device import (
     parse_device_spec,
 )
 from flyconfigs.registry.matching import exact_matches, find_collisions, nearest_matches
+from flyconfigs.registry.ownership import Owner, owner_of
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import LAYER_NAMES, Collision, Resolution, Step
-from flyconfigs.registry.sources import Entry, PackageInfo, Source
+from flyconfigs.registry.sources import PACKAGES_ENV, Entry, PackageInfo, Source
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.models import DeviceIdentity
 
@@ -235,7 +250,8 @@ class Resolver:
         if query is None:
             trace.append(Step("the current device", f"no device known: {why}"))
             return self._default(decl, key, None, [f"no device known: {why}"])
-        search = _Search(self.problems, self._catalog.index(decl.name, query.arch), decl, key, query, trace)
+        search = _Search(self.problems, self._catalog.index(owner_of(decl, decl.name), query.arch), decl, key, query,
+                         trace)
         hit = search.run()
         search.log_passed_over()
         if hit is None:
@@ -286,9 +302,11 @@ class Resolver:
         norm = check_key(decl, key, self.problems)
         query, why = self._device_query(device)
         trace = [Step("device", f"{query.describe() if query else 'unknown'} ({why})")]
+        owner = owner_of(decl, decl.name)
+        trace.append(Step(f"owner of {decl.name}", owner.describe()))
         with self._lock:
             if query is not None:
-                order = self.sources_for(query.arch)
+                order = self._catalog.sources_for(query.arch, owner)
                 trace.append(Step("sources, in precedence order", "; ".join(s.describe() for s in order) or "none"))
             return self._search(decl, norm, query, why, trace), trace
 
@@ -306,10 +324,18 @@ class Resolver:
             return self._catalog.packages()
 
     def all_entries(self) -> Iterator[Entry]:
-        """Every entry of every source (reads every manifest)."""
+        """Every entry of every source, each ranked for its kernel's owner, in
+        precedence order (reads every manifest)."""
         with self._lock:
-            entries = self._catalog.all_entries()
+            entries = self._catalog.all_entries(self._owner)
         yield from entries
+
+    def _owner(self, kernel: str) -> Owner:
+        try:
+            decl: KernelDecl | None = kernel_declaration(kernel, self.problems)
+        except FlyconfigsError:  # a kernel this environment does not declare has no owner
+            decl = None
+        return owner_of(decl, kernel)
 
     def collisions(self) -> list[Collision]:
         """Every collision between sources, each also logged once."""
@@ -373,8 +399,9 @@ class _Search:
             if found.artifact.selection.rule == "predicted" and layer == 0:
                 # Measured beats predicted: a measurement on a device of the same arch and
                 # compute units (the same silicon, e.g. an MI325X for an MI300X) outranks a
-                # prediction made for this one.  A borrowed same-arch measurement does not.
-                better = self.step(1, mode, measured_only=True)
+                # prediction made for this one, from a source of the same standing or a
+                # higher one.  A borrowed same-arch measurement does not.
+                better = self.step(1, mode, measured_only=True, within=found.entry.source.rank[0])
                 if better is not None:
                     self.reasons.append(f"{found.entry.path}: predicted, not served: {better.entry.path} was measured "
                                         f"on {better.entry.device.describe()}, of the same arch and compute units")
@@ -397,9 +424,11 @@ class _Search:
             logger.debug("%s %s on %s: %d nearer tuned key(s) passed over; first: %s", self.decl.name,
                          dict(self.key), self.query.describe(), len(routine), routine[0])
 
-    def step(self, layer: int, mode: str, measured_only: bool = False) -> _Found | None:
+    def step(self, layer: int, mode: str, measured_only: bool = False, within: int | None = None) -> _Found | None:
         """The usable artifact one step of the search finds: the first measured one in
-        source order, else (unless ``measured_only``) the first predicted one."""
+        match order unless a predicted one of a better standing came first, else (unless
+        ``measured_only``: measured ones of standing tier ``within`` or better only) the
+        first predicted one.  A contested entry is never served."""
         token = self.tokens[layer]
         what = f"{LAYER_NAMES[layer]} device, {mode} key"
         if token is None:
@@ -415,6 +444,15 @@ class _Search:
             return None
         predicted: _Found | None = None
         for entry in matches:
+            if within is not None and entry.source.rank[0] > within:
+                continue
+            if entry.contested:
+                self.tried.add(id(entry))
+                self.reasons.append(f"{entry.path}: contested: {', '.join(entry.contested)} also claim this key at the same "
+                                    f"precedence ({entry.source.describe()}); neither is served until {PACKAGES_ENV} "
+                                    f"ranks them")
+                self.trace.append(Step(what, self.reasons[-1]))
+                continue
             artifact = entry.load(self.problems)
             if artifact is None:
                 self.tried.add(id(entry))
@@ -425,6 +463,8 @@ class _Search:
                 if predicted is None and not measured_only:
                     predicted = self._usable(artifact, entry, what)
                 continue
+            if predicted is not None and predicted.entry.source.rank[0] < entry.source.rank[0]:
+                continue  # a label a source wrote never lifts it above a source of a better standing
             found = self._usable(artifact, entry, what)
             if found is not None:
                 return found
@@ -456,6 +496,9 @@ class _Search:
         if kind == "test-double":
             self.problems.report(Problem(kind, str(entry.path), why, dist))
             return "refused (made by a test double)"
+        if kind == "stale-artifact":
+            self.problems.report(Problem(kind, str(entry.path), why, dist))
+            return f"stale: {why}"
         if entry.key != key and refusal(decl, artifact, entry.key, query) is None:
             winner = dict(artifact.winner.config)
             adapted = _adapt(decl, winner, key, query)
@@ -507,11 +550,8 @@ def _adapt(decl: KernelDecl, config: Mapping[str, KeyValue], key: dict[str, KeyV
     """The kernel's optional ``adapt_config(config, key, device)``: ``config`` changed to
     fit ``key``, or ``None``.  A kernel without it adapts nothing; one that raises or
     answers something other than a mapping adapts nothing either (serving goes on)."""
-    hook = getattr(decl, "adapt_config", None)
-    if not callable(hook):
-        return None
     try:
-        adapted = hook(config, key, device)
+        adapted = decl.adapt_config(config, key, device)
     except Exception:  # noqa: BLE001 - a kernel's optional hook failing must not break a serving call
         logger.debug("%s: adapt_config raised for %s", decl.name, dict(key), exc_info=True)
         return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Literal
@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name
 from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
 from flyconfigs.registry.declarations import KeyValue
 from flyconfigs.registry.entrypoints import find_entry_points
+from flyconfigs.registry.ownership import TIERS, Owner, Standing, is_official
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import json_files_under, parse_document, read_document, read_file_bytes
@@ -53,19 +54,18 @@ PACKAGES_ENV = "FLYCONFIGS_PACKAGES"
 """Comma-separated distribution names, first wins: the packages a user ranks on purpose."""
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
-Standing = Literal["override", "chosen", "official", "other"]
-"""Why a source ranks where it does: an override directory, a package listed in
-``FLYCONFIGS_PACKAGES``, the official ``flyconfigs-<target>``, or any other package."""
 
 
 @dataclass(frozen=True)
 class Source:
-    """One source of artifacts, with its rank (lower wins a collision) and why it has
-    that rank (``standing``)."""
+    """One source of artifacts, with its rank (lower wins; equal ranks of two packages
+    contest a slot) and why it has that rank (``standing``).  A package's standing is
+    first found without a family (``chosen``, ``official`` or ``third-party``);
+    :meth:`for_family` makes it ``owner`` for the families whose owner claims it."""
 
     kind: Literal["override", "package"]
     name: str
-    rank: int
+    rank: tuple[int, int]
     version: str | None = None
     target: str | None = None
     standing: Standing = "override"
@@ -74,8 +74,16 @@ class Source:
         """``package flyconfigs-sm90 2026.12.3 (official)`` and the like."""
         if self.kind == "override":
             return f"override directory {self.name}"
-        why = {"chosen": f"listed in {PACKAGES_ENV}", "official": "official", "other": "by name"}[self.standing]
+        why = {"chosen": f"listed in {PACKAGES_ENV}", "owner": "the kernel owner's", "official": "official",
+               "third-party": "third party", "override": "override"}[self.standing]
         return f"package {self.name} {self.version} ({why})"
+
+    def for_family(self, owner: Owner) -> Source:
+        """This source as it ranks for ``owner``'s family: a package the owner claims
+        ranks as ``owner`` unless the user ranked it (``chosen``)."""
+        if self.kind == "package" and self.standing in ("official", "third-party") and owner.claims(self.name):
+            return replace(self, standing="owner", rank=(TIERS["owner"], 0))
+        return self
 
 
 @dataclass(frozen=True)
@@ -104,13 +112,22 @@ class Entry:
     source: Source
     sha256: str | None = None
     root: str | None = None
+    contested: tuple[str, ...] = ()
+    """Other sources of the same rank that claim this entry's slot (set by the catalog)."""
     _artifact: Artifact | None = field(default=None, repr=False)
+    _base: Source | None = field(default=None, repr=False)
     _failed: bool = field(default=False, repr=False)
 
     @property
     def path(self) -> Path:
         """The artifact file."""
         return Path(self.root, self.location) if self.root is not None else Path(self.location)
+
+    def rank_for(self, owner: Owner) -> None:
+        """Rank this entry as its source ranks for ``owner`` (its kernel's owner)."""
+        if self._base is None:
+            self._base = self.source
+        self.source = self._base.for_family(owner)
 
     def slot(self) -> tuple[object, ...]:
         """Entries with equal slots (kernel, device identity, key) collide."""
@@ -174,7 +191,7 @@ def scan_directory(folder: Path, rank: int, problems: ProblemLog) -> list[Entry]
     """Every valid artifact under ``folder`` (``*.json``, recursively, dot-files and
     dot-folders skipped); invalid ones, special files, and folders that are missing or
     cannot be read are reported and skipped."""
-    source = Source("override", str(folder), rank)
+    source = Source("override", str(folder), (TIERS["override"], rank))
     entries: list[Entry] = []
     if not folder.is_dir():
         problems.report(Problem("unreadable-source", str(folder), f"{PATH_ENV} names a folder that does not exist"))
@@ -204,10 +221,10 @@ class PackageRef:
 
     distribution: str
     target: str
-    rank: int
+    rank: tuple[int, int]
     entry_point: metadata.EntryPoint
     dist: metadata.Distribution
-    standing: Standing = "other"
+    standing: Standing = "third-party"
 
 
 @dataclass
@@ -224,28 +241,24 @@ def chosen_packages() -> list[str]:
     return [canonicalize_name(p) for p in os.environ.get(PACKAGES_ENV, "").split(",") if p.strip()]
 
 
-def find_packages(first_rank: int = 0, problems: ProblemLog | None = None) -> list[PackageRef]:
-    """Installed data packages (entry-point group ``flyconfigs.artifacts``) in
-    precedence order: those ``FLYCONFIGS_PACKAGES`` lists, in its order; then each
-    target's official ``flyconfigs-<target>``; then the rest by normalized name.  Reads
-    metadata only; a distribution whose metadata is broken is reported and skipped."""
+def find_packages(problems: ProblemLog | None = None) -> list[PackageRef]:
+    """Installed data packages (entry-point group ``flyconfigs.artifacts``): those
+    ``FLYCONFIGS_PACKAGES`` lists, in its order (standing ``chosen``), then the others in
+    the order ``sys.path`` gives them, each ``official`` (``flyconfigs-<target>``) or
+    ``third-party``; a name never ranks one above another.  Reads metadata only; a
+    distribution whose metadata is broken is reported and skipped."""
     chosen = chosen_packages()
     found = []
     for item in find_entry_points(ARTIFACT_GROUP, problems if problems is not None else ProblemLog()):
         norm = canonicalize_name(item.distribution)
         if norm in chosen:
             standing: Standing = "chosen"
-            order: tuple[int, int, str] = (0, chosen.index(norm), norm)
-        elif norm == canonicalize_name(f"flyconfigs-{item.entry_point.name}"):
-            standing, order = "official", (1, 0, norm)
+            rank = (TIERS["chosen"], chosen.index(norm))
         else:
-            standing, order = "other", (2, 0, norm)
-        found.append((order, standing, item))
-    found.sort(key=lambda row: row[0])
-    return [
-        PackageRef(item.distribution, item.entry_point.name, first_rank + i, item.entry_point, item.dist, standing)
-        for i, (_, standing, item) in enumerate(found)
-    ]
+            standing = "official" if is_official(item.distribution, item.entry_point.name) else "third-party"
+            rank = (TIERS[standing], 0)
+        found.append(PackageRef(item.distribution, item.entry_point.name, rank, item.entry_point, item.dist, standing))
+    return sorted(found, key=lambda ref: ref.rank)
 
 
 def package_folder(ref: PackageRef) -> Path:

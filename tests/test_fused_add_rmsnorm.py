@@ -18,6 +18,7 @@ from flyconfigs.kernels.fused_add_rmsnorm import SPEC, TUNABLES, traffic_bytes
 from flyconfigs.kernels.plugin import TunableKernel, tunable_kernel
 from flyconfigs.kernels.triton_config import TritonConfigs
 from flyconfigs.registry import DeviceQuery, default_resolver, kernel_declaration
+from flyconfigs.registry.declarations import check_config
 from flyconfigs.schema import load_artifact, write_atomic
 from flyconfigs.tuner.grid import parse_grids
 
@@ -61,7 +62,7 @@ def test_every_config_of_the_hidden_size_grid_is_valid_and_the_default_is_among_
 )
 def test_check_config_says_why_a_config_cannot_run(change: dict[str, Any], why: str) -> None:
     config = {**SPEC.default_config(KEY, SM90), **change}
-    problem = SPEC.check_config(config, KEY, SM90)
+    problem = check_config(SPEC, config, KEY, SM90)
     assert problem is not None and why in problem
 
 

@@ -29,12 +29,13 @@ ROOT = Path(__file__).parents[1]
 DECLARATION = '''
 """acme_kernels: a softmax family declared for flyconfigs (a test's third-party package)."""
 import hashlib
-from flyconfigs.registry import KeyAxis, normalize_key
+from flyconfigs.kernels.plugin import TunableKernel
+from flyconfigs.registry import KeyAxis
 
 TUNABLES = {"BLOCK": (64, 128, 256, 512), "num_warps": (1, 2, 4, 8), "online": (True, False)}
 
 
-class SoftmaxSpec:
+class SoftmaxSpec(TunableKernel):
     name = "acme_softmax"
     version = 3
     key_axes = (KeyAxis("rows", int, ordinal=True, minimum=1), KeyAxis("cols", int, minimum=1),
@@ -42,15 +43,7 @@ class SoftmaxSpec:
     tunables = TUNABLES
     presets = {"small": ("rows=1,4096 cols=1024 dtype=bf16 causal=true,false",)}
 
-    def check_key(self, key):
-        return normalize_key(self, key)
-
     def check_config(self, config, key, device):
-        if set(config) != set(TUNABLES):
-            return "not an acme_softmax config"
-        for name, allowed in TUNABLES.items():
-            if type(config[name]) is not type(allowed[0]) or config[name] not in allowed:
-                return f"{name}={config[name]!r} is not one of {allowed}"
         if config["BLOCK"] > key["cols"]:
             return "BLOCK wider than the row"
         return None
@@ -61,16 +54,13 @@ class SoftmaxSpec:
     def space(self, key, device):
         out = [{"BLOCK": b, "num_warps": w, "online": o} for b in TUNABLES["BLOCK"] for w in (2, 4)
                for o in (True, False)]
-        return [c for c in out if self.check_config(c, key, device) is None]
+        return [c for c in out if c["BLOCK"] <= key["cols"]]
 
     def traffic(self, key):
         return 4 * key["rows"] * key["cols"]
 
     def source_sha256(self):
         return hashlib.sha256(b"acme softmax 3").hexdigest()
-
-    def build(self, config, key, device):
-        return None
 
     def workload(self, key, copies, backend):
         raise RuntimeError("acme_softmax runs only on a GPU")

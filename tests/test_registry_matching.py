@@ -16,7 +16,7 @@ KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
 def _entry(rank: int, **key: object) -> Entry:
     artifact = make_artifact(device=MI300X, key={**KEY, **key})
     return Entry("rmsnorm", dict(artifact.key), artifact.device.identity, f"/x/{rank}-{artifact.file_name()}",
-                 Source("override", f"/x/{rank}", rank), _artifact=artifact)
+                 Source("override", f"/x/{rank}", (0, rank)), _artifact=artifact)
 
 
 def test_nearest_is_by_log2_distance_on_ordinal_axes_and_a_tie_goes_to_the_larger() -> None:
@@ -40,7 +40,7 @@ def _product_entry(product: str, rank: int = 0, **key: object) -> Entry:
     device = {**H200, "product": product}
     artifact = make_artifact(device=device, key={**KEY, **key})
     return Entry("rmsnorm", dict(artifact.key), artifact.device.identity, f"/x/{rank}-{product}-{artifact.file_name()}",
-                 Source("override", f"/x/{rank}", rank), _artifact=artifact)
+                 Source("override", f"/x/{rank}", (0, rank)), _artifact=artifact)
 
 
 def test_other_products_are_tried_nearest_name_first_within_each_source() -> None:

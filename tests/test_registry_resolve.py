@@ -119,13 +119,17 @@ def test_override_directory_wins_and_the_collision_is_reported(site: SiteDir, tm
     assert len(collision.shadowed) == 2 and "flyconfigs-sm90" in collision.shadowed[1]
 
 
-def test_between_packages_the_first_distribution_name_wins(site: SiteDir) -> None:
+def test_between_two_third_party_packages_no_name_wins(site: SiteDir, monkeypatch: pytest.MonkeyPatch) -> None:
     site.install("sm90", [make_artifact(key=KEY, winner_index=1)], name="flyconfigs-sm90-zeta", module="zeta")
     site.install("sm90", [make_artifact(key=KEY, winner_index=2)], name="flyconfigs-sm90-alpha", module="alpha")
     r = resolve("rmsnorm", KEY, H200_SPEC)
-    assert r.origin == "flyconfigs-sm90-alpha"
+    assert r.source == "default"
+    assert sum("contested" in reason for reason in r.reasons) == 2, r.reasons
     (collision,) = default_resolver().collisions()
-    assert "flyconfigs-sm90-zeta" in collision.shadowed[0]
+    assert collision.contested and not collision.expected
+    monkeypatch.setenv("FLYCONFIGS_PACKAGES", "flyconfigs-sm90-zeta")
+    refresh()
+    assert resolve("rmsnorm", KEY, H200_SPEC).origin == "flyconfigs-sm90-zeta"
 
 
 def test_refresh_picks_up_install_and_uninstall(site: SiteDir) -> None:
@@ -191,7 +195,7 @@ def test_explain_lists_every_step(site: SiteDir) -> None:
     site.install("sm90", [make_artifact(key=key(M=64))])
     r, steps = explain("rmsnorm", KEY, H200_SPEC)
     assert r.key_match == "nearest"
-    assert [s.looked_for for s in steps] == ["device", "sources, in precedence order", "exact device, exact key", "same-compute-units device, exact key", "exact device, nearest key"]
+    assert [s.looked_for for s in steps] == ["device", "owner of rmsnorm", "sources, in precedence order", "exact device, exact key", "same-compute-units device, exact key", "exact device, nearest key"]
     assert steps[-1].outcome.startswith("found ")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm import SPEC, cache_hints_of
+from flyconfigs.registry.declarations import check_config
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.kernel_schema import config_schema
 
@@ -26,7 +27,7 @@ def test_only_nvidia_sm80_and_later_take_cache_hints() -> None:
         why = SPEC.check_config(STREAM, FEW_ROWS, device)
         assert why is not None and "cache_hints='stream'" in why, device
         assert {c["cache_hints"] for c in SPEC.space(FEW_ROWS, device)} == {"none"}
-    why = SPEC.check_config({**PLAIN, "cache_hints": "evict"}, FEW_ROWS, H200)
+    why = check_config(SPEC, {**PLAIN, "cache_hints": "evict"}, FEW_ROWS, H200)
     assert why is not None and "cache_hints='evict'" in why
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm import SPEC, TUNABLES, max_cluster_of
+from flyconfigs.registry.declarations import check_config
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.kernel_schema import config_schema
 
@@ -36,7 +37,7 @@ def test_a_config_from_before_clusters_means_cluster_1() -> None:
     schema = config_schema(SPEC)
     assert schema is not None and "cluster" not in schema["required"]
     assert schema["properties"]["cluster"]["default"] == 1
-    why = SPEC.check_config({**old, "cluster": 3}, FEW_LONG_ROWS, H200)
+    why = check_config(SPEC, {**old, "cluster": 3}, FEW_LONG_ROWS, H200)
     assert why is not None and "cluster=3" in why
 
 

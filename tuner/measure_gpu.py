@@ -4,8 +4,8 @@ It owns the GPU context and loads the kernel by its entry-point name
 (:func:`~flyconfigs.kernels.plugin.tunable_kernel`), so it serves any declared kernel:
 it builds the kernel's workload for a key, checks each candidate against the
 reference, reads its resources and times candidates with the protocol of
-:mod:`flyconfigs.tuner.timing`.  Where the workload can release what it loaded
-(``release``), configs are timed with only their own variants loaded, and a new key
+:mod:`flyconfigs.tuner.timing`.  Through its workload's ``release`` (a no-op unless the
+family unloads variants), configs are timed with only their own variants loaded, and a new key
 starts with none.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flyconfigs.errors import CompileError, GPUError
+from flyconfigs.errors import CompileError, GPUError, TuneError
 from flyconfigs.kernels.plugin import TunableKernel, Workload, tunable_kernel
 from flyconfigs.tuner.measurer import CheckResult
 
@@ -52,7 +52,11 @@ class GPUMeasurer:
             self._release([])
         self._workload = None
         torch.cuda.empty_cache()
-        self._workload = self.kernel.workload(key, copies, self.backend)
+        workload = self.kernel.workload(key, copies, self.backend)
+        if not isinstance(workload, Workload):
+            raise TuneError(f"kernel {self.kernel.name!r}: its workload is a {type(workload).__name__}, not a "
+                            "flyconfigs.kernels.plugin.Workload (subclass it)")
+        self._workload = workload
 
     def _prepared(self) -> Workload:
         if self._workload is None:
@@ -60,9 +64,8 @@ class GPUMeasurer:
         return self._workload
 
     def _release(self, keep: list[Mapping[str, Any]]) -> None:
-        release = getattr(self._workload, "release", None)
-        if release is not None:
-            release(keep)
+        if self._workload is not None:
+            self._workload.release(keep)
 
     def check(self, config: Mapping[str, Any]) -> CheckResult:
         """Verify one candidate: its status, message and resources."""

@@ -12,7 +12,8 @@ from flyconfigs.errors import FlyconfigsError
 
 __all__ = ["register"]
 
-_FIELD_OF = {"test-double": "provenance.backend", "invalid-config": "winner.config", "kernel-name-clash": "key"}
+_FIELD_OF = {"test-double": "provenance.backend", "invalid-config": "winner.config", "kernel-name-clash": "key",
+             "stale-artifact": "kernel"}
 """The artifact field each refusal of :func:`flyconfigs.registry.check.check_winner` is about."""
 
 

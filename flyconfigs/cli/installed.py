@@ -102,7 +102,10 @@ def _doctor(args: argparse.Namespace) -> int:
     unexpected = [c for c in collisions if not c.expected]
     # Errors (exit 1): bad data and collisions nobody chose.  Warnings (exit 0): what
     # makes calls get the default heuristic here, which is no fault of what is installed.
-    errors = [f"unexpected collision: {c.winner} shadows {', '.join(c.shadowed)}; "
+    errors = [f"contested: {c.winner} and {', '.join(c.shadowed)} claim {c.kernel} {dict(c.key)} at the same "
+              f"precedence, so neither serves it; rank the packages with {PACKAGES_ENV} to choose"
+              if c.contested else
+              f"unexpected collision: {c.winner} ({c.standings[0]}) shadows {', '.join(c.shadowed)}; "
               f"rank the packages with {PACKAGES_ENV} to choose" for c in unexpected]
     warnings = []
     if device is None:
@@ -124,7 +127,8 @@ def _doctor(args: argparse.Namespace) -> int:
                 "notes": notes,
                 "collisions": [
                     {"kernel": c.kernel, "key": dict(c.key), "device": c.device.describe(), "winner": c.winner,
-                     "shadowed": list(c.shadowed), "expected": c.expected}
+                     "shadowed": list(c.shadowed), "expected": c.expected, "contested": c.contested,
+                     "standings": list(c.standings)}
                     for c in collisions
                 ],
             }
@@ -136,7 +140,11 @@ def _doctor(args: argparse.Namespace) -> int:
         for p in packages:
             print(f"package: {p.distribution} {p.version} target {p.target}, {p.artifacts} artifacts")
         for c in collisions:
-            print(f"collision: {c.kernel} {dict(c.key)} on {c.device.describe()}: {c.winner} shadows "
+            if c.contested:
+                print(f"collision: {c.kernel} {dict(c.key)} on {c.device.describe()}: contested by {c.winner} and "
+                      f"{', '.join(c.shadowed)} ({c.standings[0]}), neither served (unexpected)")
+                continue
+            print(f"collision: {c.kernel} {dict(c.key)} on {c.device.describe()}: {c.winner} ({c.standings[0]}) shadows "
                   f"{', '.join(c.shadowed)}{'' if c.expected else ' (unexpected)'}")
         for problem in real_problems:
             print(f"problem: {problem}")

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from flyconfigs.errors import InvalidKeyError
 from flyconfigs.kernels.fused_add_rmsnorm.reference import reference_fused_add_rms_norm
+from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rownorm import (
     ELEMENT_BYTES,
     HIDDEN_SIZE_GRID,
@@ -44,7 +45,7 @@ from flyconfigs.kernels.rownorm import (
     source_text,
 )
 from flyconfigs.kernels.rules import Rule, Rules, broken
-from flyconfigs.registry.declarations import KeyAxis, KeyValue
+from flyconfigs.registry.declarations import KeyAxis, KeyValue, SourceBinding
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import wave_size_of_arch
 
@@ -124,7 +125,7 @@ def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
 
 
 @dataclass(frozen=True)
-class FusedAddRMSNormSpec:
+class FusedAddRMSNormSpec(TunableKernel):
     """The fused add + RMSNorm family (a :class:`~flyconfigs.registry.KernelDecl` and a
     :class:`~flyconfigs.kernels.plugin.TunableKernel`)."""
 
@@ -157,19 +158,17 @@ class FusedAddRMSNormSpec:
 
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:
-        """``None`` when ``config`` names exactly the tunables with values of the space
-        and meets every rule of :data:`RULES` for ``key`` on ``device`` (its wave size;
-        32 when unknown), else why not.  Triton runs on NVIDIA and AMD alike."""
-        missing = [name for name in TUNABLES if name not in config]
-        extra = sorted(str(name) for name in config if name not in TUNABLES)
-        if missing or extra:
-            parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(extra)}"] if extra else [])
-            return f"not a {self.name} config: {'; '.join(parts)}"
-        for name, allowed in TUNABLES.items():
-            value = config[name]
-            if type(value) is not int or value not in allowed:
-                return f"{name}={value!r} is not one of {', '.join(map(str, allowed))}"
+        """``None`` when ``config`` (whose tunables the registry checked against
+        :data:`TUNABLES`) meets every rule of :data:`RULES` for ``key`` on ``device``
+        (its wave size; 32 when unknown), else why not.  Triton runs on NVIDIA and AMD
+        alike."""
         return self.valid(config, key, wave_size_of_arch(device.arch) if device is not None else 32)
+
+    @property
+    def source_binding(self) -> SourceBinding:
+        """``version``: a change of the kernel that changes what a config means bumps
+        :attr:`version`; other edits keep the artifacts tuned before them served."""
+        return "version"
 
     def valid(self, config: Mapping[str, object], key: Mapping[str, KeyValue], wave: int = 32) -> str | None:
         """``None`` when ``config`` can run for ``key`` on a device of wave size ``wave``,
@@ -238,11 +237,6 @@ class FusedAddRMSNormSpec:
     def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
         """``key`` with ``weight_dtype`` defaulting to ``dtype`` (see :func:`complete_row_key`)."""
         return complete_row_key(key)
-
-    def build(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], device: DeviceQuery) -> None:
-        """Nothing ahead: Triton compiles each variant on its first launch (in the
-        measuring process, where a failure is recorded as that candidate's compile error)."""
-        return None
 
     def workload(self, key: Mapping[str, KeyValue], copies: int, backend: Backend) -> FusedAddRMSNormWorkload:
         """Rotated inputs for ``key`` (imports torch and Triton)."""

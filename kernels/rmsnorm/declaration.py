@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm.model import MODEL, RMSNormCostModel
 from flyconfigs.kernels.rmsnorm.tunables import NEUTRAL, cluster_of, hints_of
@@ -55,7 +56,7 @@ from flyconfigs.kernels.rownorm import (
     source_text,
 )
 from flyconfigs.kernels.rules import broken
-from flyconfigs.registry.declarations import KeyAxis, KeyValue
+from flyconfigs.registry.declarations import KeyAxis, KeyValue, SourceBinding, check_config
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import wave_size_of_arch
 
@@ -97,8 +98,8 @@ def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
 
 
 @dataclass(frozen=True)
-class RMSNormSpec:
-    """The RMSNorm family (a :class:`~flyconfigs.registry.KernelDecl`)."""
+class RMSNormSpec(TunableKernel):
+    """The RMSNorm family (a :class:`~flyconfigs.kernels.plugin.TunableKernel`)."""
 
     name: str = "rmsnorm"
     version: int = 1
@@ -129,19 +130,17 @@ class RMSNormSpec:
 
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:
-        """``None`` when ``config`` names exactly the tunables with values of the space
-        (those of :data:`NEUTRAL` may be left out) and can run for ``key`` on ``device``
-        (wave size and clusters from its arch), else why not."""
-        missing = [name for name in TUNABLES if name not in config and name not in NEUTRAL]
-        extra = sorted(str(name) for name in config if name not in TUNABLES)
-        if missing or extra:
-            parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(extra)}"] if extra else [])
-            return f"not an rmsnorm config: {'; '.join(parts)}"
-        for name, allowed in TUNABLES.items():
-            value = config.get(name, NEUTRAL.get(name))
-            if type(value) is not type(allowed[0]) or value not in allowed:
-                return f"{name}={value!r} is not one of {', '.join(map(str, allowed))}"
+        """``None`` when ``config`` (whose tunables the registry checked against
+        :data:`TUNABLES`) can run for ``key`` on ``device`` (wave size and clusters from
+        its arch), else why not."""
         return self.valid(config, key, _wave_of(device), max_cluster_of(device), cache_hints_of(device))
+
+    @property
+    def source_binding(self) -> SourceBinding:
+        """``version``: a change of the source that changes what a config means bumps
+        :attr:`version`; every other edit keeps the artifacts tuned before it served
+        (the validity rules still decide each config)."""
+        return "version"
 
     # -- the space --------------------------------------------------------------------
 
@@ -160,8 +159,9 @@ class RMSNormSpec:
         with the least change: the widest vector width that divides the row and holds an
         element (the scalar path when none does), everything else kept.  ``None`` when
         that does not make it valid (e.g. its threads outnumber the row's vectors), or
-        when it is valid as it is (nothing to adapt)."""
-        if self.check_config(config, key, device) is None:
+        when it is valid as it is (nothing to adapt).  Validity is the registry's whole
+        check (the declared tunables, then :meth:`check_config`), as for any served config."""
+        if check_config(self, config, key, device) is None:
             return None
         asked = config.get("vector_bytes")
         if type(asked) is not int:
@@ -171,7 +171,7 @@ class RMSNormSpec:
         # kept); only widths that hold an element and divide the row are worth a check.
         for vbytes in (v for v in VECTOR_BYTES if v == 0 or (esize <= v < asked and n * esize % v == 0)):
             adapted: dict[str, KeyValue] = {**config, "vector_bytes": vbytes}
-            if self.check_config(adapted, key, device) is None:
+            if check_config(self, adapted, key, device) is None:
                 return adapted
         return None
 

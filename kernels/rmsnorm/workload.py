@@ -12,6 +12,7 @@ import torch
 
 from flyconfigs.gpu.backend import Backend
 from flyconfigs.kernels.output_check import OutputCheck
+from flyconfigs.kernels.plugin import Workload
 from flyconfigs.kernels.rmsnorm.declaration import SPEC, RMSNormSpec, reference_rms_norm, traffic_bytes
 from flyconfigs.kernels.rmsnorm.op import kernel_for, unload_kernels
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
@@ -23,7 +24,7 @@ DT = TORCH_DTYPES
 EPS = 1e-6
 
 
-class RMSNormWorkload:
+class RMSNormWorkload(Workload):
     """Inputs for one key: ``copies`` rotated activations and outputs, one weight."""
 
     def __init__(self, key: Mapping[str, Any], copies: int, backend: Backend, spec: RMSNormSpec = SPEC, seed: int = 0) -> None:

@@ -1,0 +1,36 @@
+"""Whether an artifact is bound to the kernel family installed now.
+
+An artifact records the family version and the sha256 of the source it was tuned
+with (``kernel.version``, ``kernel.source_sha256``).  :func:`binding_problem` is the one
+function that decides whether the installed declaration still serves it; the loader,
+``flyconfigs validate``, ``explain`` and ``doctor`` all ask it, so they give one answer.
+"""
+
+from __future__ import annotations
+
+from flyconfigs.registry.declarations import KernelDecl
+from flyconfigs.schema.models import KernelRef
+
+__all__ = ["binding_problem"]
+
+
+def binding_problem(decl: KernelDecl, kernel: KernelRef) -> str | None:
+    """Why an artifact of ``kernel`` (its ``kernel`` field) is stale for ``decl``, or
+    ``None`` when ``decl`` serves it.
+
+    - ``kernel.version`` must be ``decl.version`` or one of ``decl.compatible_versions``;
+    - under ``decl.source_binding == "exact"`` a recorded ``source_sha256`` must equal
+      ``decl.source_sha256()``; under ``"version"`` any source of an accepted version
+      serves.  An artifact that records no source (imported from a format that does not)
+      and a family that declares none are never stale by source.
+    """
+    if kernel.version != decl.version and kernel.version not in decl.compatible_versions:
+        accepted = sorted({decl.version, *decl.compatible_versions})
+        return (f"tuned for {decl.name} version {kernel.version}, but the installed {decl.name} is version "
+                f"{decl.version} (serves {', '.join(map(str, accepted))})")
+    if decl.source_binding == "exact" and kernel.source_sha256 is not None:
+        current = decl.source_sha256()
+        if current is not None and current != kernel.source_sha256:
+            return (f"tuned with {decl.name} source sha256 {kernel.source_sha256[:12]}…, but the installed source is "
+                    f"{current[:12]}… and {decl.name} binds artifacts to their exact source")
+    return None

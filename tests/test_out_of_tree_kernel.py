@@ -42,6 +42,9 @@ class SoftmaxSpec(TunableKernel):
                 KeyAxis("dtype", str, choices=("bf16", "fp16")), KeyAxis("causal", bool))
     tunables = TUNABLES
     presets = {"small": ("rows=1,4096 cols=1024 dtype=bf16 causal=true,false",)}
+    # Its configs of versions 1 and 2 still run: FlyDSL files record no family version,
+    # and flyconfigs flydsl import gives them version 1.
+    compatible_versions = range(1, 3)
 
     def check_config(self, config, key, device):
         if config["BLOCK"] > key["cols"]:

@@ -1,4 +1,5 @@
-"""Building ``flyconfigs-<target>`` data packages and uploading them.
+"""Building data packages (the official ``flyconfigs-<target>`` or one under any
+distribution name) and uploading them.
 
 :func:`publish` checks a folder of artifacts (every file validates, all belong to the
 target, no two collide, the version is PEP 440 and, when uploading, newer than the
@@ -25,10 +26,9 @@ from packaging.version import InvalidVersion, Version
 
 from flyconfigs.errors import ArtifactError, PublishError
 from flyconfigs.publish.index import index_versions
-from flyconfigs.publish.layout import distribution_name, package_files
+from flyconfigs.publish.layout import checked_name, distribution_name, import_package, package_files
 from flyconfigs.schema.jsonio import json_files_under, read_file_bytes, write_atomic
 from flyconfigs.schema.load import load_artifact_whole
-from flyconfigs.schema.manifest import target_module
 from flyconfigs.schema.models import Artifact
 from flyconfigs.schema.versions import CURRENT_MAJOR
 
@@ -97,9 +97,9 @@ def _span(values: list[object]) -> str:
     return ", ".join(parts)
 
 
-def _long_description(target: str, version: str, artifacts: Sequence[Artifact]) -> str:
+def _long_description(name: str, target: str, version: str, artifacts: Sequence[Artifact]) -> str:
     lines = [
-        f"# {distribution_name(target)} {version}",
+        f"# {name} {version}",
         "",
         f"Tuned [flyconfigs](https://pypi.org/project/flyconfigs/) artifacts for `{target}` (data only).",
         "Installed beside `flyconfigs`, its configs are found through the entry-point group",
@@ -137,14 +137,14 @@ def _backend_line(artifact: Artifact) -> str:
     return artifact.provenance.backend + (f" {versions}" if versions else "")
 
 
-def _pyproject(target: str, version: str) -> str:
-    module = target_module(target)
+def _pyproject(name: str, target: str, version: str) -> str:
+    module = import_package(target, name)
     return f"""[build-system]
 requires = ["setuptools>=70"]
 build-backend = "setuptools.build_meta"
 
 [project]
-name = "{distribution_name(target)}"
+name = "{name}"
 version = "{version}"
 description = "Tuned flyconfigs artifacts for {target} (data only)"
 readme = {{file = "README.md", content-type = "text/markdown"}}
@@ -164,10 +164,10 @@ include-package-data = false
 """
 
 
-def _write_tree(root: Path, target: str, version: str, artifacts: Sequence[Artifact]) -> None:
-    files = dict(package_files(target, artifacts))
-    files["pyproject.toml"] = _pyproject(target, version).encode()
-    files["README.md"] = _long_description(target, version, artifacts).encode()
+def _write_tree(root: Path, name: str, target: str, version: str, artifacts: Sequence[Artifact]) -> None:
+    files = dict(package_files(target, artifacts, name))
+    files["pyproject.toml"] = _pyproject(name, target, version).encode()
+    files["README.md"] = _long_description(name, target, version, artifacts).encode()
     for rel, data in sorted(files.items()):
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -237,34 +237,38 @@ def publish(
     out: str | Path = "dist",
     upload: str | None = None,
     index_url: str | None = None,
+    *,
+    name: str | None = None,
 ) -> PublishResult:
-    """Build ``flyconfigs-<target>`` ``version`` from the artifacts in ``folder`` into
-    ``out``; with ``upload`` (an upload URL), upload both files there after checking
-    that ``version`` is newer than every release the index (``index_url``, default
-    ``<upload>/simple/``) has.  Raises :class:`PublishError`; nothing is left in ``out``
-    on failure."""
+    """Build the data package ``name`` (default: the official ``flyconfigs-<target>``)
+    at ``version`` from the artifacts in ``folder`` into ``out``; with ``upload`` (an
+    upload URL), upload both files there after checking that ``version`` is newer than
+    every release the index (``index_url``, default ``<upload>/simple/``) has.  Its
+    manifest lists the kernel families it serves.  Raises :class:`PublishError` (also
+    for a ``name`` that is not a valid distribution name); nothing is left in ``out`` on
+    failure."""
     with tempfile.TemporaryDirectory(prefix="flyconfigs-publish-") as tmp:
-        release = _build_release(Path(folder), target, version, Path(tmp), upload, index_url)
+        release = _build_release(Path(folder), target, version, Path(tmp), upload, index_url, name)
         if upload is not None:
             upload_files(release.files, upload)
         return _place([release], Path(out), upload)[0]
 
 
 def _build_release(folder: Path, target: str, version: str, tmp: Path, upload: str | None,
-                   index_url: str | None) -> PublishResult:
+                   index_url: str | None, name: str | None = None) -> PublishResult:
     """Check and build one release into ``tmp`` (nothing outside it is touched)."""
+    dist = checked_name(name) if name is not None else distribution_name(target)
     parsed = _check_version(version)
     artifacts = collect_artifacts(folder, target)
-    name = distribution_name(target)
     if upload is not None:
-        existing = index_versions(index_url or upload.rstrip("/") + "/simple/", name)
+        existing = index_versions(index_url or upload.rstrip("/") + "/simple/", dist)
         newer = [v for v in existing if v >= parsed]
         if newer:
-            raise PublishError(f"the index already has {name} {max(newer)}; {version} is not newer")
+            raise PublishError(f"the index already has {dist} {max(newer)}; {version} is not newer")
     source = tmp / target / "src"
-    _write_tree(source, target, str(parsed), artifacts)
+    _write_tree(source, dist, target, str(parsed), artifacts)
     built = _build(source, tmp / target / "dist")
-    return PublishResult(name, str(parsed), tuple(built), len(artifacts), upload)
+    return PublishResult(dist, str(parsed), tuple(built), len(artifacts), upload)
 
 
 def _place(releases: Sequence[PublishResult], out: Path, upload: str | None) -> list[PublishResult]:

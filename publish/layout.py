@@ -1,28 +1,55 @@
-"""The layout of a ``flyconfigs-<target>`` data package, shared by publish and tests.
+"""The layout of a data package, shared by publish and tests.
 
-The import package ``flyconfigs_<target>`` holds an ``__init__.py`` with a docstring
-only, ``manifest.json`` and one ``artifacts/<file>`` per artifact; the distribution
-declares the entry point ``<target> = flyconfigs_<target>`` in ``flyconfigs.artifacts``.
+The official package of a target is the distribution ``flyconfigs-<target>``; anyone
+may publish under a distribution name of their own.  Its import package (``flyconfigs_<target>``
+for the official one, ``flyconfigs_data_<name>`` for any other, so that packages of one
+target install side by side) holds an ``__init__.py`` with a docstring only,
+``manifest.json`` and one ``artifacts/<file>`` per artifact; the distribution declares
+the entry point ``<target> = <import package>`` in ``flyconfigs.artifacts``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
+
+from packaging.utils import InvalidName, canonicalize_name
 
 from flyconfigs.errors import PublishError
 from flyconfigs.schema.canonical import canonical_bytes
 from flyconfigs.schema.manifest import MANIFEST_FILE, Manifest, ManifestRow, target_module
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, is_safe_file_name
 
-__all__ = ["ARTIFACTS_DIR", "distribution_name", "package_files"]
+__all__ = ["ARTIFACTS_DIR", "checked_name", "distribution_name", "import_package", "package_files"]
 
 ARTIFACTS_DIR = "artifacts"
 
 
 def distribution_name(target: str) -> str:
-    """``flyconfigs-<target>``."""
+    """``flyconfigs-<target>``: the official package of ``target``."""
     return f"flyconfigs-{target}"
+
+
+def checked_name(name: str) -> str:
+    """``name`` if it is a valid distribution name (PEP 508: letters, digits, ``.``,
+    ``_`` and ``-``, starting and ending with a letter or digit); :class:`PublishError`
+    naming it otherwise."""
+    try:
+        canonicalize_name(name, validate=True)
+    except InvalidName:
+        raise PublishError(f"--name {name!r} is not a valid distribution name (letters, digits, '.', '_' and '-', "
+                           "starting and ending with a letter or digit)") from None
+    return name
+
+
+def import_package(target: str, name: str | None = None) -> str:
+    """The import package of the data package ``name`` (default: the official one) for
+    ``target``: ``flyconfigs_<target>`` for ``flyconfigs-<target>``, else
+    ``flyconfigs_data_<name>`` with every run of other characters an underscore."""
+    if name is None or canonicalize_name(name) == canonicalize_name(distribution_name(target)):
+        return target_module(target)
+    return "flyconfigs_data_" + re.sub(r"[^a-z0-9]+", "_", canonicalize_name(name))
 
 
 def build_manifest(target: str, artifacts: Sequence[Artifact]) -> tuple[Manifest, dict[str, bytes]]:
@@ -52,13 +79,15 @@ def build_manifest(target: str, artifacts: Sequence[Artifact]) -> tuple[Manifest
                 schema_version=artifact.schema_version,
             )
         )
-    return Manifest(schema_version=SCHEMA_VERSION, target=target, artifacts=rows), files
+    kernels = sorted({row.kernel for row in rows})
+    return Manifest(schema_version=SCHEMA_VERSION, target=target, artifacts=rows, kernels=kernels), files
 
 
-def package_files(target: str, artifacts: Sequence[Artifact]) -> dict[str, bytes]:
-    """Every file of the import package ``flyconfigs_<target>``, by path relative to the
-    package's parent folder."""
-    module = target_module(target)
+def package_files(target: str, artifacts: Sequence[Artifact], name: str | None = None) -> dict[str, bytes]:
+    """Every file of the import package of data package ``name`` (default: the official
+    one) for ``target`` (see :func:`import_package`), by path relative to the package's
+    parent folder."""
+    module = import_package(target, name)
     manifest, files = build_manifest(target, artifacts)
     out = {
         f"{module}/__init__.py": f'"""Tuned flyconfigs artifacts for {target} (data only)."""\n'.encode(),

@@ -96,6 +96,8 @@ class PackageInfo:
     schema_version: str
     artifacts: int
     location: str
+    families: tuple[str, ...] = ()
+    """The kernel families it serves (its manifest's ``kernels``, or its rows')."""
 
 
 @dataclass(eq=False)
@@ -326,5 +328,6 @@ def read_package_folder(package_dir: Path, target: str | None, source: Source, p
             )
             continue
         entries.append(Entry(row.kernel, row.key, row.device, row.file, source, row.sha256, root))
-    info = PackageInfo(source.name, source.version or "", manifest.target, manifest.schema_version, len(entries), root)
+    info = PackageInfo(source.name, source.version or "", manifest.target, manifest.schema_version, len(entries), root,
+                       tuple(manifest.families()))
     return LoadedPackage(info, entries, source)

@@ -54,6 +54,7 @@ READER_ONLY = {
     "manifest": (
         "Rules the flyconfigs reader adds that JSON Schema cannot express: an integer is never 64.0; "
         "no two rows name one file or one (kernel, device, key); every row's device.arch equals target; "
+        "kernels (1.5) is exactly the rows' kernels, sorted; "
         "each file's sha256 and its artifact's kernel, device and key match the row; fields of a newer "
         "1.x minor are ignored."
     ),

@@ -44,11 +44,28 @@ class ManifestRow(_Model):
 
 
 class Manifest(_Model):
-    """A data package's table of contents."""
+    """A data package's table of contents.
+
+    ``kernels`` (1.5) names the kernel families the package serves, sorted: exactly the
+    rows' kernels.  A manifest written before 1.5 omits it, and a reader gathers the
+    families from the rows."""
 
     schema_version: SchemaVersion
     target: Name
     artifacts: Annotated[list[ManifestRow], Field(max_length=_ROW_LIMIT)]
+    kernels: Annotated[list[KernelName], Field(max_length=_ROW_LIMIT)] | None = None
+
+    def families(self) -> list[str]:
+        """The kernel families this package serves, sorted."""
+        return list(self.kernels) if self.kernels is not None else sorted({row.kernel for row in self.artifacts})
+
+    @model_validator(mode="after")
+    def _kernels_are_the_rows(self) -> Manifest:
+        if self.kernels is not None:
+            served = sorted({row.kernel for row in self.artifacts})
+            if self.kernels != served:
+                raise ValueError(f"kernels: {self.kernels!r} must be the rows' kernels, sorted: {served!r}")
+        return self
 
     @model_validator(mode="after")
     def _rows_unique(self) -> Manifest:

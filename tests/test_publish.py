@@ -134,3 +134,36 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "not to target 'sm90'" in capsys.readouterr().err
     assert main(["publish", str(folder), "--version", "1.0"]) == 2
     assert _nothing_left(tmp_path / "e")
+
+
+def test_a_package_under_any_name_installs_beside_the_official_one(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    official = publish(folder, "gfx942", "1.0.0", tmp_path / "dist")
+    mine = publish(folder, "gfx942", "1.0.0", tmp_path / "dist", name="Acme_Tunings-gfx942")
+    assert (official.distribution, mine.distribution) == ("flyconfigs-gfx942", "Acme_Tunings-gfx942")
+    wheel = next(f for f in mine.files if f.suffix == ".whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        meta = zf.read("acme_tunings_gfx942-1.0.0.dist-info/METADATA").decode()
+        eps = zf.read("acme_tunings_gfx942-1.0.0.dist-info/entry_points.txt").decode()
+        manifest = json.loads(zf.read("flyconfigs_data_acme_tunings_gfx942/manifest.json"))
+    with zipfile.ZipFile(next(f for f in official.files if f.suffix == ".whl")) as zf:
+        official_names = set(zf.namelist())
+    assert "Name: Acme_Tunings-gfx942" in meta and "# Acme_Tunings-gfx942 1.0.0" in meta
+    assert "[flyconfigs.artifacts]\ngfx942 = flyconfigs_data_acme_tunings_gfx942" in eps
+    assert {n.split("/")[0] for n in names if not n.startswith("acme_")} == {"flyconfigs_data_acme_tunings_gfx942"}
+    assert not names & official_names, "no file of one is a file of the other: both install side by side"
+    assert manifest["kernels"] == ["rmsnorm"] and manifest["schema_version"] == "1.5"
+
+
+def test_the_name_must_be_a_distribution_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = _folder(tmp_path)
+    with pytest.raises(PublishError, match="--name 'acme tunings' is not a valid distribution name"):
+        publish(folder, "gfx942", "1.0.0", tmp_path / "dist", name="acme tunings")
+    assert _nothing_left(tmp_path / "dist")
+    args = ["publish", str(folder), "--target", "gfx942", "--version", "1.0", "--out", str(tmp_path / "d")]
+    assert main([*args, "--name=acme!"]) == 1
+    assert "--name 'acme!' is not a valid distribution name" in capsys.readouterr().err
+    assert main(["publish", str(folder), "--all", "--name", "acme"]) == 2
+    assert main([*args, "--name", "acme-gfx942", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["packages"][0]["distribution"] == "acme-gfx942"

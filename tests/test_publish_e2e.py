@@ -164,3 +164,40 @@ def test_publish_all_checks_the_index_url_it_is_given(index: LocalIndex, tmp_pat
                  "--index-url", closed]) == 1
     assert f"cannot reach the index at {closed}" in capsys.readouterr().err
     assert not (tmp_path / "out").exists() and not list(index.folder.glob("flyconfigs_sm90-9.1.0*"))
+
+
+def test_a_package_under_its_own_name_is_served_beside_the_official_one(index: LocalIndex, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TWINE_USERNAME", "test")
+    monkeypatch.setenv("TWINE_PASSWORD", "test")
+    dist = tmp_path / "dist"
+    if not any(index.folder.glob("flyconfigs-[0-9]*.whl")):
+        upload_files([build_core_wheel(ROOT, dist)], index.url)
+    publish(_artifacts(tmp_path / "official", H200, winner=2), "sm90", "9.0.0", dist, upload=index.url)
+    mine = tmp_path / "mine"
+    _artifacts(mine, H200, winner=4)
+    small = make_artifact(key={**KEY, "M": 64}, winner_index=5)
+    write_atomic(mine / small.file_name(), small.to_json_bytes())
+    assert main(["publish", str(mine), "--name", "acme-tunings-sm90", "--target", "sm90", "--version", "1.0.0",
+                 "--out", str(dist), "--upload", index.url]) == 0
+
+    venv = fresh_venv(tmp_path / "venv")
+    _pip(venv, index, "flyconfigs-sm90==9.0.0", "acme-tunings-sm90")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLYCONFIGS_") and k != "PYTHONPATH"}
+    env["FLYCONFIGS_NO_GPU_DETECT"] = "1"
+    script = ("import json, flyconfigs\nout = {}\nfor m in (64, 4096):\n"
+              f"    r = flyconfigs.resolve('rmsnorm', {{**{KEY!r}, 'M': m}}, {H200_SPEC!r})\n"
+              "    out[m] = [r.origin, dict(r.config)]\nprint(json.dumps(out))\n")
+    done = subprocess.run([str(venv), "-c", script], capture_output=True, text=True, env=env, cwd="/")
+    assert done.returncode == 0, done.stderr
+    served = json.loads(done.stdout)
+    assert served["64"] == ["acme-tunings-sm90", small.winner.config]
+    assert served["4096"] == ["flyconfigs-sm90", make_artifact(key=KEY, winner_index=2).winner.config]
+    listed = subprocess.run([str(venv), "-m", "flyconfigs", "list", "--json"], capture_output=True, text=True, env=env,
+                            cwd="/")
+    packages = {p["distribution"]: p for p in json.loads(listed.stdout)["packages"]}
+    assert packages["acme-tunings-sm90"]["families"] == ["rmsnorm"] and packages["flyconfigs-sm90"]["version"] == "9.0.0"
+    doctor = subprocess.run([str(venv), "-m", "flyconfigs", "doctor", "--json"], capture_output=True, text=True,
+                            env={**env, "FLYCONFIGS_DEVICE": H200_SPEC}, cwd="/")
+    collisions = json.loads(doctor.stdout)["collisions"]
+    assert len(collisions) == 2 and all(c["standings"] == ["official", "third-party"] for c in collisions), collisions

@@ -265,3 +265,21 @@ def test_reported_figures_are_scalars_never_a_timing() -> None:
     data = _imported()
     data["provenance"]["source"]["reported"] = {"us": {"median_us": 7.3}}
     assert _problem(data)[0].startswith("provenance.source.reported.us")
+
+
+# -- the kernel families a package serves (1.5) -----------------------------------------
+
+
+def test_a_manifest_names_exactly_the_families_its_rows_serve() -> None:
+    from flyconfigs.publish.layout import build_manifest
+    from flyconfigs.schema.load import parse_manifest
+
+    artifacts = [Artifact.model_validate(artifact_dict()), Artifact.model_validate(artifact_dict(kernel="acme_rms"))]
+    manifest, _ = build_manifest("sm90", artifacts)
+    assert manifest.kernels == ["acme_rms", "rmsnorm"] and manifest.families() == ["acme_rms", "rmsnorm"]
+    data = manifest.model_dump(mode="json")
+    for wrong in (["rmsnorm"], ["rmsnorm", "acme_rms"], ["acme_rms", "other", "rmsnorm"]):
+        with pytest.raises(ArtifactError, match="kernels.*must be the rows' kernels, sorted"):
+            parse_manifest({**data, "kernels": wrong}, "manifest.json")
+    older = {k: v for k, v in data.items() if k != "kernels"} | {"schema_version": "1.4"}
+    assert parse_manifest(older, "manifest.json").families() == ["acme_rms", "rmsnorm"]

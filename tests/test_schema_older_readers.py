@@ -8,7 +8,9 @@ selection, compiled candidates) is refused with the field named, so a 1.0 reader
 and falls back, and never serves a predicted config as measured.  A file whose candidates
 say which protocol timed them (1.2) and whether the timing was held (1.3) reads in all
 three: what 1.2 and 1.3 add only describe timings every reader already takes.  An imported
-file that names its upstream source (1.4) reads in the 1.3 reader, which ignores the source."""
+file that names its upstream source (1.4) reads in the 1.3 reader, which ignores the source.  A 1.5
+manifest, which names the kernel families its package serves, reads in the 1.4 reader
+(the field ignored), and 1.5 artifacts are 1.4 artifacts."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from factories import MI300X, artifact_dict, predicted_artifact_dict, staged_artifact_dict
+from flyconfigs.schema import Artifact
 
 ROOT = Path(__file__).resolve().parents[1]
 READERS = {
@@ -30,6 +33,7 @@ READERS = {
     "1.1": "2742b6c9c9ef1f2d4649c7ebf9384686162ff953",
     "1.2": "36957e62121d4013c4af7ca0c0eb20b15bd41fd0",
     "1.3": "b02f6ed1b1f3cde2c5c125250b9082ba283e2fd8",
+    "1.4": "82578bf6e27968a0bf67245e1d13b066990ec1da",
 }
 """The last commit of each older schema minor."""
 
@@ -87,6 +91,11 @@ def reader_1_3(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _reader("1.3", tmp_path_factory)
 
 
+@pytest.fixture(scope="module")
+def reader_1_4(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _reader("1.4", tmp_path_factory)
+
+
 def _read_with(reader: Path, version: str, files: dict[str, Path]) -> dict[str, str | None]:
     done = subprocess.run([sys.executable, "-c", LOAD, str(reader), version, *map(str, files.values())],
                           capture_output=True, text=True, cwd="/")
@@ -128,8 +137,8 @@ def test_older_readers_read_1_3_files_and_ignore_how_each_candidate_was_timed(
         reader_1_0: Path, reader_1_1: Path, reader_1_2: Path, tmp_path: Path) -> None:
     files: dict[str, Path] = {}
     put = _writer(tmp_path, files)
-    staged = staged_artifact_dict()
-    assert staged["schema_version"] == "1.4" and staged["provenance"]["timing_protocol"]["held"] is True
+    staged = {**staged_artifact_dict(), "schema_version": "1.3"}
+    assert staged["provenance"]["timing_protocol"]["held"] is True
     put("staged", staged)
     put("staged-bool-key", {**staged, "key": {"M": 4096, "N": 8192, "dtype": "bf16", "causal": True}})
     put("staged-bad-timing", {**staged, "winner": {**staged["winner"], "timing": {**staged["winner"]["timing"],
@@ -156,11 +165,41 @@ def test_the_1_3_reader_reads_an_imported_1_4_file_and_ignores_its_source(reader
     files: dict[str, Path] = {}
     put = _writer(tmp_path, files)
     upstream = ROOT / "tests" / "data" / "upstream" / "vllm" / "E=128,N=384,device_name=AMD_Instinct_MI300X.json"
-    imported = json.loads(import_vllm_file(upstream).artifacts[0].to_json_bytes())
-    assert imported["schema_version"] == "1.4" and "source" in imported["provenance"]
+    imported = {**json.loads(import_vllm_file(upstream).artifacts[0].to_json_bytes()), "schema_version": "1.4"}
+    assert "source" in imported["provenance"]
     put("imported", imported)
     put("measured-with-source", {**staged_artifact_dict(), "provenance": {**staged_artifact_dict()["provenance"],
                                                                           "source": imported["provenance"]["source"]}})
     seen = _read_with(reader_1_3, "1.3", files)
     assert seen["imported"] is None
     assert seen["measured-with-source"] is None  # 1.4's rule, unknown to 1.3: its reader drops the field
+
+
+LOAD_MANIFEST = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from flyconfigs.schema.load import parse_manifest_report
+from flyconfigs.schema.jsonio import read_document
+from flyconfigs.schema.models import SCHEMA_VERSION
+assert SCHEMA_VERSION == sys.argv[3], SCHEMA_VERSION
+manifest, report = parse_manifest_report(read_document(sys.argv[2]), sys.argv[2])
+print(json.dumps({"rows": len(manifest.artifacts), "ignored": list(report.ignored_fields)}))
+"""
+
+
+def test_the_1_4_reader_reads_1_5_manifests_and_artifacts(reader_1_4: Path, tmp_path: Path) -> None:
+    from flyconfigs.publish.layout import package_files
+
+    artifact = Artifact.model_validate(staged_artifact_dict())
+    assert artifact.schema_version == "1.5"
+    for rel, data in package_files("sm90", [artifact], "acme-sm90").items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    folder = tmp_path / "flyconfigs_data_acme_sm90"
+    assert json.loads((folder / "manifest.json").read_text())["kernels"] == ["rmsnorm"]
+    done = subprocess.run([sys.executable, "-c", LOAD_MANIFEST, str(reader_1_4), str(folder / "manifest.json"), "1.4"],
+                          capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {"rows": 1, "ignored": ["kernels"]}
+    (row,) = json.loads((folder / "manifest.json").read_text())["artifacts"]
+    assert _read_with(reader_1_4, "1.4", {"artifact": folder / row["file"]}) == {"artifact": None}

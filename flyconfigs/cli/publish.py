@@ -1,4 +1,5 @@
-"""``flyconfigs publish``: build (and upload) ``flyconfigs-<target>`` data packages."""
+"""``flyconfigs publish``: build (and upload) data packages, the official
+``flyconfigs-<target>`` or one under any distribution name (``--name``)."""
 
 from __future__ import annotations
 
@@ -52,21 +53,25 @@ def _publish(args: argparse.Namespace) -> int:
 
     _check_arguments(args)
     if args.all:
-        if args.target or args.version:
-            raise Usage("--all takes each target and version from ARTIFACT_DIR/<target>/VERSION")
+        if args.target or args.version or args.name:
+            raise Usage("--all takes each target and version from ARTIFACT_DIR/<target>/VERSION and publishes the "
+                        "official packages (no --name)")
         results = publish_all(args.artifact_dir, args.out, args.upload, args.index_url)
     else:
         if not args.target or not args.version:
             raise Usage("publish needs --target and --version (or --all)")
-        results = [publish(args.artifact_dir, args.target, args.version, args.out, args.upload, args.index_url)]
+        results = [publish(args.artifact_dir, args.target, args.version, args.out, args.upload, args.index_url,
+                           name=args.name)]
     _print_results(results, args.json)
     return 0
 
 
 def register(sub: Any) -> None:
     """Add ``publish``."""
-    p = add_command(sub, "publish", _publish, "build (and upload) a flyconfigs-<target> data package")
+    p = add_command(sub, "publish", _publish, "build (and upload) a data package")
     p.add_argument("artifact_dir", metavar="ARTIFACT_DIR")
+    p.add_argument("--name", metavar="DIST",
+                   help="the distribution name to publish under (default: the official flyconfigs-<target>)")
     p.add_argument("--target", help="the GPU target, e.g. gfx942 or sm90")
     p.add_argument("--version", help="the release's PEP 440 version")
     p.add_argument("--out", default="dist", help="folder for the sdist and wheel (default: dist)")

@@ -17,7 +17,13 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
-from flyconfigs.errors import AmbiguousKernelError, InvalidKeyError, KernelPluginError, UnknownKernelError
+from flyconfigs.errors import (
+    AmbiguousKernelError,
+    FlyconfigsError,
+    InvalidKeyError,
+    KernelPluginError,
+    UnknownKernelError,
+)
 from flyconfigs.registry.entrypoints import FoundEntryPoint, find_entry_points
 from flyconfigs.registry.problems import Problem, ProblemLog
 
@@ -33,7 +39,9 @@ __all__ = [
     "SourceBinding",
     "check_config",
     "check_tunables",
+    "DeclaredKernel",
     "declared_by",
+    "declared_kernels",
     "check_key",
     "default_config",
     "kernel_declaration",
@@ -323,6 +331,44 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
     _ORIGINS[kernel] = (where, chosen.distribution)
     _DECLARED_BY[id(decl)] = chosen.distribution
     return decl
+
+
+@dataclass(frozen=True)
+class DeclaredKernel:
+    """A kernel family this environment declares, as ``flyconfigs list`` shows it:
+    its family version and the distribution (and its version) that owns it, ``None``
+    for one registered in this process; ``problem`` says why it cannot be loaded."""
+
+    name: str
+    version: int | None
+    distribution: str | None
+    distribution_version: str | None
+    problem: str | None = None
+
+
+def declared_kernels(problems: ProblemLog | None = None) -> list[DeclaredKernel]:
+    """Every kernel declared through the ``flyconfigs.kernels`` entry points or in this
+    process, by name, each loaded (as :func:`kernel_declaration` loads it) to read its
+    version; one that cannot be loaded is listed with the reason."""
+    log = problems if problems is not None else PROBLEMS
+    found = find_entry_points(KERNEL_GROUP, log)
+    versions = {f.distribution: f.version for f in found}
+    rows = []
+    for name in sorted({*_REGISTERED, *(f.entry_point.name for f in found)}):
+        try:
+            decl = kernel_declaration(name, log)
+        except FlyconfigsError as exc:
+            dists = sorted({f.distribution for f in found if f.entry_point.name == name})
+            rows.append(DeclaredKernel(name, None, ", ".join(dists) or None, None, str(exc)))
+            continue
+        dist = declared_by(decl)
+        try:
+            version = decl.version
+        except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
+            rows.append(DeclaredKernel(name, None, dist, versions.get(dist) if dist else None, f"version {_raised(exc)}"))
+            continue
+        rows.append(DeclaredKernel(name, version, dist, versions.get(dist) if dist else None))
+    return rows
 
 
 def declared_by(decl: KernelDecl) -> str | None:

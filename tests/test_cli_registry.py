@@ -70,3 +70,38 @@ def test_doctor_ok_and_collisions(site: SiteDir, tmp_path: Path, monkeypatch: py
     report = _json(capsys)
     assert report["problems"] == []
     assert report["collisions"][0]["winner"] == str(local / artifact.file_name())
+
+
+def test_list_shows_declared_kernels_and_the_families_each_package_serves(
+        site: SiteDir, capsys: pytest.CaptureFixture[str]) -> None:
+    from flyconfigs.registry.declarations import forget_loaded
+
+    info = site.root / "acme_kernels-2.5.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-kernels\nVersion: 2.5\n")
+    (info / "entry_points.txt").write_text("[flyconfigs.kernels]\nacme_rms = acme_rms_decl:SPEC\n"
+                                           "ghost = acme_ghost_missing:SPEC\n")
+    (site.root / "acme_rms_decl.py").write_text(
+        "from dataclasses import dataclass\nfrom flyconfigs.kernels.rmsnorm.declaration import RMSNormSpec\n\n"
+        "@dataclass(frozen=True)\nclass Acme(RMSNormSpec):\n    name: str = 'acme_rms'\n    version: int = 4\n\n"
+        "SPEC = Acme()\n")
+    site.install("gfx942", [make_artifact(device=MI300X, key=KEY), make_artifact(device=MI300X, key=KEY, kernel="acme_rms")],
+                 name="acme-tunings", module="acme_tunings")
+    forget_loaded()
+    try:
+        assert main(["list"]) == 0
+        out = capsys.readouterr().out
+        assert "  acme_rms version 4  from acme-kernels 2.5\n" in out
+        assert "  rmsnorm version 1  from flyconfigs " in out
+        assert "  ghost  from acme-kernels  cannot be loaded: " in out and "ModuleNotFoundError" in out
+        assert "  acme-tunings 1.0.0  target gfx942  schema" in out and "2 artifacts  families acme_rms, rmsnorm" in out
+        assert main(["list", "--json"]) == 0
+        listed = _json(capsys)
+        kernels = {k["name"]: k for k in listed["kernels"]}
+        assert (kernels["acme_rms"]["version"], kernels["acme_rms"]["distribution"]) == (4, "acme-kernels")
+        assert kernels["ghost"]["version"] is None and kernels["ghost"]["problem"]
+        (package,) = listed["packages"]
+        assert (package["distribution"], package["target"], package["families"]) == (
+            "acme-tunings", "gfx942", ["acme_rms", "rmsnorm"])
+    finally:
+        forget_loaded()

@@ -13,15 +13,25 @@ __all__ = ["register"]
 
 def _list(args: argparse.Namespace) -> int:
     from flyconfigs.registry import default_resolver
+    from flyconfigs.registry.declarations import declared_kernels
 
+    kernels = declared_kernels(default_resolver().problems)
     packages = default_resolver().packages()
     if args.json:
-        emit_json({"command": "list", "packages": [p.__dict__ for p in packages]})
+        emit_json({"command": "list", "kernels": [k.__dict__ for k in kernels],
+                   "packages": [{**p.__dict__, "families": list(p.families)} for p in packages]})
         return 0
-    if not packages:
-        print("no flyconfigs data packages installed")
+    print("kernels:" if kernels else "no kernels declared")
+    for k in kernels:
+        owner = f"{k.distribution} {k.distribution_version or ''}".rstrip() if k.distribution else "this process"
+        if k.problem is not None:
+            print(f"  {k.name}  from {owner}  cannot be loaded: {k.problem}")
+        else:
+            print(f"  {k.name} version {k.version}  from {owner}")
+    print("packages:" if packages else "no flyconfigs data packages installed")
     for p in packages:
-        print(f"{p.distribution} {p.version}  target {p.target}  schema {p.schema_version}  {p.artifacts} artifacts")
+        print(f"  {p.distribution} {p.version}  target {p.target}  schema {p.schema_version}  {p.artifacts} artifacts  "
+              f"families {', '.join(p.families) or 'none'}")
     return 0
 
 
@@ -183,7 +193,7 @@ def _predicted_notes(resolver: Any, device: Any) -> list[str]:
 
 def register(sub: Any) -> None:
     """Add ``list``, ``show``, ``explain`` and ``doctor``."""
-    add_command(sub, "list", _list, "list installed data packages")
+    add_command(sub, "list", _list, "list declared kernels and installed data packages")
     p = add_command(sub, "show", _show, "show a kernel's key axes and the artifacts installed for it")
     p.add_argument("kernel")
     p = add_command(sub, "explain", _explain, "which config a call would get, and why, step by step")

@@ -150,18 +150,13 @@ class Catalog:
 
 
 def rank_entries(entries: list[Entry], owner: Owner) -> list[Entry]:
-    """``entries`` (one kernel's) ranked for ``owner`` and in precedence order; where the
-    best rank claiming a slot is shared by several sources, those entries are marked
-    ``contested`` with the others' names (neither serves until the user ranks them)."""
+    """``entries`` (one kernel's) ranked for ``owner``, in precedence order (each source
+    ranked once, however many entries it has)."""
+    ranked: dict[int, Source] = {}
     for entry in entries:
-        entry.rank_for(owner)
-    ordered = sorted(entries, key=lambda e: e.source.rank)
-    slots: dict[tuple[object, ...], list[Entry]] = {}
-    for entry in ordered:
-        slots.setdefault(entry.slot(), []).append(entry)
-    for group in slots.values():
-        best = [e for e in group if e.source.rank == group[0].source.rank]
-        names = {e.source.name for e in best}
-        for entry in group:
-            entry.contested = tuple(sorted(names - {entry.source.name})) if entry in best and len(names) > 1 else ()
-    return ordered
+        base = entry.base_source()
+        source = ranked.get(id(base))
+        if source is None:
+            source = ranked[id(base)] = base.for_family(owner)
+        entry.source = source
+    return sorted(entries, key=lambda e: e.source.rank)

@@ -446,9 +446,10 @@ class _Search:
         for entry in matches:
             if within is not None and entry.source.rank[0] > within:
                 continue
-            if entry.contested:
+            rivals = _rivals(entry, matches if mode == "exact" else pool)
+            if rivals:
                 self.tried.add(id(entry))
-                self.reasons.append(f"{entry.path}: contested: {', '.join(entry.contested)} also claim this key at the same "
+                self.reasons.append(f"{entry.path}: contested: {', '.join(rivals)} also claim this key at the same "
                                     f"precedence ({entry.source.describe()}); neither is served until {PACKAGES_ENV} "
                                     f"ranks them")
                 self.trace.append(Step(what, self.reasons[-1]))
@@ -514,6 +515,16 @@ class _Search:
             if problem.where == str(entry.path):
                 return problem.kind
         return "unreadable"
+
+
+def _rivals(entry: Entry, pool: list[Entry]) -> list[str]:
+    """Other sources of ``entry``'s rank that claim its kernel, device and key (``pool``
+    holds its kernel's entries for one device layer): a contest nobody ranked."""
+    token = entry.device.layers()[0]
+    return sorted({other.source.name for other in pool
+                   if other.source.rank == entry.source.rank and other.source.name != entry.source.name
+                   and other.key == entry.key and other.device.layers()[0] == token
+                   and canonical_text(other.key) == canonical_text(entry.key)})
 
 
 def _selection(artifact: Any) -> Literal["measured", "predicted", "imported"]:

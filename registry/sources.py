@@ -114,8 +114,6 @@ class Entry:
     source: Source
     sha256: str | None = None
     root: str | None = None
-    contested: tuple[str, ...] = ()
-    """Other sources of the same rank that claim this entry's slot (set by the catalog)."""
     _artifact: Artifact | None = field(default=None, repr=False)
     _base: Source | None = field(default=None, repr=False)
     _failed: bool = field(default=False, repr=False)
@@ -125,11 +123,12 @@ class Entry:
         """The artifact file."""
         return Path(self.root, self.location) if self.root is not None else Path(self.location)
 
-    def rank_for(self, owner: Owner) -> None:
-        """Rank this entry as its source ranks for ``owner`` (its kernel's owner)."""
+    def base_source(self) -> Source:
+        """The source as found, before it was ranked for a family (see
+        :func:`~flyconfigs.registry.catalog.rank_entries`, which sets :attr:`source`)."""
         if self._base is None:
             self._base = self.source
-        self.source = self._base.for_family(owner)
+        return self._base
 
     def slot(self) -> tuple[object, ...]:
         """Entries with equal slots (kernel, device identity, key) collide."""

@@ -79,9 +79,9 @@ def test_list_shows_declared_kernels_and_the_families_each_package_serves(
     info = site.root / "acme_kernels-2.5.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-kernels\nVersion: 2.5\n")
-    (info / "entry_points.txt").write_text("[flyconfigs.kernels]\nacme_rms = acme_rms_decl:SPEC\n"
+    (info / "entry_points.txt").write_text("[flyconfigs.kernels]\nacme_rms = acme_listed_decl:SPEC\n"
                                            "ghost = acme_ghost_missing:SPEC\n")
-    (site.root / "acme_rms_decl.py").write_text(
+    (site.root / "acme_listed_decl.py").write_text(
         "from dataclasses import dataclass\nfrom flyconfigs.kernels.rmsnorm.declaration import RMSNormSpec\n\n"
         "@dataclass(frozen=True)\nclass Acme(RMSNormSpec):\n    name: str = 'acme_rms'\n    version: int = 4\n\n"
         "SPEC = Acme()\n")

@@ -146,7 +146,7 @@ def test_the_owners_own_distribution_ranks_as_the_owners(site: SiteDir) -> None:
                  module="other_tunings")
     (info,) = site.root.glob("acme_kernels-*.dist-info")
     with (info / "entry_points.txt").open("a") as f:
-        f.write("[flyconfigs.kernels]\nacme_rms = acme_rms_decl:SPEC\n")
-    (site.root / "acme_rms_decl.py").write_text(ACME_DECL.replace('("Acme_Tunings",)', "()"))
+        f.write("[flyconfigs.kernels]\nacme_rms = acme_own_decl:SPEC\n")
+    (site.root / "acme_own_decl.py").write_text(ACME_DECL.replace('("Acme_Tunings",)', "()"))
     refresh()
     assert resolve("acme_rms", KEY, "MI300X").origin == "acme-kernels"

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from flyconfigs.errors import TuneError
-from flyconfigs.registry.declarations import KernelDecl, KeyValue, kernel_declaration
+from flyconfigs.registry.declarations import Default, KernelDecl, KeyValue, kernel_declaration
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import Config
 
@@ -138,11 +139,6 @@ class TunableKernel(KernelDecl):
         kernel compiles on its first launch."""
         return None
 
-    @property
-    def presets(self) -> Mapping[str, Sequence[str]]:
-        """Named key grids (such as ``"perf"``), each a sequence of grid expressions."""
-        return {}
-
     def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
         """``key`` with the axes a grid may leave out filled in (e.g. a weight dtype
         that defaults to the activation dtype); default: ``key`` as given."""
@@ -153,10 +149,18 @@ class TunableKernel(KernelDecl):
         each artifact's provenance; default none."""
         return {}
 
-    @property
-    def cost_model(self) -> CostModel | None:
-        """The model that ranks compiled configs (``flyconfigs predict``); default none."""
-        return None
+    if TYPE_CHECKING:
+        @property
+        def presets(self) -> Mapping[str, Sequence[str]]:
+            """Named key grids (such as ``"perf"``), each a sequence of grid expressions;
+            default none."""
+
+        @property
+        def cost_model(self) -> CostModel | None:
+            """The model that ranks compiled configs (``flyconfigs predict``); default none."""
+    else:
+        presets = Default(MappingProxyType({}))
+        cost_model = Default(None)
 
 
 def tunable_kernel(name: str) -> TunableKernel:

@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, SupportsIndex
 
 from flyconfigs.errors import FlyconfigsError, TuneError
+from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.triton_family import Ref, load_ref, triton_versions
 from flyconfigs.registry import Resolution, register_kernel, resolve
 from flyconfigs.registry.declarations import NAME_PATTERN, KeyAxis, KeyValue, normalize_key
@@ -68,9 +69,14 @@ def _same(a: Mapping[str, KeyValue], b: Mapping[str, KeyValue]) -> bool:
     return a.keys() == b.keys() and all(type(a[k]) is type(b[k]) and a[k] == b[k] for k in a)
 
 
-class AutotuneFamily:
+class AutotuneFamily(TunableKernel):
     """The declaration of a kernel decorated with :func:`autotune`: its key is the
     ``key`` arguments (ints, ordinal) and ``dtype``; its space is exactly ``configs``."""
+
+    name: str
+    version: int
+    key_axes: tuple[KeyAxis, ...]
+    presets: Mapping[str, Sequence[str]]
 
     def __init__(self, name: str, fn: Any, configs: Sequence[Any], key: Sequence[str], default: Any, version: int,
                  grid: Callable[..., Any] | None, inputs: Ref | None, reference: Ref | None,

@@ -42,6 +42,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from flyconfigs.errors import TuneError
+from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rownorm import DTYPES, ELEMENT_BYTES, MAX_INDEX
 from flyconfigs.registry.declarations import KeyAxis, KeyValue, normalize_key
 from flyconfigs.registry.device import DeviceQuery
@@ -122,7 +123,7 @@ def _same(a: KeyValue, b: KeyValue) -> bool:
 
 
 @dataclass(frozen=True)
-class TritonFamily:
+class TritonFamily(TunableKernel):
     """A row-wise Triton kernel family (a KernelDecl and a TunableKernel).
 
     ``configs``: the configs to search, as a list, or as each tunable's values (their

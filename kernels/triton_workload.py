@@ -24,6 +24,7 @@ from triton.runtime.errors import InterpreterError
 
 from flyconfigs.errors import CompileError, GPUError, TuneError
 from flyconfigs.kernels.output_check import OutputCheck
+from flyconfigs.kernels.plugin import Workload
 from flyconfigs.kernels.torch_dtypes import NAME_OF, TORCH_DTYPES
 from flyconfigs.schema.models import Resources
 
@@ -48,7 +49,7 @@ def _config_key(config: Mapping[str, Any]) -> str:
     return repr(sorted(config.items()))
 
 
-class TritonWorkload:
+class TritonWorkload(Workload):
     """Rotated arguments of one key and the check of one config against its reference.
 
     ``make()`` returns one call's arguments; ``reference(args)`` the float64 value of

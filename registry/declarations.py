@@ -15,7 +15,8 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeGuard
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeGuard, TypeVar
 
 from flyconfigs.errors import (
     AmbiguousKernelError,
@@ -40,6 +41,7 @@ __all__ = [
     "check_config",
     "check_tunables",
     "DeclaredKernel",
+    "Default",
     "declared_by",
     "declared_kernels",
     "check_key",
@@ -114,51 +116,98 @@ SourceBinding = Literal["exact", "version"]
 stale, never served) or ``version`` (any source of an accepted family version serves)."""
 
 
+T = TypeVar("T")
+_REQUIRED = ("name", "version", "key_axes")
+"""The data members a declaration must give (checked when one is loaded)."""
+
+
+class Default(Generic[T]):
+    """A contract member's default value, shadowed by whatever a subclass or an instance gives it
+    (a class attribute, a property, a dataclass field or an assignment in ``__init__``):
+    a descriptor with ``__get__`` only, so an instance's own value always wins."""
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+
+    def __get__(self, obj: object, objtype: type | None = None) -> T:
+        return self.value
+
+
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
+
+
 class KernelDecl(ABC):
     """The contract of a kernel family: every member the registry reads, in one base
     class that a plugin subclasses so that ``mypy --strict`` checks it.
 
     Required: :attr:`name`, :attr:`version`, :attr:`key_axes` and :meth:`default_config`.
-    Everything else has a default that means "nothing more to say".  The tuner's members
-    are in :class:`flyconfigs.kernels.plugin.TunableKernel`, a subclass of this one.
+    Everything else has a default that means "nothing more to say".  A data member may
+    be given as a class attribute, a property, a dataclass field or an attribute set in
+    ``__init__``.  The tuner's members are in
+    :class:`flyconfigs.kernels.plugin.TunableKernel`, a subclass of this one.
 
     Where each member runs (so what it may import): every member here runs in the
     serving process, in ``explain``, ``doctor`` and ``validate`` and in the tuner's
     parent; none may import torch, Triton or a GPU runtime at module level or when called.
     """
 
-    @property
-    @abstractmethod
-    def name(self) -> str:
-        """The kernel's name, as artifacts and entry points spell it."""
+    if TYPE_CHECKING:
+        # What a type checker holds a plugin to; at run time the required data members
+        # are checked when a declaration is loaded, and the optional ones default below.
+        @property
+        @abstractmethod
+        def name(self) -> str:
+            """The kernel's name, as artifacts and entry points spell it."""
 
-    @property
-    @abstractmethod
-    def version(self) -> int:
-        """The family version: a change of meaning of the config or key bumps it."""
+        @property
+        @abstractmethod
+        def version(self) -> int:
+            """The family version: a change of meaning of the config or key bumps it."""
 
-    @property
-    @abstractmethod
-    def key_axes(self) -> tuple[KeyAxis, ...]:
-        """The key's axes, in order."""
+        @property
+        @abstractmethod
+        def key_axes(self) -> tuple[KeyAxis, ...]:
+            """The key's axes, in order."""
+
+        @property
+        def tunables(self) -> Mapping[str, Sequence[KeyValue]]:
+            """Each tunable and the values it takes.  The registry refuses a config that
+            names another tunable, leaves one out (unless :attr:`tunable_defaults` has
+            it) or gives a value outside its set, before :meth:`check_config` runs.
+            Empty (the default): the registry checks nothing of the config's shape."""
+
+        @property
+        def tunable_defaults(self) -> Mapping[str, KeyValue]:
+            """Tunables added after configs were published, each with the value a config
+            that leaves it out means (default none)."""
+
+        @property
+        def compatible_versions(self) -> Collection[int]:
+            """Older family versions whose artifacts this version still serves (a
+            ``range`` or a set); default none: only :attr:`version` itself."""
+
+        @property
+        def source_binding(self) -> SourceBinding:
+            """``exact`` (the default): an artifact whose ``source_sha256`` differs from
+            :meth:`source_sha256` is stale; ``version``: the family bumps :attr:`version`
+            whenever a source change changes what a config means, so any source of an
+            accepted version serves."""
+
+        @property
+        def data_packages(self) -> Collection[str]:
+            """Distribution names of the data packages the family's owner publishes:
+            they rank as the owner's (see :mod:`flyconfigs.registry.resolve`); default
+            none."""
+    else:
+        tunables = Default(_NOTHING)
+        tunable_defaults = Default(_NOTHING)
+        compatible_versions = Default(())
+        source_binding = Default("exact")
+        data_packages = Default(())
 
     @abstractmethod
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:
         """The heuristic config for ``key`` on ``device`` (``None`` when unknown)."""
-
-    @property
-    def tunables(self) -> Mapping[str, Sequence[KeyValue]]:
-        """Each tunable and the values it takes.  The registry refuses a config that
-        names another tunable, leaves one out (unless :attr:`tunable_defaults` has it)
-        or gives a value outside its set, before :meth:`check_config` runs.  Empty (the
-        default): the registry checks nothing of the config's shape."""
-        return {}
-
-    @property
-    def tunable_defaults(self) -> Mapping[str, KeyValue]:
-        """Tunables added after configs were published, each with the value a config
-        that leaves it out means."""
-        return {}
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` validated against the axes (and the family's own rules, where it
@@ -183,26 +232,6 @@ class KernelDecl(ABC):
         """sha256 of the kernel's source, which artifacts record; ``None`` (the default)
         when the family does not say, and then no artifact is stale by its source."""
         return None
-
-    @property
-    def compatible_versions(self) -> Collection[int]:
-        """Older family versions whose artifacts this version still serves (a
-        ``range`` or a set); default none: only :attr:`version` itself."""
-        return ()
-
-    @property
-    def source_binding(self) -> SourceBinding:
-        """``exact`` (the default): an artifact whose ``source_sha256`` differs from
-        :meth:`source_sha256` is stale; ``version``: the family bumps :attr:`version`
-        whenever a source change changes what a config means, so any source of an
-        accepted version serves."""
-        return "exact"
-
-    @property
-    def data_packages(self) -> Collection[str]:
-        """Distribution names of the data packages the family's owner publishes: they
-        rank as the owner's (see :mod:`flyconfigs.registry.resolve`)."""
-        return ()
 
 
 _REGISTERED: dict[str, KernelDecl] = {}
@@ -317,6 +346,9 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
             raise UnknownKernelError(f"kernel {kernel!r}: {where} is not a KernelDecl: a plugin's object must be an "
                                      f"instance of a subclass of flyconfigs.registry.KernelDecl (got "
                                      f"{type(decl).__name__})")
+        missing = [member for member in _REQUIRED if _lacks(decl, member, kernel, where)]
+        if missing:
+            raise UnknownKernelError(f"kernel {kernel!r}: {where} gives no {', '.join(missing)}")
         try:
             name = decl.name
         except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
@@ -391,6 +423,17 @@ def _is_declaration(obj: object, kernel: str, where: str) -> TypeGuard[KernelDec
     except Exception as exc:  # noqa: BLE001 - whatever a plugin's property raises
         member = next((m for m in ("name", "version", "key_axes") if _read_raises(obj, m)), "members")
         raise KernelPluginError(kernel, where, member, _raised(exc)) from None
+
+
+def _lacks(decl: object, member: str, kernel: str, where: str) -> bool:
+    """Whether ``decl`` has no ``member``; :class:`KernelPluginError` when reading it raises."""
+    try:
+        getattr(decl, member)
+    except AttributeError:
+        return True
+    except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
+        raise KernelPluginError(kernel, where, member, _raised(exc)) from None
+    return False
 
 
 def _read_raises(obj: object, member: str) -> bool:

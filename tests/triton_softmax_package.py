@@ -99,10 +99,13 @@ def load(root: Path, fallback: str = "triton") -> object:
 
 
 def artifact(configs: list[dict[str, Any]], winner: dict[str, Any], key: dict[str, Any],
-             device: dict[str, Any] | None = None) -> Artifact:
+             device: dict[str, Any] | None = None, source_sha256: str | None = None) -> Artifact:
     """A measured artifact of the family at ``key`` (on ``device``, an H200 by default)
-    whose candidates are ``configs``, ``winner`` the fastest and ``configs[1]`` the default."""
+    whose candidates are ``configs``, ``winner`` the fastest and ``configs[1]`` the default,
+    tuned with the source of digest ``source_sha256`` (default: the factories' own)."""
     data = artifact_dict(n_candidates=len(configs), key=dict(key), kernel=FAMILY, device=device)
+    if source_sha256 is not None:
+        data["kernel"]["source_sha256"] = source_sha256
     for cand, config in zip(data["candidates"], configs, strict=True):
         cand["config"] = config
     data["candidates"][-1] = {**data["candidates"][0], "config": configs[-1]}

@@ -60,7 +60,7 @@ def test_the_drop_in_serves_an_artifact_for_this_gpu_and_searches_without_one(
         device = get_backend().device().model_dump(mode="json")
         key = {"n_rows": 64, "n_cols": 4096, "dtype": "fp32"}
         configs = kernel.family.configs
-        tuned_artifact = package.artifact(configs, configs[2], key, device)
+        tuned_artifact = package.artifact(configs, configs[2], key, device, kernel.family.source_sha256())
         tuned = tmp_path / "tuned"
         tuned.mkdir()
         (tuned / tuned_artifact.file_name()).write_bytes(tuned_artifact.to_json_bytes())

@@ -303,10 +303,13 @@ class Resolver:
         query, why = self._device_query(device)
         trace = [Step("device", f"{query.describe() if query else 'unknown'} ({why})")]
         owner = owner_of(decl, decl.name)
-        trace.append(Step(f"owner of {decl.name}", owner.describe()))
         with self._lock:
             if query is not None:
                 order = self._catalog.sources_for(query.arch, owner)
+                if owner.packages or any(s.standing == "owner" for s in order):
+                    # Said where the owner's packages rank apart; otherwise each source's
+                    # standing already says all there is.
+                    trace.append(Step(f"owner of {decl.name}", owner.describe()))
                 trace.append(Step("sources, in precedence order", "; ".join(s.describe() for s in order) or "none"))
             return self._search(decl, norm, query, why, trace), trace
 

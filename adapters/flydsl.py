@@ -70,14 +70,16 @@ def flydsl_key(signature: inspect.Signature, key: tuple[str, ...], args: tuple[A
         raise InvalidKeyError(f"a key value is not JSON: {exc}") from None
 
 
-class FlyDSLKernel:
+class FlyDSLKernel(KernelDecl):
     """A declaration of a FlyDSL kernel that no package declares, made from its
     signature: the key is its ``key`` parameters (JSON values, matched exactly, as FlyDSL
     matches them), and a config names parameters of the kernel (or FlyDSL's
     ``num_warps`` and ``waves_per_eu``), never a key parameter, with values of the types
     their annotations state."""
 
+    name: str
     version = 1
+    key_axes: tuple[KeyAxis, ...]
 
     def __init__(self, name: str, key: tuple[str, ...], signature: inspect.Signature) -> None:
         self.name = name

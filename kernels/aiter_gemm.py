@@ -18,14 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from flyconfigs.registry.declarations import KeyAxis, KeyValue, normalize_key
+from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue, normalize_key
 from flyconfigs.registry.device import DeviceQuery
 
 __all__ = ["A8W8_BLOCKSCALE", "A8W8_BPRESHUFFLE", "FAMILIES", "AiterGemmSpec"]
 
 
 @dataclass(frozen=True)
-class AiterGemmSpec:
+class AiterGemmSpec(KernelDecl):
     """One aiter GEMM family (a :class:`~flyconfigs.registry.KernelDecl`): its key columns
     (``M`` first, typed), its config columns (typed) and the figures its rows report."""
 

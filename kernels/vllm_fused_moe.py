@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from flyconfigs.errors import InvalidKeyError
-from flyconfigs.registry.declarations import KeyAxis, KeyValue, normalize_key
+from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue, normalize_key
 from flyconfigs.registry.device import DeviceQuery
 
 __all__ = ["OPTIONAL_TUNABLES", "REQUIRED_TUNABLES", "SPEC", "VLLMFusedMoESpec"]
@@ -41,7 +41,7 @@ KEY_AXES = (
 )
 
 
-class VLLMFusedMoESpec:
+class VLLMFusedMoESpec(KernelDecl):
     """The declaration of ``vllm_fused_moe`` (a :class:`~flyconfigs.registry.KernelDecl`)."""
 
     name = "vllm_fused_moe"

@@ -33,13 +33,13 @@ ARGS = ["M=4096", "N=8192", "dtype=bf16", "weight_dtype=bf16"]
 H200_SPEC = "sm90:132:NVIDIA H200"
 
 PLUGIN = '''
-from flyconfigs.registry import KeyAxis, normalize_key
+from flyconfigs.registry import KernelDecl, KeyAxis, normalize_key
 
 AXES = (KeyAxis("M", int, ordinal=True, minimum=1), KeyAxis("N", int, minimum=1),
         KeyAxis("dtype", str), KeyAxis("weight_dtype", str))
 
 
-class Brittle:
+class Brittle(KernelDecl):
     version = 1
     key_axes = AXES
 

@@ -24,6 +24,13 @@ def binding_problem(decl: KernelDecl, kernel: KernelRef) -> str | None:
       serves.  An artifact that records no source (imported from a format that does not)
       and a family that declares none are never stale by source.
     """
+    try:
+        return _problem(decl, kernel)
+    except Exception as exc:  # noqa: BLE001 - a plugin's member failing leaves nothing proven: not served
+        return f"{kernel.name}'s declaration raised {type(exc).__name__} while its binding was checked: {exc}"
+
+
+def _problem(decl: KernelDecl, kernel: KernelRef) -> str | None:
     if kernel.version != decl.version and kernel.version not in decl.compatible_versions:
         accepted = sorted({decl.version, *decl.compatible_versions})
         return (f"tuned for {decl.name} version {kernel.version}, but the installed {decl.name} is version "

@@ -122,3 +122,14 @@ def test_the_default_resolver_refuses_a_stale_override_too(tmp_path: Path, monke
     finally:
         monkeypatch.delenv("FLYCONFIGS_PATH")
         default_resolver().refresh()
+
+
+def test_a_declaration_whose_binding_members_raise_serves_none_of_its_artifacts() -> None:
+    @dataclass(frozen=True)
+    class Broken(RMSNormSpec):
+        @property
+        def compatible_versions(self) -> range:
+            raise RuntimeError("compatible_versions is broken")
+
+    why = binding_problem(Broken(), KernelRef(name="rmsnorm", version=2, source_sha256=None))
+    assert why is not None and "raised RuntimeError while its binding was checked" in why

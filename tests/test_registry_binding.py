@@ -110,7 +110,9 @@ def test_the_project_families_serve_every_committed_artifact() -> None:
         seen[ref.name] = seen.get(ref.name, 0) + 1
         sources.add(ref.source_sha256)
     assert seen.keys() == families.keys()
-    assert RMSNORM.source_sha256() in sources and len(sources) > len(families)  # some were tuned with older sources
+    # Some (today all of rmsnorm's) were tuned with another source than the installed one:
+    # exact binding would refuse them.
+    assert any(s != RMSNORM.source_sha256() and s != FUSED.source_sha256() for s in sources)
 
 
 def test_the_default_resolver_refuses_a_stale_override_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from factories import H200, MI300X, make_artifact
 from flyconfigs import resolve
 from flyconfigs.errors import InvalidKeyError, UnknownKernelError
 from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
+from flyconfigs.kernels.rmsnorm.declaration import RMSNormSpec
 from flyconfigs.registry import Resolver, add_observer, default_resolver, explain, refresh, register_kernel
 from flyconfigs.registry.declarations import unregister_kernel
 from flyconfigs.schema import Artifact, write_atomic
@@ -235,19 +237,18 @@ def _winner_at(folder: Path, n: int, config: dict[str, object]) -> Path:
     return path
 
 
-class _Without:
-    """RMSNorm's declaration less its ``adapt_config`` (or with ``adapt`` in its place):
-    a family that does not adapt, or adapts badly."""
+class _Without(RMSNormSpec):
+    """RMSNorm's declaration with the contract's default ``adapt_config`` (it adapts
+    nothing), or with ``adapt`` in its place: a family that does not adapt, or adapts badly."""
 
-    def __init__(self, adapt: object = None) -> None:
-        self._adapt = adapt
+    def __init__(self, adapt: Any = None) -> None:
+        super().__init__()
+        object.__setattr__(self, "_adapt", adapt)
 
-    def __getattr__(self, name: str) -> object:
-        if name == "adapt_config":
-            if self._adapt is None:
-                raise AttributeError(name)
-            return self._adapt
-        return getattr(RMSNORM, name)
+    def adapt_config(self, config: Any, key: Any, device: Any) -> Any:
+        if self._adapt is None:
+            return super(RMSNormSpec, self).adapt_config(config, key, device)
+        return self._adapt(config, key, device)
 
 
 def test_a_nearer_winner_that_does_not_fit_the_row_is_served_adapted_and_says_so(

@@ -15,6 +15,7 @@ from flyconfigs.errors import CompileError, GPUError
 from flyconfigs.kernels.fused_add_rmsnorm.kernel import fused_add_rmsnorm_kernel
 from flyconfigs.kernels.fused_add_rmsnorm.reference import reference_fused_add_rms_norm
 from flyconfigs.kernels.output_check import OutputCheck
+from flyconfigs.kernels.plugin import Workload
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
 from flyconfigs.registry.declarations import KernelDecl
 from flyconfigs.schema.models import Resources
@@ -38,7 +39,7 @@ def launch(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, out: t
 
 
 
-class FusedAddRMSNormWorkload:
+class FusedAddRMSNormWorkload(Workload):
     """The tuner's inputs for one key (a :class:`~flyconfigs.kernels.plugin.Workload`):
     ``copies`` rotated sets of x, residual and output, and one weight.  Each timed call
     adds into its residual again, which keeps the traffic and values in range (the

@@ -82,7 +82,9 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
     file = str(p)
     spec = family or family_of(p.name)
     try:
-        text = read_file_bytes(p).decode("utf-8")
+        # A leading byte-order mark (a CSV saved by a spreadsheet) is not part of the first
+        # column's name: pandas, with which aiter reads these files, drops it too.
+        text = read_file_bytes(p).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ArtifactError(file, [FieldProblem("", f"not UTF-8 text: {exc}")]) from None
     rows = csv.reader(io.StringIO(text, newline=""))

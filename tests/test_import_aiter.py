@@ -110,6 +110,14 @@ def test_a_header_that_cannot_be_read_refuses_the_file(tmp_path: Path, header: s
     assert info.value.problems[0].field == field and info.value.file == str(bad)
 
 
+def test_a_file_saved_with_a_byte_order_mark_reads_as_aiter_reads_it(tmp_path: Path) -> None:
+    marked = tmp_path / CSV.name
+    marked.write_bytes(b"\xef\xbb\xbf" + CSV.read_bytes())
+    result = import_aiter_file(marked)
+    assert result.refused == [] and len(result.artifacts) == 598
+    assert [a.to_json_bytes() for a in result.artifacts] == [a.to_json_bytes() for a in import_aiter_file(CSV).artifacts]
+
+
 def test_the_family_is_read_from_the_file_name_as_aiter_names_its_files(tmp_path: Path) -> None:
     assert family_of("a8w8_bpreshuffle_tuned_gemm.csv").family == "a8w8_bpreshuffle"
     assert family_of("dsv3_a8w8_bpreshuffle_tuned_gemm.csv").family == "a8w8_bpreshuffle"

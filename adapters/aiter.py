@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from flyconfigs.adapters.imported import Imported, UpstreamFile, imported_artifact
-from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
+from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.kernels.aiter_gemm import FAMILIES, AiterGemmSpec
 from flyconfigs.registry.products import product_catalog
 from flyconfigs.schema.jsonio import read_file_bytes
@@ -132,23 +132,17 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
             key = {c: _typed(cells[c], kind, at + c, file) for c, kind in key_columns.items()}
             config = {c: _typed(cells[c], kind, at + c, file) for c, kind in config_columns.items()}
             reported = {c: _typed(cells[c], float, at + c, file) for c in spec.reported_columns if c in cells}
-            try:
-                key = spec.check_key(key)
-            except InvalidKeyError as exc:
-                raise ArtifactError(file, [FieldProblem(f"line {number}", str(exc))]) from None
-            why = spec.check_config(config, key, None)
-            if why is not None:
-                raise ArtifactError(file, [FieldProblem(f"line {number}", f"{spec.name} cannot serve it: {why}")])
-            slot = repr((arch, cus, sorted(key.items())))
+            device = Device(vendor="amd", arch=arch, product=f"AMD {arch}, {cus} CUs", compute_units=cus, features=[],
+                            wave_size=wave_size_of_arch(arch))  # type: ignore[arg-type]
+            artifact = imported_artifact(
+                spec, device, key, config, upstream=upstream, entry=f"line {number}", device_from=device_from,
+                tool="flyconfigs import aiter", backend="aiter", reported=reported, file=file, field=f"line {number}")
+            slot = repr((arch, cus, sorted(artifact.key.items())))
             if slot in seen:
                 raise ArtifactError(file, [FieldProblem(f"line {number}", f"the same gfx, cu_num and key as line "
                                                         f"{seen[slot]}: aiter reads one config per shape")])
             seen[slot] = number
-            device = Device(vendor="amd", arch=arch, product=f"AMD {arch}, {cus} CUs", compute_units=cus, features=[],
-                            wave_size=wave_size_of_arch(arch))  # type: ignore[arg-type]
-            out.artifacts.append(imported_artifact(
-                spec, device, key, config, upstream=upstream, entry=f"line {number}", device_from=device_from,
-                tool="flyconfigs import aiter", backend="aiter", reported=reported, file=f"{file}: line {number}"))
+            out.artifacts.append(artifact)
         except ArtifactError as exc:
             out.refused.append(exc)
     return out

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from flyconfigs.errors import ArtifactError
-from flyconfigs.registry.declarations import KernelDecl
+from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
+from flyconfigs.registry.check import refusal
+from flyconfigs.registry.declarations import KernelDecl, check_key
 from flyconfigs.schema.load import parse_artifact
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, Device
 
@@ -45,10 +46,19 @@ class Imported:
 def imported_artifact(decl: KernelDecl, device: Device, key: Mapping[str, object], config: Mapping[str, object], *,
                       upstream: UpstreamFile, entry: str, device_from: str, tool: str, backend: str,
                       reported: Mapping[str, object] | None = None, backend_versions: Mapping[str, str] | None = None,
-                      file: str) -> Artifact:
+                      file: str, field: str) -> Artifact:
     """The artifact of one upstream config: one ``ok`` candidate without a timing (the
     upstream measured it under its own protocol, flyconfigs did not), the winner, and the
-    source.  Raises :class:`ArtifactError` naming ``file`` and the field the schema refuses."""
+    source.
+
+    Raises :class:`ArtifactError` naming ``file`` and ``field`` (where the entry is in
+    it) for a key the kernel refuses and for a winner the loader would not serve, by the
+    rule ``validate`` applies (:func:`~flyconfigs.registry.check.refusal`), and naming
+    the field the schema refuses."""
+    try:
+        key = check_key(decl, key)
+    except InvalidKeyError as exc:
+        raise ArtifactError(file, [FieldProblem(field, str(exc))]) from None
     data = {
         "schema_version": SCHEMA_VERSION,
         "kernel": {"name": decl.name, "version": decl.version, "source_sha256": None},
@@ -72,4 +82,8 @@ def imported_artifact(decl: KernelDecl, device: Device, key: Mapping[str, object
             },
         },
     }
-    return parse_artifact(data, file)[0]
+    artifact = parse_artifact(data, f"{file}: {field}")[0]
+    refused = refusal(decl, artifact, key, None)
+    if refused is not None:
+        raise ArtifactError(file, [FieldProblem(field, f"{decl.name} cannot serve it: {refused[1]}")])
+    return artifact

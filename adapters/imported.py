@@ -1,19 +1,22 @@
-"""What every importer shares: the result of importing one file, and the artifact an
-upstream config becomes (``selection: imported``, no timing, its source recorded)."""
+"""What every importer shares: the result of importing one file, the artifact an upstream
+config becomes (``selection: imported``, no timing, its source recorded), and writing it
+without replacing what says more."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import quote
 
 from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
 from flyconfigs.registry.check import refusal
 from flyconfigs.registry.declarations import KernelDecl, check_key
-from flyconfigs.schema.load import parse_artifact
+from flyconfigs.schema.jsonio import write_atomic
+from flyconfigs.schema.load import load_artifact, parse_artifact
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, Device
 
-__all__ = ["Imported", "UpstreamFile", "imported_artifact"]
+__all__ = ["Imported", "UpstreamFile", "imported_artifact", "write_imported"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +90,26 @@ def imported_artifact(decl: KernelDecl, device: Device, key: Mapping[str, object
     if refused is not None:
         raise ArtifactError(file, [FieldProblem(field, f"{decl.name} cannot serve it: {refused[1]}")])
     return artifact
+
+
+def write_imported(artifact: Artifact, folder: str | Path) -> Path:
+    """Write an imported ``artifact`` into ``folder`` under its own file name
+    (atomically); return the path.
+
+    An import never replaces what says more than it does: a file of that name holding a
+    measured or predicted artifact with other bytes is not overwritten
+    (:class:`ArtifactError` naming it and its label), so importing cannot turn that slot's
+    label into ``imported`` nor lose its candidates and provenance.  An earlier import,
+    or a file that is not a valid artifact, is replaced."""
+    target = Path(folder) / artifact.file_name()
+    payload = artifact.to_json_bytes()
+    try:
+        existing = load_artifact(target) if target.is_file() else None
+    except ArtifactError:
+        existing = None
+    if existing is not None and existing.selection.rule != "imported" and existing.to_json_bytes() != payload:
+        label = "predicted" if existing.selection.rule == "predicted" else "measured"
+        raise ArtifactError(str(target), [FieldProblem(
+            "selection.rule", f"holds a {label} artifact for the same kernel, device and key; an import never "
+            "replaces it (not overwritten)")])
+    return write_atomic(target, payload)

@@ -26,7 +26,8 @@ def _report(args: argparse.Namespace, command: str, done: list[dict[str, str]], 
 
 def import_files(args: argparse.Namespace) -> int:
     """FlyDSL files -> artifacts in ``args.out`` (``flydsl import``, also ``import flydsl``)."""
-    from flyconfigs.schema.flydsl import import_flydsl_file, write_imported
+    from flyconfigs.adapters.imported import write_imported
+    from flyconfigs.schema.flydsl import import_flydsl_file
 
     out = Path(args.out)
     done, failed = [], []

@@ -44,7 +44,7 @@ def _csv_files(paths: Sequence[str], wanted: Callable[[str], bool]) -> dict[Path
 
 
 def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callable[[Path], Any], wanted: str) -> int:
-    from flyconfigs.schema.flydsl import write_imported
+    from flyconfigs.adapters.imported import write_imported
 
     if not files:
         # Folders named that hold nothing to import are a problem found (exit 1), said as one.

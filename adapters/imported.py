@@ -56,8 +56,8 @@ def imported_artifact(decl: KernelDecl, device: Device, key: Mapping[str, object
 
     Raises :class:`ArtifactError` naming ``file`` and ``field`` (where the entry is in
     it) for a key the kernel refuses and for a winner the loader would not serve, by the
-    rule ``validate`` applies (:func:`~flyconfigs.registry.check.refusal`), and naming
-    the field the schema refuses."""
+    rule ``validate`` applies (:func:`~flyconfigs.registry.check.refusal`), and for a
+    value the schema refuses (naming the field, once for the candidate and the winner)."""
     try:
         key = check_key(decl, key)
     except InvalidKeyError as exc:
@@ -85,7 +85,14 @@ def imported_artifact(decl: KernelDecl, device: Device, key: Mapping[str, object
             },
         },
     }
-    artifact = parse_artifact(data, f"{file}: {field}")[0]
+    try:
+        artifact = parse_artifact(data, file)[0]
+    except ArtifactError as exc:
+        # The config is both the candidate's and the winner's: a value the schema refuses
+        # is one problem of this entry, said once under the entry's field.
+        said = dict.fromkeys(f"{p.field.removeprefix('candidates[0].').removeprefix('winner.')}: {p.message}"
+                             for p in exc.problems)
+        raise ArtifactError(file, [FieldProblem(field, message) for message in said]) from None
     refused = refusal(decl, artifact, key, None)
     if refused is not None:
         raise ArtifactError(file, [FieldProblem(field, f"{decl.name} cannot serve it: {refused[1]}")])

@@ -42,3 +42,11 @@ def test_a_key_or_config_the_loader_would_refuse_is_refused_naming_the_file_and_
         _import(key, config)
     (problem,) = info.value.problems
     assert info.value.file == "x.json" and problem.field == "64" and said in problem.message
+
+
+def test_a_value_the_schema_refuses_is_one_problem_of_the_entry() -> None:
+    with pytest.raises(ArtifactError) as info:
+        _import(KEY, {**CONFIG, "BLOCK_SIZE_M": 2**100})  # a power of two, beyond any 64-bit int
+    (problem,) = info.value.problems
+    assert info.value.file == "x.json" and problem.field == "64"
+    assert problem.message.startswith("config.BLOCK_SIZE_M: ") and "64-bit signed range" in problem.message

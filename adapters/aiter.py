@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from flyconfigs.adapters.imported import Imported, UpstreamFile, imported_artifact
-from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
+from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.kernels.aiter_gemm import FAMILIES, AiterGemmSpec
 from flyconfigs.registry.products import product_catalog
 from flyconfigs.schema.jsonio import read_file_bytes
@@ -68,6 +70,22 @@ def _typed(text: str, kind: type, where: str, file: str) -> object:
     return text
 
 
+def _numbered(rows: Iterator[list[str]], file: str, refused: list[ArtifactError]) -> Iterator[tuple[int, list[str]]]:
+    """The rows after the header, each with its line number.  A row the csv module cannot
+    read (a cell over its size limit) is refused and ends the file: where the next row
+    starts is unknown."""
+    for number in itertools.count(2):
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            refused.append(ArtifactError(file, [FieldProblem(f"line {number}", f"not readable as CSV ({exc}); the "
+                                                                             "lines after it are not read")]))
+            return
+        yield number, row
+
+
 def import_aiter_file(path: str | Path, revision: str | None = None, family: AiterGemmSpec | None = None,
                       upstream_dir: str = CONFIG_DIR) -> Imported:
     """Every row of the aiter tuned CSV at ``path`` as an artifact.
@@ -77,16 +95,22 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
     recorded with its address.  Raises :class:`ArtifactError` naming the file and field
     for a file that cannot be imported at all (its name, encoding or header); a row that
     cannot be represented (a missing or mistyped cell, a device that cannot be derived, a
-    second row for one device and key) is refused alone, naming its line and column."""
+    second row for one device and key) is refused alone, naming its line and column; a row
+    the csv module cannot read is refused and ends the file."""
     p = Path(path)
     file = str(p)
     spec = family or family_of(p.name)
     try:
-        text = read_file_bytes(p).decode("utf-8")
+        # A leading byte-order mark (a CSV saved by a spreadsheet) is not part of the first
+        # column's name: pandas, with which aiter reads these files, drops it too.
+        text = read_file_bytes(p).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ArtifactError(file, [FieldProblem("", f"not UTF-8 text: {exc}")]) from None
     rows = csv.reader(io.StringIO(text, newline=""))
-    header = next(rows, None)
+    try:
+        header = next(rows, None)
+    except csv.Error as exc:
+        raise ArtifactError(file, [FieldProblem("line 1", f"not readable as CSV ({exc})")]) from None
     if header is None:
         raise ArtifactError(file, [FieldProblem("line 1", "no header")])
     key_columns, config_columns = dict(spec.key_columns), dict(spec.config_columns)
@@ -101,7 +125,7 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
     upstream = UpstreamFile(PROJECT, f"{upstream_dir.rstrip('/')}/{p.name}", revision)
     out = Imported(file)
     seen: dict[str, int] = {}
-    for number, row in enumerate(rows, start=2):
+    for number, row in _numbered(rows, file, out.refused):
         if not row:
             continue
         try:
@@ -130,23 +154,17 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
             key = {c: _typed(cells[c], kind, at + c, file) for c, kind in key_columns.items()}
             config = {c: _typed(cells[c], kind, at + c, file) for c, kind in config_columns.items()}
             reported = {c: _typed(cells[c], float, at + c, file) for c in spec.reported_columns if c in cells}
-            try:
-                key = spec.check_key(key)
-            except InvalidKeyError as exc:
-                raise ArtifactError(file, [FieldProblem(f"line {number}", str(exc))]) from None
-            why = spec.check_config(config, key, None)
-            if why is not None:
-                raise ArtifactError(file, [FieldProblem(f"line {number}", f"{spec.name} cannot serve it: {why}")])
-            slot = repr((arch, cus, sorted(key.items())))
+            device = Device(vendor="amd", arch=arch, product=f"AMD {arch}, {cus} CUs", compute_units=cus, features=[],
+                            wave_size=wave_size_of_arch(arch))  # type: ignore[arg-type]
+            artifact = imported_artifact(
+                spec, device, key, config, upstream=upstream, entry=f"line {number}", device_from=device_from,
+                tool="flyconfigs import aiter", backend="aiter", reported=reported, file=file, field=f"line {number}")
+            slot = repr((arch, cus, sorted(artifact.key.items())))
             if slot in seen:
                 raise ArtifactError(file, [FieldProblem(f"line {number}", f"the same gfx, cu_num and key as line "
                                                         f"{seen[slot]}: aiter reads one config per shape")])
             seen[slot] = number
-            device = Device(vendor="amd", arch=arch, product=f"AMD {arch}, {cus} CUs", compute_units=cus, features=[],
-                            wave_size=wave_size_of_arch(arch))  # type: ignore[arg-type]
-            out.artifacts.append(imported_artifact(
-                spec, device, key, config, upstream=upstream, entry=f"line {number}", device_from=device_from,
-                tool="flyconfigs import aiter", backend="aiter", reported=reported, file=f"{file}: line {number}"))
+            out.artifacts.append(artifact)
         except ArtifactError as exc:
             out.refused.append(exc)
     return out

@@ -1,18 +1,22 @@
-"""What every importer shares: the result of importing one file, and the artifact an
-upstream config becomes (``selection: imported``, no timing, its source recorded)."""
+"""What every importer shares: the result of importing one file, the artifact an upstream
+config becomes (``selection: imported``, no timing, its source recorded), and writing it
+without replacing what says more."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import quote
 
-from flyconfigs.errors import ArtifactError
-from flyconfigs.registry.declarations import KernelDecl
-from flyconfigs.schema.load import parse_artifact
+from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
+from flyconfigs.registry.check import refusal
+from flyconfigs.registry.declarations import KernelDecl, check_key
+from flyconfigs.schema.jsonio import write_atomic
+from flyconfigs.schema.load import load_artifact, parse_artifact
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, Device
 
-__all__ = ["Imported", "UpstreamFile", "imported_artifact"]
+__all__ = ["Imported", "UpstreamFile", "imported_artifact", "write_imported"]
 
 
 @dataclass(frozen=True)
@@ -45,10 +49,19 @@ class Imported:
 def imported_artifact(decl: KernelDecl, device: Device, key: Mapping[str, object], config: Mapping[str, object], *,
                       upstream: UpstreamFile, entry: str, device_from: str, tool: str, backend: str,
                       reported: Mapping[str, object] | None = None, backend_versions: Mapping[str, str] | None = None,
-                      file: str) -> Artifact:
+                      file: str, field: str) -> Artifact:
     """The artifact of one upstream config: one ``ok`` candidate without a timing (the
     upstream measured it under its own protocol, flyconfigs did not), the winner, and the
-    source.  Raises :class:`ArtifactError` naming ``file`` and the field the schema refuses."""
+    source.
+
+    Raises :class:`ArtifactError` naming ``file`` and ``field`` (where the entry is in
+    it) for a key the kernel refuses and for a winner the loader would not serve, by the
+    rule ``validate`` applies (:func:`~flyconfigs.registry.check.refusal`), and for a
+    value the schema refuses (naming the field, once for the candidate and the winner)."""
+    try:
+        key = check_key(decl, key)
+    except InvalidKeyError as exc:
+        raise ArtifactError(file, [FieldProblem(field, str(exc))]) from None
     data = {
         "schema_version": SCHEMA_VERSION,
         "kernel": {"name": decl.name, "version": decl.version, "source_sha256": None},
@@ -72,4 +85,38 @@ def imported_artifact(decl: KernelDecl, device: Device, key: Mapping[str, object
             },
         },
     }
-    return parse_artifact(data, file)[0]
+    try:
+        artifact = parse_artifact(data, file)[0]
+    except ArtifactError as exc:
+        # The config is both the candidate's and the winner's: a value the schema refuses
+        # is one problem of this entry, said once under the entry's field.
+        said = dict.fromkeys(f"{p.field.removeprefix('candidates[0].').removeprefix('winner.')}: {p.message}"
+                             for p in exc.problems)
+        raise ArtifactError(file, [FieldProblem(field, message) for message in said]) from None
+    refused = refusal(decl, artifact, key, None)
+    if refused is not None:
+        raise ArtifactError(file, [FieldProblem(field, f"{decl.name} cannot serve it: {refused[1]}")])
+    return artifact
+
+
+def write_imported(artifact: Artifact, folder: str | Path) -> Path:
+    """Write an imported ``artifact`` into ``folder`` under its own file name
+    (atomically); return the path.
+
+    An import never replaces what says more than it does: a file of that name holding a
+    measured or predicted artifact with other bytes is not overwritten
+    (:class:`ArtifactError` naming it and its label), so importing cannot turn that slot's
+    label into ``imported`` nor lose its candidates and provenance.  An earlier import,
+    or a file that is not a valid artifact, is replaced."""
+    target = Path(folder) / artifact.file_name()
+    payload = artifact.to_json_bytes()
+    try:
+        existing = load_artifact(target) if target.is_file() else None
+    except ArtifactError:
+        existing = None
+    if existing is not None and existing.selection.rule != "imported" and existing.to_json_bytes() != payload:
+        label = "predicted" if existing.selection.rule == "predicted" else "measured"
+        raise ArtifactError(str(target), [FieldProblem(
+            "selection.rule", f"holds a {label} artifact for the same kernel, device and key; an import never "
+            "replaces it (not overwritten)")])
+    return write_atomic(target, payload)

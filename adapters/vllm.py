@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from flyconfigs.adapters.imported import Imported, UpstreamFile, imported_artifact
-from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
+from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.kernels.vllm_fused_moe import SPEC
 from flyconfigs.registry.products import find_product, product_catalog
 from flyconfigs.schema.jsonio import read_document
@@ -95,16 +95,10 @@ def import_vllm_file(path: str | Path, revision: str | None = None, devices: Seq
             for name, value in config.items():
                 if type(value) is not int:
                     raise ArtifactError(file, [FieldProblem(f"{member}.{name}", f"expected an int, got {value!r}")])
-            try:
-                key = SPEC.check_key({**axes, "M": int(member)})
-            except InvalidKeyError as exc:
-                raise ArtifactError(file, [FieldProblem(member, str(exc))]) from None
-            why = SPEC.check_config(config, key, None)
-            if why is not None:
-                raise ArtifactError(file, [FieldProblem(member, f"{SPEC.name} cannot serve it: {why}")])
             out.artifacts.append(imported_artifact(
-                SPEC, device, key, config, upstream=upstream, entry=f'"{member}"', device_from=device_from,
-                tool="flyconfigs import vllm", backend="vllm", backend_versions=versions, file=f"{file}: {member}"))
+                SPEC, device, {**axes, "M": int(member)}, config, upstream=upstream, entry=f'"{member}"',
+                device_from=device_from, tool="flyconfigs import vllm", backend="vllm", backend_versions=versions,
+                file=file, field=member))
         except ArtifactError as exc:
             out.refused.append(exc)
     return out

@@ -23,11 +23,14 @@ def artifacts_of(folder: str | Path, kernel: str | None, product: str | None = N
     """``folder``'s artifacts of ``kernel`` (of every kernel when ``None``) with their
     paths, in file-name order; only ``product``'s when it is given.
 
-    Raises :class:`~flyconfigs.errors.FitError` naming ``folder`` and ``option`` when,
-    without ``product``, the folder holds several kernels' or several products'
-    artifacts, and :class:`~flyconfigs.errors.ArtifactError` for a file that is not a
-    valid artifact."""
+    Raises :class:`~flyconfigs.errors.FitError` naming ``folder`` when it is not a
+    folder, and ``option`` when, without ``product``, the folder holds several kernels'
+    or several products' artifacts, and :class:`~flyconfigs.errors.ArtifactError` for a
+    file that is not a valid artifact."""
     root = Path(folder)
+    if not root.is_dir():
+        # A mistyped folder globs to nothing, which would read as "no tunings".
+        raise FitError(f"{folder}: no such folder")
     paths = sorted(root.glob(f"{kernel}-*.json" if kernel else "*.json"))
     found = [(path, load_artifact(path)) for path in paths]
     found = [(path, a) for path, a in found if product in (None, a.device.product)]

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, SupportsIndex
 
 from flyconfigs.errors import FlyconfigsError, TuneError
 from flyconfigs.kernels.plugin import TunableKernel
-from flyconfigs.kernels.triton_family import Ref, load_ref, triton_versions
+from flyconfigs.kernels.triton_family import Ref, load_ref, same_config, triton_versions, tunable_values
 from flyconfigs.registry import Resolution, register_kernel, resolve
 from flyconfigs.registry.declarations import NAME_PATTERN, KeyAxis, KeyValue, normalize_key
 from flyconfigs.registry.device import DeviceQuery
@@ -65,10 +65,6 @@ def config_dict(config: Any, optional: Sequence[str] = ()) -> dict[str, KeyValue
     return out
 
 
-def _same(a: Mapping[str, KeyValue], b: Mapping[str, KeyValue]) -> bool:
-    return a.keys() == b.keys() and all(type(a[k]) is type(b[k]) and a[k] == b[k] for k in a)
-
-
 class AutotuneFamily(TunableKernel):
     """The declaration of a kernel decorated with :func:`autotune`: its key is the
     ``key`` arguments (ints, ordinal) and ``dtype``; its space is exactly ``configs``."""
@@ -89,6 +85,7 @@ class AutotuneFamily(TunableKernel):
         optional = [n for n, unset in OPTIONAL_OPTIONS if any(getattr(c, n, unset) != unset for c in configs)]
         self.triton_configs = list(configs)
         self.configs = [config_dict(c, optional) for c in configs]
+        self._tunables = tunable_values(self.configs)
         self._default = default
         self.grid, self.inputs, self.reference, self._traffic = grid, inputs, reference, traffic
         self.presets = dict(presets or {})
@@ -96,13 +93,7 @@ class AutotuneFamily(TunableKernel):
     @property
     def tunables(self) -> dict[str, tuple[KeyValue, ...]]:
         """Each tunable and the values ``configs`` give it, in order of appearance."""
-        out: dict[str, list[KeyValue]] = {}
-        for config in self.configs:
-            for name, value in config.items():
-                seen = out.setdefault(name, [])
-                if not any(type(v) is type(value) and v == value for v in seen):
-                    seen.append(value)
-        return {name: tuple(values) for name, values in out.items()}
+        return dict(self._tunables)
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` checked against the axes; :class:`~flyconfigs.errors.InvalidKeyError` naming the axis."""
@@ -110,7 +101,7 @@ class AutotuneFamily(TunableKernel):
 
     def index_of(self, config: Mapping[str, object]) -> int | None:
         """Where ``config`` is in ``configs``, or ``None``."""
-        return next((i for i, c in enumerate(self.configs) if _same(c, config)), None)
+        return next((i for i, c in enumerate(self.configs) if same_config(c, config)), None)
 
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:

@@ -51,7 +51,8 @@ if TYPE_CHECKING:
     from flyconfigs.gpu import Backend
     from flyconfigs.kernels.triton_workload import TritonWorkload
 
-__all__ = ["ROW_AXES", "Ref", "TritonFamily", "config_product", "load_ref", "triton_versions"]
+__all__ = ["ROW_AXES", "Ref", "TritonFamily", "config_product", "load_ref", "same_config", "triton_versions",
+           "tunable_values"]
 
 ROW_AXES = (
     KeyAxis("M", int, ordinal=True, minimum=1, maximum=MAX_INDEX),
@@ -122,6 +123,24 @@ def _same(a: KeyValue, b: KeyValue) -> bool:
     return type(a) is type(b) and a == b
 
 
+def same_config(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
+    """Whether two configs set the same tunables to the same values, typed (``True`` is
+    not ``1``, ``1.0`` is not ``1``)."""
+    return a.keys() == b.keys() and all(type(a[k]) is type(b[k]) and a[k] == b[k] for k in a)
+
+
+def tunable_values(configs: Sequence[Mapping[str, KeyValue]]) -> dict[str, tuple[KeyValue, ...]]:
+    """Each tunable of ``configs`` and the distinct values they give it (typed), in order
+    of appearance."""
+    values: dict[str, list[KeyValue]] = {}
+    for config in configs:
+        for name, value in config.items():
+            seen = values.setdefault(name, [])
+            if not any(_same(value, v) for v in seen):
+                seen.append(value)
+    return {name: tuple(v) for name, v in values.items()}
+
+
 @dataclass(frozen=True)
 class TritonFamily(TunableKernel):
     """A row-wise Triton kernel family (a KernelDecl and a TunableKernel).
@@ -168,13 +187,7 @@ class TritonFamily(TunableKernel):
                 raise TypeError(f"{self.name}: {what} {ref!r} must be a callable or 'module:attribute'")
         # Frozen: the expanded list and each tunable's values beside the declared form.
         object.__setattr__(self, "_listed", listed)
-        values: dict[str, list[KeyValue]] = {}
-        for config in listed:
-            for name, value in config.items():
-                seen = values.setdefault(name, [])
-                if not any(_same(value, v) for v in seen):
-                    seen.append(value)
-        object.__setattr__(self, "_tunables", {name: tuple(v) for name, v in values.items()})
+        object.__setattr__(self, "_tunables", tunable_values(listed))
         if not callable(self.default):
             # A fixed default is checked once here; one made per key is checked where it serves.
             why = self.undeclared(self.default)
@@ -187,9 +200,6 @@ class TritonFamily(TunableKernel):
     def tunables(self) -> dict[str, tuple[KeyValue, ...]]:
         """Each tunable and the values the configs give it, in order of appearance."""
         return dict(self._tunables)
-
-    def _configs(self) -> list[Config]:
-        return self._listed
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` checked against :attr:`key_axes`; :class:`~flyconfigs.errors.InvalidKeyError` naming the axis."""
@@ -217,9 +227,8 @@ class TritonFamily(TunableKernel):
         for name, allowed in tunables.items():
             if not any(_same(config[name], v) for v in allowed):
                 return f"{name}={config[name]!r} is not one of {', '.join(map(repr, allowed))}"
-        if not isinstance(self.configs, Mapping) and not any(
-                all(_same(config[n], c[n]) for n in tunables) for c in self._configs()):
-            return f"{dict(config)} is not one of the {len(self._configs())} configs {self.name} lists"
+        if not isinstance(self.configs, Mapping) and not any(same_config(config, c) for c in self._listed):
+            return f"{dict(config)} is not one of the {len(self._listed)} configs {self.name} lists"
         return None
 
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:
@@ -232,7 +241,7 @@ class TritonFamily(TunableKernel):
         """The declared configs that pass :meth:`check_config` for ``key``, the default
         first when it is not among them; never empty."""
         norm = self.check_key(key)
-        out = [dict(c) for c in self._configs() if self.check_config(c, norm, device) is None]
+        out = [dict(c) for c in self._listed if self.check_config(c, norm, device) is None]
         default = self.default_config(norm, device)
         if not any(c == default for c in out):
             out.insert(0, default)

@@ -15,7 +15,8 @@ reference and propagates.  Imports torch and Triton.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -31,7 +32,8 @@ from flyconfigs.schema.models import Resources
 if TYPE_CHECKING:
     from flyconfigs.kernels.triton_family import TritonFamily
 
-__all__ = ["CANNOT_BUILD", "TritonWorkload", "default_inputs", "row_workload", "tensor_bytes"]
+__all__ = ["CANNOT_BUILD", "TritonWorkload", "compiled_resources", "default_inputs", "launch_errors", "row_workload",
+           "tensor_bytes"]
 
 CANNOT_BUILD: tuple[type[BaseException], ...] = (triton.CompilationError, triton.OutOfResources, InterpreterError)
 """Triton's errors that mean a config cannot be built for this key (scored, not raised)."""
@@ -47,6 +49,33 @@ def tensor_bytes(values: Sequence[Any] | Mapping[str, Any]) -> int:
 
 def _config_key(config: Mapping[str, Any]) -> str:
     return repr(sorted(config.items()))
+
+
+@contextmanager
+def launch_errors() -> Iterator[None]:
+    """Inside it, Triton's errors for a config that cannot be built (:data:`CANNOT_BUILD`)
+    are :class:`~flyconfigs.errors.CompileError` and a failed launch (``RuntimeError``)
+    is :class:`~flyconfigs.errors.GPUError`; anything else propagates."""
+    try:
+        yield
+    except CANNOT_BUILD as exc:
+        raise CompileError(f"Triton: {type(exc).__name__}: {exc}") from None
+    except RuntimeError as exc:
+        raise GPUError(f"the launch failed: {exc}") from None
+
+
+def compiled_resources(compiled: Any) -> Resources | None:
+    """Registers, spills and shared memory of a kernel Triton's launch returned;
+    ``None`` where Triton says nothing (its interpreter compiles nothing)."""
+    if compiled is None or not hasattr(compiled, "n_regs"):
+        return None
+    try:
+        # n_regs and n_spills are read from the loaded binary, which Triton loads lazily.
+        compiled._init_handles()
+        shared = int(getattr(compiled.metadata, "shared", 0))
+        return Resources(registers=int(compiled.n_regs), spill_bytes=int(compiled.n_spills) * 4, shared_bytes=shared)
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return None
 
 
 class TritonWorkload(Workload):
@@ -91,14 +120,10 @@ class TritonWorkload(Workload):
         args = self.args[0]
         for name in self._checks:
             args[name].fill_(float("nan"))
-        try:
+        with launch_errors():
             compiled = self._launch(config, args)
             if self._device.type == "cuda":
                 torch.cuda.synchronize(self._device)
-        except CANNOT_BUILD as exc:
-            raise CompileError(f"Triton: {type(exc).__name__}: {exc}") from None
-        except RuntimeError as exc:
-            raise GPUError(f"the launch failed: {exc}") from None
         self._compiled[_config_key(config)] = compiled
         wrong = [f"{name}: {why}" for name, check in self._checks.items() if (why := check.mismatch(args[name])) is not None]
         return "; ".join(wrong) or None
@@ -106,15 +131,7 @@ class TritonWorkload(Workload):
     def resources(self, config: Mapping[str, Any]) -> Resources | None:
         """Registers, spills and shared memory Triton reports for the compiled variant;
         ``None`` where Triton says nothing (its interpreter compiles nothing)."""
-        compiled = self._compiled.get(_config_key(config))
-        if compiled is None or not hasattr(compiled, "n_regs"):
-            return None
-        try:
-            compiled._init_handles()
-            shared = int(getattr(compiled.metadata, "shared", 0))
-            return Resources(registers=int(compiled.n_regs), spill_bytes=int(compiled.n_spills) * 4, shared_bytes=shared)
-        except (AttributeError, TypeError, ValueError, RuntimeError):
-            return None
+        return compiled_resources(self._compiled.get(_config_key(config)))
 
 
 def default_inputs(key: Mapping[str, Any], device: str) -> tuple[torch.Tensor, ...]:

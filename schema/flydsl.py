@@ -28,7 +28,6 @@ __all__ = [
     "flydsl_payload",
     "import_flydsl_file",
     "write_flydsl",
-    "write_imported",
 ]
 
 IMPORTED_KERNEL_VERSION = 1
@@ -186,28 +185,3 @@ def import_flydsl_file(path: str | Path) -> Artifact:
     if not isinstance(data, dict) or type(data.get("version")) is not int or data.get("version") != 1:
         raise ArtifactError(str(p), [FieldProblem("version", "a FlyDSL artifact needs version exactly 1")])
     return parse_artifact(data, str(p))[0]
-
-
-def write_imported(artifact: Artifact, folder: str | Path) -> Path:
-    """Write an imported ``artifact`` into ``folder`` under its own file name
-    (atomically); return the path.
-
-    An import never replaces what says more than it does: a file of that name holding a
-    measured or predicted artifact with other bytes is not overwritten
-    (:class:`ArtifactError` naming it and its label), so importing cannot turn that slot's
-    label into ``imported`` nor lose its candidates and provenance.  An earlier import,
-    or a file that is not a valid artifact, is replaced."""
-    from flyconfigs.schema.load import load_artifact
-
-    target = Path(folder) / artifact.file_name()
-    payload = artifact.to_json_bytes()
-    try:
-        existing = load_artifact(target) if target.is_file() else None
-    except ArtifactError:
-        existing = None
-    if existing is not None and existing.selection.rule != "imported" and existing.to_json_bytes() != payload:
-        label = "predicted" if existing.selection.rule == "predicted" else "measured"
-        raise ArtifactError(str(target), [FieldProblem(
-            "selection.rule", f"holds a {label} artifact for the same kernel, device and key; an import never "
-            "replaces it (not overwritten)")])
-    return write_atomic(target, payload)

@@ -128,3 +128,17 @@ def test_import_aiter_of_a_folder_records_each_files_subfolder_upstream(tmp_path
              for row in json.loads(capsys.readouterr().out)["files"]}
     assert files == {"aiter/configs/a8w8_bpreshuffle_tuned_gemm.csv",
                      "aiter/configs/model_configs/dsv3_a8w8_bpreshuffle_tuned_gemm.csv"}
+
+
+@pytest.mark.parametrize("command, said", [(["import", "vllm"], "no vLLM config file (*.json) in "),
+                                           (["import", "aiter"], "no CSV of a declared family (*a8w8_bpreshuffle_tuned_gemm*.csv, "),
+                                           (["import", "flydsl"], "no *.json file in "),
+                                           (["flydsl", "export"], "no *.json file in ")])
+def test_a_folder_with_nothing_to_import_says_so_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             command: list[str], said: str) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "untuned_gemm.csv").write_text("M,N,K\n1,2,3\n")  # aiter's untuned shapes: left out
+    capsys.readouterr()
+    assert main([*command, str(tmp_path / "empty"), "--out", str(tmp_path / "out")]) == 1
+    assert f"flyconfigs: error: {said}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

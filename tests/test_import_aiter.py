@@ -110,6 +110,14 @@ def test_a_header_that_cannot_be_read_refuses_the_file(tmp_path: Path, header: s
     assert info.value.problems[0].field == field and info.value.file == str(bad)
 
 
+def test_a_file_saved_with_a_byte_order_mark_reads_as_aiter_reads_it(tmp_path: Path) -> None:
+    marked = tmp_path / CSV.name
+    marked.write_bytes(b"\xef\xbb\xbf" + CSV.read_bytes())
+    result = import_aiter_file(marked)
+    assert result.refused == [] and len(result.artifacts) == 598
+    assert [a.to_json_bytes() for a in result.artifacts] == [a.to_json_bytes() for a in import_aiter_file(CSV).artifacts]
+
+
 def test_the_family_is_read_from_the_file_name_as_aiter_names_its_files(tmp_path: Path) -> None:
     assert family_of("a8w8_bpreshuffle_tuned_gemm.csv").family == "a8w8_bpreshuffle"
     assert family_of("dsv3_a8w8_bpreshuffle_tuned_gemm.csv").family == "a8w8_bpreshuffle"
@@ -136,3 +144,19 @@ def test_a_models_blockscale_file_is_its_family_keyed_by_m_n_k_and_served_on_an_
     served = Resolver(paths=[str(out / "gfx942")], detector=None).resolve("aiter_gemm_a8w8_blockscale", dict(first.key),
                                                                          device="MI300X")
     assert (served.source, dict(served.config)) == ("override", dict(first.winner.config))
+
+
+def test_a_row_the_csv_module_cannot_read_is_refused_naming_its_line_and_ends_the_file(tmp_path: Path) -> None:
+    lines = CSV.read_text().splitlines(keepends=True)
+    bad = tmp_path / CSV.name
+    huge = lines[2].replace(",asm,", "," + "x" * 200_000 + ",", 1)  # over the csv module's cell size limit
+    bad.write_text(lines[0] + lines[1] + huge + lines[3])
+    result = import_aiter_file(bad)
+    assert len(result.artifacts) == 1
+    (refused,) = result.refused
+    assert refused.file == str(bad) and refused.problems[0].field == "line 3"
+    assert "not readable as CSV" in refused.problems[0].message
+    bad.write_text("x" * 200_000 + "\n")
+    with pytest.raises(ArtifactError) as info:
+        import_aiter_file(bad)
+    assert info.value.problems[0].field == "line 1" and "not readable as CSV" in info.value.problems[0].message

@@ -71,3 +71,22 @@ def test_a_folder_without_measured_tunings_is_a_fit_error_naming_it(tmp_path: Pa
         fit_default.measured(tmp_path, None)
     with pytest.raises(FitError, match=str(tmp_path)):
         fit_model.fit(tmp_path)
+
+
+@pytest.mark.parametrize("module", [fit_default, fit_model])
+def test_a_folder_that_does_not_exist_is_a_usage_error_naming_it(tmp_path: Path, module: object,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        module.main([str(tmp_path / "missing"), "--out", str(tmp_path / "out.json")])  # type: ignore[attr-defined]
+    assert exited.value.code == 2
+    assert f"{tmp_path / 'missing'}: no such folder" in capsys.readouterr().err
+    with pytest.raises(FitError, match="no such folder"):
+        fit_model.fit(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("module", [fit_default, fit_model])
+def test_help_describes_the_module_in_whole_sentences(module: object, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        module.main(["--help"])  # type: ignore[attr-defined]
+    described = " ".join(capsys.readouterr().out.split())
+    assert " ".join((module.__doc__ or "").split("\n\n")[0].split()) in described

@@ -23,7 +23,7 @@ import torch  # noqa: E402
 
 from flyconfigs.errors import CompileError, InvalidKeyError, TuneError  # noqa: E402
 from flyconfigs.kernels.plugin import TunableKernel  # noqa: E402
-from flyconfigs.kernels.triton_family import TritonFamily  # noqa: E402
+from flyconfigs.kernels.triton_family import TritonFamily, same_config, tunable_values  # noqa: E402
 from flyconfigs.registry import KernelDecl  # noqa: E402
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "acme-silu-mul"
@@ -146,3 +146,11 @@ def test_the_declaration_imports_neither_torch_nor_triton() -> None:
     result = subprocess.run([sys.executable, "-c", code, str(EXAMPLE)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_a_tunables_values_are_told_apart_by_type_in_order_of_appearance() -> None:
+    configs = [{"BLOCK": 64, "EVEN": True}, {"BLOCK": 1, "EVEN": 1}, {"BLOCK": 64, "EVEN": 1.0}]
+    assert tunable_values(configs) == {"BLOCK": (64, 1), "EVEN": (True, 1, 1.0)}
+    assert [type(v) for v in tunable_values(configs)["EVEN"]] == [bool, int, float]
+    assert same_config(configs[0], {"EVEN": True, "BLOCK": 64})
+    assert not same_config(configs[1], {"BLOCK": 1, "EVEN": True}) and not same_config(configs[0], {"BLOCK": 64})

@@ -14,6 +14,9 @@ __all__ = ["import_files", "register"]
 
 
 def _report(args: argparse.Namespace, command: str, done: list[dict[str, str]], failed: list[dict[str, str]]) -> int:
+    if not done and not failed:
+        # Folders named that hold no file are a problem found (exit 1), as for validate.
+        print(f"flyconfigs: error: no *.json file in {', '.join(args.paths)}", file=sys.stderr)
     if args.json:
         emit_json({"command": command, "files": done, "failed": failed})
     else:
@@ -21,12 +24,13 @@ def _report(args: argparse.Namespace, command: str, done: list[dict[str, str]], 
             print(f"{row['from']} -> {row['to']}")
         for row in failed:
             print(f"flyconfigs: error: {row['error']}", file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failed or not done else 0
 
 
 def import_files(args: argparse.Namespace) -> int:
     """FlyDSL files -> artifacts in ``args.out`` (``flydsl import``, also ``import flydsl``)."""
-    from flyconfigs.schema.flydsl import import_flydsl_file, write_imported
+    from flyconfigs.adapters.imported import write_imported
+    from flyconfigs.schema.flydsl import import_flydsl_file
 
     out = Path(args.out)
     done, failed = [], []

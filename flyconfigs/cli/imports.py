@@ -43,9 +43,12 @@ def _csv_files(paths: Sequence[str], wanted: Callable[[str], bool]) -> dict[Path
     return files
 
 
-def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callable[[Path], Any]) -> int:
-    from flyconfigs.schema.flydsl import write_imported
+def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callable[[Path], Any], wanted: str) -> int:
+    from flyconfigs.adapters.imported import write_imported
 
+    if not files:
+        # Folders named that hold nothing to import are a problem found (exit 1), said as one.
+        print(f"flyconfigs: error: no {wanted} in {', '.join(args.paths)}", file=sys.stderr)
     out = Path(args.out)
     done: list[dict[str, str]] = []
     refused: list[dict[str, str]] = []
@@ -106,11 +109,13 @@ def _vllm(args: argparse.Namespace) -> int:
     from flyconfigs.adapters.vllm import import_vllm_file
 
     devices = _devices(args.device)
-    return _run(args, "import vllm", iter_json_files(args.paths), lambda p: import_vllm_file(p, args.revision, devices))
+    return _run(args, "import vllm", iter_json_files(args.paths), lambda p: import_vllm_file(p, args.revision, devices),
+                "vLLM config file (*.json)")
 
 
 def _aiter(args: argparse.Namespace) -> int:
     from flyconfigs.adapters.aiter import CONFIG_DIR, family_of, import_aiter_file
+    from flyconfigs.kernels.aiter_gemm import FAMILIES
 
     def declared(name: str) -> bool:
         try:
@@ -124,7 +129,8 @@ def _aiter(args: argparse.Namespace) -> int:
     # A file found in a subfolder of a folder named (aiter/configs/model_configs under
     # aiter/configs) has that subfolder upstream too.
     return _run(args, "import aiter", list(files), lambda p: import_aiter_file(
-        p, args.revision, upstream_dir="/".join(part for part in (where, files[p]) if part)))
+        p, args.revision, upstream_dir="/".join(part for part in (where, files[p]) if part)),
+        "CSV of a declared family (" + ", ".join(f"*{f}_tuned_gemm*.csv" for f in FAMILIES) + ")")
 
 
 def register(sub: Any) -> None:

@@ -11,12 +11,12 @@ from typing import Any
 import torch
 import triton
 
-from flyconfigs.errors import CompileError, GPUError
 from flyconfigs.kernels.fused_add_rmsnorm.kernel import fused_add_rmsnorm_kernel
 from flyconfigs.kernels.fused_add_rmsnorm.reference import reference_fused_add_rms_norm
 from flyconfigs.kernels.output_check import OutputCheck
 from flyconfigs.kernels.plugin import Workload
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
+from flyconfigs.kernels.triton_workload import compiled_resources, launch_errors
 from flyconfigs.registry.declarations import KernelDecl
 from flyconfigs.schema.models import Resources
 
@@ -78,13 +78,9 @@ class FusedAddRMSNormWorkload(Workload):
         residual and output match the reference, else what is wrong."""
         self.rs[0].copy_(self._fresh)
         self.ys[0].fill_(float("nan"))
-        try:
+        with launch_errors():
             compiled = launch(self.xs[0], self.rs[0], self.w, self.ys[0], EPS, config)
             torch.cuda.synchronize()
-        except (triton.CompilationError, triton.OutOfResources) as exc:
-            raise CompileError(f"Triton: {type(exc).__name__}: {exc}") from None
-        except RuntimeError as exc:
-            raise GPUError(f"the launch failed: {exc}") from None
         self._compiled[repr(sorted(config.items()))] = compiled
         if not torch.equal(self.rs[0], self._expected_r):
             bad = int((self.rs[0] != self._expected_r).sum())
@@ -93,12 +89,4 @@ class FusedAddRMSNormWorkload(Workload):
 
     def resources(self, config: Mapping[str, Any]) -> Resources | None:
         """Registers, spills and shared memory Triton reports for the compiled variant."""
-        compiled = self._compiled.get(repr(sorted(config.items())))
-        if compiled is None:
-            return None
-        try:
-            compiled._init_handles()
-            shared = int(getattr(compiled.metadata, "shared", 0))
-            return Resources(registers=int(compiled.n_regs), spill_bytes=int(compiled.n_spills) * 4, shared_bytes=shared)
-        except (AttributeError, TypeError, ValueError, RuntimeError):
-            return None
+        return compiled_resources(self._compiled.get(repr(sorted(config.items()))))

@@ -182,12 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Fit, write ``--out`` (and ``--scores`` when given) atomically, print the scores;
     0 on success, 1 when the tunings cannot be used (the error on stderr)."""
     parser = argparse.ArgumentParser(prog="python -m flyconfigs.kernels.rmsnorm.fit_default",
-                                     description=(__doc__ or "").splitlines()[0])
+                                     description=" ".join((__doc__ or "").split("\n\n")[0].split()))
     parser.add_argument("folder", type=Path, help="a folder of tuned artifacts (artifacts/sm90)")
     parser.add_argument("--product", help="fit on this device's tunings only (when FOLDER holds several)")
     parser.add_argument("--out", type=Path, required=True, help="the table to write (kernels/rmsnorm/default.json)")
     parser.add_argument("--scores", type=Path, help="also write every key's score to this JSON file")
     args = parser.parse_args(argv)
+    if not args.folder.is_dir():
+        parser.error(f"{args.folder}: no such folder")  # bad input on the command line: exit 2
     try:
         document, scores = fit(measured(args.folder, args.product))
     except FlyconfigsError as exc:

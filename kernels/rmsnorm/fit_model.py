@@ -156,12 +156,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Fit, write ``--out`` atomically and print the cross-validation; 0 on success, 1
     when the tunings cannot be used (the error on stderr)."""
     parser = argparse.ArgumentParser(prog="python -m flyconfigs.kernels.rmsnorm.fit_model",
-                                     description=(__doc__ or "").splitlines()[0])
+                                     description=" ".join((__doc__ or "").split("\n\n")[0].split()))
     parser.add_argument("folder", type=Path, help="a folder holding the tunings to fit on, and nothing else")
     parser.add_argument("--out", type=Path, required=True, help="the weights to write (kernels/rmsnorm/model.json)")
     parser.add_argument("--version", type=int, default=1, help="the model version the weights are recorded as")
     parser.add_argument("--product", help="fit on this device's tunings only (when FOLDER holds several)")
     args = parser.parse_args(argv)
+    if not args.folder.is_dir():
+        parser.error(f"{args.folder}: no such folder")  # bad input on the command line: exit 2
     try:
         document = fit(args.folder, args.product, args.version, progress=True)
     except FlyconfigsError as exc:

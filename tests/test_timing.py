@@ -23,3 +23,12 @@ def test_quantiles_interpolate_between_the_nearest_samples_as_numpy_does() -> No
 def test_a_quantile_that_is_not_a_whole_percentile_is_refused(q: float) -> None:
     with pytest.raises(ValueError, match="whole percentile"):
         Measurement((1.0, 2.0)).quantile(q)
+
+
+def test_a_quantile_never_leaves_the_samples_it_lies_between() -> None:
+    # Five samples timed on an H100 whose two smallest are equal: statistics' interpolation
+    # put the p20 an ulp below them, and the artifact's timing (min <= p20) was refused.
+    samples = (1.4797315101495525, 1.480805393833442, 1.4771544093253628, 1.4771544093253628, 1.4775838427895667)
+    summary = summarize(Measurement(samples), 24576)
+    assert summary["p20_us"] == min(samples) == summary["min_us"]
+    assert summary["min_us"] <= summary["p20_us"] <= summary["median_us"] <= summary["p80_us"]

@@ -503,14 +503,17 @@ class _Search:
         if kind == "stale-artifact":
             self.problems.report(Problem(kind, str(entry.path), why, dist))
             return f"stale: {why}"
-        if entry.key != key and refusal(decl, artifact, entry.key, query) is None:
+        own = refused if entry.key == key else refusal(decl, artifact, entry.key, query)
+        if own is None:
             winner = dict(artifact.winner.config)
             adapted = _adapt(decl, winner, key, query)
             if adapted is not None and check_config(decl, adapted, key, query) is None:
                 return _Found(entry, artifact, adapted, winner)
             return f"{_ROUTINE} ({decl.name}: {why})"
-        self.problems.report(Problem(kind, str(entry.path),
-                                     f"{decl.name} refuses its winner for {dict(key)} on {query.describe()}: {why}", dist))
+        # Reported for the artifact's own key, not the asked one: the problem is the
+        # artifact's, so every row asked gives the same problem and it is logged once.
+        self.problems.report(Problem(own[0], str(entry.path), f"{decl.name} refuses its winner for its own key "
+                                     f"{dict(entry.key)} on {query.describe()}: {own[1]}", dist))
         return f"refused by {decl.name}: {why}"
 
     def _last_problem(self, entry: Entry) -> str:

@@ -308,6 +308,21 @@ def test_a_winner_refused_for_its_own_key_is_still_a_warning(tmp_path: Path, cap
     assert len(warnings) == 1 and "invalid-config" in warnings[0]
 
 
+def test_a_winner_refused_for_its_own_key_warns_once_naming_that_key_whatever_rows_are_asked(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The broken artifact is one cause: a serving process that asks many rows logged one
+    # warning per row, each naming the row asked instead of the key the artifact is for.
+    bad = _winner_at(tmp_path, 1024, {**WIDE, "threads": 1024, "rows_per_block": 2})
+    resolver = Resolver(paths=[str(tmp_path)], detector=None)
+    with caplog.at_level(logging.DEBUG, logger="flyconfigs"):
+        for n in (1020, 1000, 4096, 1024, 1020):
+            assert resolver.resolve("rmsnorm", key(N=n), H200_SPEC).source == "default"
+    warnings = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert str(bad) in warnings[0] and f"its winner for its own key {key(N=1024)}" in warnings[0]
+    assert "block of 2048 threads exceeds 1024" in warnings[0]
+
+
 def test_one_resolve_of_a_row_of_one_logs_at_most_one_line_per_cause(caplog: pytest.LogCaptureFixture) -> None:
     # Against the committed sm90 artifacts, a row of one element passed over 16 tuned keys
     # with a warning each.

@@ -117,3 +117,37 @@ def test_a_config_the_check_refuses_for_an_asserted_rule_does_not_compile(
     with pytest.raises(CompileError) as caught:
         _nvrtc_backend(tmp_path).compile(SPEC.build(config, key, H200))  # type: ignore[attr-defined]
     assert f"{rule}: " in caught.value.log
+
+
+def test_a_row_longer_than_the_source_can_count_is_refused_as_a_key() -> None:
+    from flyconfigs.errors import InvalidKeyError
+    from flyconfigs.kernels.rmsnorm.declaration import MAX_N
+    from flyconfigs.kernels.rownorm import MAX_INDEX
+
+    assert SPEC.check_key({**BF16, "N": MAX_N})["N"] == MAX_N
+    for n in (MAX_N + 1, MAX_INDEX):
+        with pytest.raises(InvalidKeyError, match=f"'N' of 'rmsnorm' must be <= {MAX_N}, got {n}"):
+            SPEC.check_key({**BF16, "N": n})
+
+
+@pytest.mark.nvrtc
+def test_the_longest_row_compiles_with_what_the_shipped_artifacts_serve_and_the_widest_configs(tmp_path: Path) -> None:
+    # Before the key's bound, N = 2**31 - 1 was served a config whose constants overflow
+    # int in the source (NVRTC: "expression must have a constant value").
+    from flyconfigs.kernels.rmsnorm.declaration import MAX_N
+    from flyconfigs.registry import Resolver
+
+    artifacts = Path(__file__).resolve().parent.parent / "artifacts" / "sm90"
+    resolver = Resolver(paths=[str(artifacts)], detector=None)
+    widest = {**CONFIG, "threads": 1024, "rows_per_block": 1, "row_storage": "reread", "vector_bytes": 0, "cluster": 8}
+    variants = []
+    for dtype, weight in (("bf16", "fp32"), ("fp32", "fp32")):
+        for n in (MAX_N, MAX_N - 7):
+            key = {"M": 1, "N": n, "dtype": dtype, "weight_dtype": weight}
+            variants.append((dict(resolver.resolve("rmsnorm", key, H200).config), key))
+    variants.append((widest, {**BF16, "N": MAX_N}))
+    variants.append(({**widest, "vector_bytes": 16, "cluster": 1}, {**BF16, "N": MAX_N - 7}))
+    assert all(SPEC.check_config(config, key, H200) is None for config, key in variants)
+    results = _nvrtc_backend(tmp_path).compile_many(  # type: ignore[attr-defined]
+        [SPEC.build(config, key, H200) for config, key in variants], workers=2)
+    assert [str(r)[:400] for r in results if isinstance(r, CompileError)] == []

@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flyconfigs.errors import InvalidKeyError
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm.model import MODEL, RMSNormCostModel
@@ -50,6 +51,7 @@ from flyconfigs.kernels.rownorm import (
     ELEMENT_BYTES,
     HIDDEN_SIZE_GRID,
     KEY_AXES,
+    MAX_INDEX,
     check_row_key,
     complete_row_key,
     pow2_ceil,
@@ -65,7 +67,7 @@ if TYPE_CHECKING:
     from flyconfigs.kernels.rmsnorm.workload import RMSNormWorkload
     from flyconfigs.schema.models import Device
 
-__all__ = ["DTYPES", "ELEMENT_BYTES", "PERF_GRID", "SPEC", "TUNABLES", "RMSNormSpec", "cache_hints_of", "cluster_of",
+__all__ = ["DTYPES", "ELEMENT_BYTES", "MAX_N", "PERF_GRID", "SPEC", "TUNABLES", "RMSNormSpec", "cache_hints_of", "cluster_of",
            "hints_of", "max_cluster_of",
            "reference_rms_norm", "traffic_bytes"]
 
@@ -76,6 +78,10 @@ STORAGE = ("reg", "smem", "reread")
 OCCUPANCY = (0, 2, 4)
 CLUSTER = (1, 2, 4, 8)
 CACHE_HINTS = ("none", "stream")
+MAX_N = MAX_INDEX - MAX_BLOCK
+"""The longest row the source compiles for: it counts a row's vectors, and a block's
+threads past them, in 32-bit ``int`` constants (``SLICE + TPR - 1``), and C++ refuses a
+constant that overflows, whatever the config."""
 PERF_GRID = (
     "M=1,16,128,1024,4096,16384,65536 N=1024,2048,4096,5120,8192,16384 dtype=bf16",
     "M=4096,65536 N=4096,8192 dtype=fp16,fp32",
@@ -121,8 +127,12 @@ class RMSNormSpec(TunableKernel):
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` validated (see :func:`~flyconfigs.registry.normalize_key`); the weight
-        must be the activation dtype or fp32."""
-        return check_row_key(self, key)
+        must be the activation dtype or fp32 and the row at most :data:`MAX_N` long
+        (:class:`~flyconfigs.errors.InvalidKeyError` else)."""
+        norm = check_row_key(self, key)
+        if int(norm["N"]) > MAX_N:
+            raise InvalidKeyError(f"key axis 'N' of {self.name!r} must be <= {MAX_N}, got {norm['N']}")
+        return norm
 
     def traffic(self, key: Mapping[str, KeyValue]) -> int:
         """Bytes one call must move (see :func:`traffic_bytes`)."""

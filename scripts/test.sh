@@ -3,8 +3,18 @@
 # gfx942 hipRTC tests and the real flydsl package for the FlyDSL interop tests included)
 # and runs the test suite, one pytest process per core (at most 4).  "No tests collected"
 # fails.
+#
+# It runs every test but the slow end-to-end ones (marker `slow`: they build and
+# pip-install distributions into fresh virtual environments, serve a local package index
+# or start Ray clusters), which take as long again; `scripts/test.sh --slow` runs those
+# alone, and CI (.ci/run) runs both.  Other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+selection=(-m "not slow")
+if [ "${1:-}" = "--slow" ]; then
+  shift
+  selection=(-m slow)
+fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # --no-compile: byte-compiling all of torch and Ray at install takes longer than compiling
@@ -24,7 +34,7 @@ bash scripts/rocm-prefix.sh || echo "test.sh: the ROCm compile-only prefix could
 # every pytest worker at the same time.
 .venv/bin/python -c "import torch, triton, triton.runtime.interpreter, ray, ray.cluster_utils, hypothesis, pydantic, flyconfigs.cli"
 set +e
-.venv/bin/python -m pytest -n auto --maxprocesses 4 --dist loadfile "$@"
+.venv/bin/python -m pytest -n auto --maxprocesses 4 --dist loadfile "${selection[@]}" "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

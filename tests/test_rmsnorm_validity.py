@@ -130,6 +130,7 @@ def test_a_row_longer_than_the_source_can_count_is_refused_as_a_key() -> None:
             SPEC.check_key({**BF16, "N": n})
 
 
+@pytest.mark.slow  # NVRTC unrolls a row of 2**31 elements: seconds a variant
 @pytest.mark.nvrtc
 def test_the_longest_row_compiles_with_what_the_shipped_artifacts_serve_and_the_widest_configs(tmp_path: Path) -> None:
     # Before the key's bound, N = 2**31 - 1 was served a config whose constants overflow

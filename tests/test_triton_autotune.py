@@ -154,6 +154,7 @@ def test_the_workload_checks_every_config_with_the_interpreter(site: Any) -> Non
     assert torch.allclose(work.args[2]["Y"].double(), torch.softmax(work.args[2]["X"].double(), -1), atol=1e-6)
 
 
+@pytest.mark.slow  # flyconfigs tune in a subprocess, its worker importing torch and Triton
 def test_tune_searches_exactly_the_configs_and_the_decorator_serves_what_it_wrote(
         site: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     package.install(site.root)

@@ -46,12 +46,15 @@ HIDDEN_SIZE_GRID = (
 and bf16 with an fp32 weight on five M (both families' ``hidden`` preset)."""
 
 
-def check_row_key(decl: KernelDecl, key: Mapping[str, object]) -> dict[str, KeyValue]:
+def check_row_key(decl: KernelDecl, key: Mapping[str, object], max_n: int = MAX_INDEX) -> dict[str, KeyValue]:
     """``key`` validated against ``decl``'s axes (see :func:`~flyconfigs.registry.normalize_key`);
-    the weight must be the activation dtype or fp32."""
+    the weight must be the activation dtype or fp32 and the row at most ``max_n`` long (the
+    longest row the family's kernel compiles for)."""
     norm = normalize_key(decl, key)
     if norm["weight_dtype"] not in (norm["dtype"], "fp32"):
         raise InvalidKeyError(f"weight_dtype {norm['weight_dtype']!r} must equal dtype {norm['dtype']!r} or be 'fp32'")
+    if int(norm["N"]) > max_n:
+        raise InvalidKeyError(f"key axis 'N' of {decl.name!r} must be <= {max_n}, got {norm['N']}")
     return norm
 
 

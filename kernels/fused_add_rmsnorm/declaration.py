@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
 
-from flyconfigs.errors import InvalidKeyError
 from flyconfigs.kernels.fused_add_rmsnorm.reference import reference_fused_add_rms_norm
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rownorm import (
@@ -147,10 +146,7 @@ class FusedAddRMSNormSpec(TunableKernel):
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` validated against the axes; the weight is the activation dtype or fp32."""
-        norm = check_row_key(self, key)
-        if int(norm["N"]) > MAX_N:
-            raise InvalidKeyError(f"key axis 'N' of {self.name!r} must be <= {MAX_N}, got {norm['N']}")
-        return norm
+        return check_row_key(self, key, MAX_N)
 
     def traffic(self, key: Mapping[str, KeyValue]) -> int:
         """Bytes one call must move (see :func:`traffic_bytes`)."""

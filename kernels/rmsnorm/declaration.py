@@ -40,7 +40,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flyconfigs.errors import InvalidKeyError
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm.model import MODEL, RMSNormCostModel
@@ -129,10 +128,7 @@ class RMSNormSpec(TunableKernel):
         """``key`` validated (see :func:`~flyconfigs.registry.normalize_key`); the weight
         must be the activation dtype or fp32 and the row at most :data:`MAX_N` long
         (:class:`~flyconfigs.errors.InvalidKeyError` else)."""
-        norm = check_row_key(self, key)
-        if int(norm["N"]) > MAX_N:
-            raise InvalidKeyError(f"key axis 'N' of {self.name!r} must be <= {MAX_N}, got {norm['N']}")
-        return norm
+        return check_row_key(self, key, MAX_N)
 
     def traffic(self, key: Mapping[str, KeyValue]) -> int:
         """Bytes one call must move (see :func:`traffic_bytes`)."""

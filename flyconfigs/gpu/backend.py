@@ -409,13 +409,15 @@ class Backend:
                     f"compiling {request.name_expression} for {self.arch} failed: {getattr(result[0], 'name', result[0])}", log
                 )
             lowered = self.check(getattr(rtc, f"{prefix}GetLoweredName")(program, expression), f"{prefix}GetLoweredName", CompileError)
+            # Read now: the name lives in the program's memory, which destroying it frees
+            # (hip-python hands back a view of it; a longer name read later was garbage).
+            name = lowered.decode() if isinstance(lowered, bytes) else str(lowered)
             size_call, code_call = self.binding.code_getters
             size = self.check(getattr(rtc, size_call)(program), size_call, CompileError)
             buffer = bytearray(size) if self.name == "hip" else b" " * size
             self.check(getattr(rtc, code_call)(program, buffer), code_call, CompileError)
         finally:
             self.binding.destroy_program(program)
-        name = lowered.decode() if isinstance(lowered, bytes) else str(lowered)
         return bytes(buffer), name.rstrip("\0"), log
 
     def _program_log(self, program: Any) -> str:

@@ -38,6 +38,7 @@ __all__ = [
     "KeyAxis",
     "KeyValue",
     "SourceBinding",
+    "TunableVariants",
     "check_config",
     "check_tunables",
     "DeclaredKernel",
@@ -136,6 +137,18 @@ class Default(Generic[T]):
 _NOTHING: Mapping[str, Any] = MappingProxyType({})
 
 
+@dataclass(frozen=True)
+class TunableVariants:
+    """The implementations of a family whose configs differ in shape: the tunable
+    ``selector`` names one (a config may leave it out where the family's
+    :attr:`~KernelDecl.tunable_defaults` has it), and ``members`` maps each of its values
+    to the other tunables that implementation's configs hold.  Every name in ``members``
+    is one of the family's :attr:`~KernelDecl.tunables`, which list all of them."""
+
+    selector: str
+    members: Mapping[KeyValue, tuple[str, ...]]
+
+
 class KernelDecl(ABC):
     """The contract of a kernel family: every member the registry reads, in one base
     class that a plugin subclasses so that ``mypy --strict`` checks it.
@@ -182,6 +195,12 @@ class KernelDecl(ABC):
             that leaves it out means (default none)."""
 
         @property
+        def tunable_variants(self) -> TunableVariants | None:
+            """For a family with several implementations, which tunables each one's
+            configs hold (see :class:`TunableVariants`); ``None`` (the default): every
+            config holds every tunable."""
+
+        @property
         def compatible_versions(self) -> Collection[int]:
             """Older family versions whose artifacts this version still serves (a
             ``range`` or a set); default none: only :attr:`version` itself."""
@@ -201,6 +220,7 @@ class KernelDecl(ABC):
     else:
         tunables = Default(_NOTHING)
         tunable_defaults = Default(_NOTHING)
+        tunable_variants: Default[TunableVariants | None] = Default(None)
         compatible_versions = Default(())
         source_binding = Default("exact")
         data_packages = Default(())
@@ -552,15 +572,27 @@ def default_config(decl: KernelDecl, key: Mapping[str, KeyValue], device: Device
 
 def check_tunables(decl: KernelDecl, config: Mapping[str, object]) -> str | None:
     """Why ``config`` is not a config of ``decl``'s declared :attr:`~KernelDecl.tunables`
-    (a tunable missing that has no default, one not declared, a value outside its set,
+    (a tunable missing that has no default, one not declared — for a family with
+    :attr:`~KernelDecl.tunable_variants`, one its implementation does not hold — a value outside its set,
     where a value matches only one of the same JSON type: ``1`` is not ``True``), or
     ``None``; always ``None`` when the family declares no tunables."""
     tunables = decl.tunables
     if not tunables:
         return None
     defaults = decl.tunable_defaults
-    missing = [name for name in tunables if name not in config and name not in defaults]
-    extra = sorted(str(name) for name in config if name not in tunables)
+    names: Collection[str] = tunables
+    variants = decl.tunable_variants
+    if variants is not None:
+        # One implementation's tunables: the selector's value (or its default) says which.
+        chosen = config.get(variants.selector, defaults.get(variants.selector))
+        member = next((held for value, held in variants.members.items()
+                       if type(value) is type(chosen) and value == chosen), None)
+        if member is None:
+            return (f"{variants.selector}={chosen!r} is not one of "
+                    f"{', '.join(map(str, variants.members))}")
+        names = (variants.selector, *member)
+    missing = [name for name in names if name not in config and name not in defaults]
+    extra = sorted(str(name) for name in config if name not in names)
     if missing or extra:
         parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(extra)}"] if extra else [])
         return f"not a {decl.name} config: {'; '.join(parts)}"

@@ -54,8 +54,9 @@ def key_schema(decl: KernelDecl) -> dict[str, Any]:
 
 def config_schema(decl: KernelDecl) -> dict[str, Any] | None:
     """The config of ``decl`` from its ``tunables`` (name → the values it takes) and
-    ``tunable_defaults`` (name → what leaving it out means), or ``None`` when it
-    declares no tunables."""
+    ``tunable_defaults`` (name → what leaving it out means) — for a family with
+    ``tunable_variants``, one object per implementation — or ``None`` when it declares
+    no tunables."""
     tunables = decl.tunables
     if not tunables:
         return None
@@ -67,14 +68,33 @@ def config_schema(decl: KernelDecl) -> dict[str, Any] | None:
         properties[str(name)] = {"type": kinds[0] if len(kinds) == 1 else kinds, "enum": allowed}
         if name in defaults:
             properties[str(name)]["default"] = defaults[name]
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": [name for name in properties if name not in defaults],
-        "additionalProperties": False,
-        "description": f"a config of {decl.name}: every tunable, each one of its values. Which combinations "
-                       f"run for a key and device is the kernel's own check; nothing that fails it is served.",
-    }
+    description = (f"a config of {decl.name}: every tunable, each one of its values. Which combinations "
+                   f"run for a key and device is the kernel's own check; nothing that fails it is served.")
+    variants = decl.tunable_variants
+    if variants is None:
+        return {
+            "type": "object",
+            "properties": properties,
+            "required": [name for name in properties if name not in defaults],
+            "additionalProperties": False,
+            "description": description,
+        }
+    # One object per implementation: its selector value and exactly its tunables.
+    forms = []
+    for value, held in variants.members.items():
+        names = (variants.selector, *held)
+        form_properties = {name: properties[name] for name in names}
+        form_properties[variants.selector] = {**properties[variants.selector], "enum": [value]}
+        forms.append({
+            "type": "object",
+            "properties": form_properties,
+            # Only the implementation the selector's default names may leave it out.
+            "required": [name for name in names if name not in defaults
+                         or (name == variants.selector and defaults[name] != value)],
+            "additionalProperties": False,
+            "description": f"the {variants.selector}={value} implementation",
+        })
+    return {"oneOf": forms, "description": description}
 
 
 def _json_type(value: object) -> str:

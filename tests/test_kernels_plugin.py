@@ -23,7 +23,7 @@ from flyconfigs.kernels.plugin import (
 )
 from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
 from flyconfigs.registry import KernelDecl, KeyAxis, Resolver, kernel_declaration
-from flyconfigs.registry.declarations import check_config, forget_loaded
+from flyconfigs.registry.declarations import TunableVariants, check_config, forget_loaded
 from flyconfigs.registry.device import DeviceQuery
 
 KEY = {"rows": 64, "dtype": "bf16"}
@@ -124,6 +124,30 @@ def test_the_registry_checks_tunables_before_the_familys_own_rules() -> None:
     assert check_config(decl, {"BLOCK": 64}, KEY, None) is None, "a tunable with a default may be left out"
     assert check_config(decl, {"BLOCK": 256, "online": True}, KEY, None) == "BLOCK wider than the rows"
     assert len(decl.calls) == 2
+
+
+class TwoImplementations(Minimal):
+    """A family with two implementations whose configs hold different tunables."""
+
+    tunables = {"impl": ("lang", "cuda"), "BLOCK": (64, 128), "threads": (32, 64)}
+    tunable_defaults = {"impl": "lang"}
+    tunable_variants = TunableVariants("impl", {"lang": ("BLOCK",), "cuda": ("threads",)})
+
+
+def test_each_implementation_of_a_family_holds_its_own_tunables() -> None:
+    decl = TwoImplementations()
+    assert check_config(decl, {"impl": "lang", "BLOCK": 64}, KEY, None) is None
+    assert check_config(decl, {"BLOCK": 128}, KEY, None) is None, "the selector's default names the first"
+    assert check_config(decl, {"impl": "cuda", "threads": 32}, KEY, None) is None
+    refusals = {
+        "not a minimal config: missing threads; unknown BLOCK": {"impl": "cuda", "BLOCK": 64},
+        "not a minimal config: unknown threads": {"BLOCK": 64, "threads": 32},
+        "not a minimal config: missing BLOCK": {"impl": "lang"},
+        "impl='rust' is not one of lang, cuda": {"impl": "rust", "BLOCK": 64},
+        "threads=48 is not one of 32, 64": {"impl": "cuda", "threads": 48},
+    }
+    for why, config in refusals.items():
+        assert check_config(decl, config, KEY, None) == why, config
 
 
 def test_a_workload_that_subclasses_the_contract_releases_nothing_by_default() -> None:

@@ -14,7 +14,9 @@ import pytest
 from factories import H200, artifact_dict
 from flyconfigs.cli import main
 from flyconfigs.errors import InvalidKeyError
-from flyconfigs.kernels.fused_add_rmsnorm import SPEC, TUNABLES, traffic_bytes
+from flyconfigs.kernels.fused_add_rmsnorm import SPEC, traffic_bytes
+from flyconfigs.kernels.fused_add_rmsnorm.declaration import TRITON_TUNABLES
+from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
 from flyconfigs.kernels.plugin import TunableKernel, tunable_kernel
 from flyconfigs.kernels.triton_config import TritonConfigs
 from flyconfigs.registry import DeviceQuery, default_resolver, kernel_declaration
@@ -42,10 +44,14 @@ def test_every_config_of_the_hidden_size_grid_is_valid_and_the_default_is_among_
     for key in keys:
         space = SPEC.space(key, SM90)
         default = SPEC.default_config(key, SM90)
-        assert default in space and 1 <= len(space) <= 40, key
+        triton = [c for c in space if c["impl"] == "triton"]
+        assert default in triton and 1 <= len(triton) <= 40, key
+        # The source implementation is searched exactly as RMSNorm searches its source.
+        assert [c for c in space if c["impl"] == "source"] == [{"impl": "source", **c} for c in RMSNORM.space(key, SM90)]
         for config in space:
-            assert SPEC.check_config(config, key, SM90) is None, (key, config)
-            assert set(config) == set(TUNABLES)
+            assert check_config(SPEC, config, key, SM90) is None, (key, config)
+            held = TRITON_TUNABLES if config["impl"] == "triton" else RMSNORM.tunables
+            assert set(config) == {"impl", *held}
 
 
 @pytest.mark.parametrize(
@@ -93,7 +99,7 @@ def test_a_program_of_more_than_1024_threads_is_refused_where_waves_are_64_wide(
     assert SPEC.check_config(config, key, SM90) is None
     why = SPEC.check_config(config, key, MI300X)
     assert why is not None and "32 warps of 64 threads exceed 1024" in why
-    assert all(c["num_warps"] * 64 <= 1024 for c in SPEC.space(key, MI300X))
+    assert all(c["num_warps"] * 64 <= 1024 for c in SPEC.space(key, MI300X) if c["impl"] == "triton")
 
 
 def test_keys_are_typed_by_the_declaration() -> None:

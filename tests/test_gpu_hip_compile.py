@@ -60,7 +60,7 @@ EXHAUSTIVE = os.environ.get("FLYCONFIGS_EXHAUSTIVE") == "1"
 SAMPLE = 8
 
 
-def _compile_space(sample: int | None) -> list[dict[str, object]]:
+def _compile_space(sample: int | None, residual: bool = False) -> list[dict[str, object]]:
     return run_in_prefix(COMMON + f"""
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.registry.device import DeviceQuery
@@ -77,7 +77,7 @@ for key in keys:
         step = len(space) / sample
         chosen = [space[int(i * step)] for i in range(sample)]
         space = chosen if default in chosen else [default, *chosen]
-    requests = [CompileRequest(SPEC.source(), SPEC.entry, tuple(SPEC.defines(c, key, 64))) for c in space]
+    requests = [SPEC.request(c, key, 64, {residual!r}) for c in space]
     results = backend.compile_many(requests, workers=2)
     errors = [str(r)[:500] for r in results if isinstance(r, Exception)]
     index = space.index(default)
@@ -96,6 +96,12 @@ def _check(report: list[dict[str, object]]) -> None:
 
 def test_a_sample_of_every_keys_rmsnorm_space_compiles_for_gfx942_and_the_default_does_not_spill() -> None:
     _check(_compile_space(SAMPLE))
+
+
+def test_the_fused_residual_add_kernel_compiles_for_gfx942_from_the_same_source() -> None:
+    """Fused add + RMSNorm's ``source`` implementation is this source with ``FC_RESIDUAL``:
+    a sample of every key's space compiles for gfx942 and its default does not spill."""
+    _check(_compile_space(SAMPLE, residual=True))
 
 
 @pytest.mark.exhaustive

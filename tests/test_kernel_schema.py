@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 
 from flyconfigs.cli import main
+from flyconfigs.registry.declarations import check_tunables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,6 +68,35 @@ def test_kernel_level_mistakes_pass_the_generic_schema_and_fail_the_kernels(caps
     for what, data in _mistakes(artifact, "rmsnorm").items():
         assert generic.is_valid(data), f"{what}: the generic schema should not know the kernel"
         assert not narrow.is_valid(data), f"{what}: the kernel's schema let it through"
+
+
+def test_each_implementation_of_fused_add_rmsnorm_has_its_own_config_form(capsys: pytest.CaptureFixture[str]) -> None:
+    from flyconfigs.kernels.fused_add_rmsnorm import SPEC
+    from flyconfigs.registry import DeviceQuery
+
+    validator = jsonschema.Draft202012Validator(_schema("fused_add_rmsnorm", capsys))
+    artifact = _committed("fused_add_rmsnorm")[0]
+    key = artifact["key"]
+    space = SPEC.space(key, DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ()))
+    source = next(c for c in space if c["impl"] == "source")
+    triton = next(c for c in space if c["impl"] == "triton")
+
+    def with_winner(config: dict[str, Any]) -> dict[str, Any]:
+        data = copy.deepcopy(artifact)
+        data["winner"]["config"] = config
+        return data
+
+    assert validator.is_valid(with_winner(source)) and validator.is_valid(with_winner(triton))
+    refused = {
+        "a source config with a Triton tunable": {**source, "num_warps": 4},
+        "a source config missing a tunable": {k: v for k, v in source.items() if k != "threads"},
+        "a source config without its impl (which then means triton)": {k: v for k, v in source.items() if k != "impl"},
+        "a Triton config with a source tunable": {**triton, "threads": 64},
+        "an impl the family does not have": {**triton, "impl": "rust"},
+    }
+    for what, config in refused.items():
+        assert not validator.is_valid(with_winner(config)), what
+        assert check_tunables(SPEC, config) is not None, f"{what}: the registry refuses what the schema refuses"
 
 
 def test_schema_kernel_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,5 @@
-"""The fused residual-add + RMSNorm family, written in Triton: its key, tunable space,
-default heuristic and reference.
+"""The fused residual-add + RMSNorm family, in two implementations: its key, tunable
+space, default heuristic and reference.
 
 ``residual += x; y = residual * rsqrt(mean(residual**2) + eps) * w`` over the last
 dimension, in place on the residual, as serving engines call it between transformer
@@ -9,8 +9,19 @@ gives, with fp32 accumulation.  This module is the declaration and imports neith
 torch nor Triton; the kernel is ``kernel.py`` and the op users call
 is :mod:`flyconfigs.kernels.fused_add_rmsnorm.op`.
 
-Tunables (Triton's ``num_warps`` and ``num_stages`` are launch options, the rest are
-``tl.constexpr`` parameters of the kernel):
+``impl`` names the implementation a config runs, and each holds its own tunables (the
+family's :attr:`~FusedAddRMSNormSpec.tunable_variants`):
+
+``triton`` (the default, and what a config that leaves ``impl`` out means)
+    the Triton kernel of ``kernel.py``, with the tunables below.
+``source``
+    RMSNorm's single CUDA/HIP source compiled with ``FC_RESIDUAL`` (NVRTC on NVIDIA,
+    hipRTC on AMD), with exactly RMSNorm's tunables and validity rules
+    (:mod:`flyconfigs.kernels.rmsnorm.validity`): a row's threads add the residual into
+    the row they hold, store the rounded sum, and normalize it as RMSNorm normalizes x.
+
+The Triton implementation's tunables (``num_warps`` and ``num_stages`` are launch
+options, the rest ``tl.constexpr`` parameters of the kernel):
 
 ``block_n``
     columns one step of a program covers (a power of two).  At least the row: the row
@@ -26,6 +37,7 @@ Tunables (Triton's ``num_warps`` and ``num_stages`` are launch options, the rest
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -33,6 +45,8 @@ from typing import TYPE_CHECKING
 
 from flyconfigs.kernels.fused_add_rmsnorm.reference import reference_fused_add_rms_norm
 from flyconfigs.kernels.plugin import TunableKernel
+from flyconfigs.kernels.rmsnorm.declaration import SPEC as RMSNORM
+from flyconfigs.kernels.rmsnorm.declaration import TUNABLES as SOURCE_TUNABLES
 from flyconfigs.kernels.rownorm import (
     ELEMENT_BYTES,
     HIDDEN_SIZE_GRID,
@@ -44,16 +58,16 @@ from flyconfigs.kernels.rownorm import (
     source_text,
 )
 from flyconfigs.kernels.rules import Rule, Rules, broken
-from flyconfigs.registry.declarations import KeyAxis, KeyValue, SourceBinding
+from flyconfigs.registry.declarations import KeyAxis, KeyValue, SourceBinding, TunableVariants
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import wave_size_of_arch
 
 if TYPE_CHECKING:
-    from flyconfigs.gpu import Backend
+    from flyconfigs.gpu import Backend, CompileRequest
     from flyconfigs.kernels.fused_add_rmsnorm.workload import FusedAddRMSNormWorkload
 
-__all__ = ["HIDDEN_SIZE_GRID", "RULES", "SPEC", "TUNABLES", "FusedAddRMSNormSpec", "quantities",
-           "reference_fused_add_rms_norm", "traffic_bytes"]
+__all__ = ["HIDDEN_SIZE_GRID", "IMPLS", "RULES", "SPEC", "TUNABLES", "FusedAddRMSNormSpec", "impl_of", "quantities",
+           "reference_fused_add_rms_norm", "source_config", "traffic_bytes"]
 
 BLOCK_N = tuple(1 << p for p in range(5, 16))  # 32 … 32768
 ROWS = (1, 2, 4, 8, 16)
@@ -64,12 +78,16 @@ MAX_TILE = 16384
 MAX_PER_THREAD = 64
 SPACE_PER_THREAD = (4, 32)
 """Elements per thread the space searches: fewer leave threads idle on loads, more spill."""
-TUNABLES: dict[str, tuple[int, ...]] = {
+TRITON_TUNABLES: dict[str, tuple[int, ...]] = {
     "block_n": BLOCK_N,
     "rows_per_program": ROWS,
     "num_warps": WARPS,
     "num_stages": STAGES,
 }
+IMPLS = ("triton", "source")
+TUNABLES: dict[str, tuple[int | str, ...]] = {"impl": IMPLS, **TRITON_TUNABLES, **SOURCE_TUNABLES}
+VARIANTS = TunableVariants("impl", {"triton": tuple(TRITON_TUNABLES), "source": tuple(SOURCE_TUNABLES)})
+"""Which tunables each implementation's configs hold."""
 SMOKE_GRID = ("M=1,4096 N=1024,4096 dtype=bf16",)
 MAX_CHUNKS = 64
 MAX_THREADS = 1024
@@ -117,6 +135,16 @@ def quantities(config: Mapping[str, object], key: Mapping[str, KeyValue], wave: 
     }
 
 
+def impl_of(config: Mapping[str, object]) -> str:
+    """The implementation ``config`` runs: its ``impl``, ``triton`` where it leaves it out."""
+    return str(config.get("impl", "triton"))
+
+
+def source_config(config: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
+    """A ``source`` config as the RMSNorm source's config (``impl`` left out)."""
+    return {k: v for k, v in config.items() if k != "impl"}
+
+
 def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
     """The bytes the fused op must move: x and the residual read, the residual and y
     written (``4·M·N·sizeof(x)``), and the weight once."""
@@ -137,12 +165,25 @@ class FusedAddRMSNormSpec(TunableKernel):
         return KEY_AXES
 
     def source(self) -> str:
-        """The Triton source of the kernel."""
+        """The Triton source of the kernel (the ``source`` implementation's is RMSNorm's)."""
         return source_text(self.source_file)
 
     def source_sha256(self) -> str:
-        """sha256 of :meth:`source`, recorded in every artifact."""
-        return source_sha256(self.source_file)
+        """sha256 of both implementations' sources (the Triton kernel's digest, then the
+        RMSNorm source's, one after the other), recorded in every artifact."""
+        both = f"{source_sha256(self.source_file)}{RMSNORM.source_sha256()}"
+        return hashlib.sha256(both.encode("ascii")).hexdigest()
+
+    @property
+    def tunable_variants(self) -> TunableVariants:
+        """``impl`` selects the implementation and the tunables its configs hold."""
+        return VARIANTS
+
+    @property
+    def tunable_defaults(self) -> dict[str, KeyValue]:
+        """A config without ``impl`` (every one tuned before the ``source``
+        implementation existed) runs the Triton kernel."""
+        return {"impl": "triton"}
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` validated against the axes; the weight is the activation dtype or fp32."""
@@ -155,9 +196,12 @@ class FusedAddRMSNormSpec(TunableKernel):
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:
         """``None`` when ``config`` (whose tunables the registry checked against
-        :data:`TUNABLES`) meets every rule of :data:`RULES` for ``key`` on ``device``
-        (its wave size; 32 when unknown), else why not.  Triton runs on NVIDIA and AMD
-        alike."""
+        :data:`TUNABLES`) can run for ``key`` on ``device``, else why not: a Triton
+        config meets every rule of :data:`RULES` for its wave size (32 when unknown;
+        Triton runs on NVIDIA and AMD alike), a ``source`` config every rule of the
+        RMSNorm source it compiles."""
+        if impl_of(config) == "source":
+            return RMSNORM.check_config(source_config(config), key, device)
         return self.valid(config, key, wave_size_of_arch(device.arch) if device is not None else 32)
 
     @property
@@ -167,12 +211,23 @@ class FusedAddRMSNormSpec(TunableKernel):
         return "version"
 
     def valid(self, config: Mapping[str, object], key: Mapping[str, KeyValue], wave: int = 32) -> str | None:
-        """``None`` when ``config`` can run for ``key`` on a device of wave size ``wave``,
-        else the first rule of :data:`RULES` it breaks, explained."""
+        """``None`` when the Triton ``config`` can run for ``key`` on a device of wave
+        size ``wave``, else the first rule of :data:`RULES` it breaks, explained."""
         return broken(RULES, quantities(config, key, wave))
 
     def space(self, key: Mapping[str, KeyValue], device: DeviceQuery | None = None) -> list[dict[str, KeyValue]]:
-        """The configs worth timing: the whole row in one step (with several rows per
+        """The configs worth timing: the Triton kernel's (:meth:`triton_space`) and, where
+        ``device`` is known (its compiler decides what the source builds), the source's:
+        every config RMSNorm's pruned space holds for the key.  The default is always
+        among them."""
+        out = self.triton_space(key, device)
+        if device is not None:
+            norm = self.check_key(key)
+            out += [{"impl": "source", **config} for config in RMSNORM.space(norm, device)]
+        return out
+
+    def triton_space(self, key: Mapping[str, KeyValue], device: DeviceQuery | None = None) -> list[dict[str, KeyValue]]:
+        """The Triton configs worth timing: the whole row in one step (with several rows per
         program for rows up to 2048, never more rows than there are), or for rows of
         8192 and more chunks of 2048 or 4096 columns with 1 or 2 stages; 4–32 elements
         per thread.  The default is always among them."""
@@ -189,7 +244,7 @@ class FusedAddRMSNormSpec(TunableKernel):
         out: list[dict[str, KeyValue]] = []
         for block, rows, stages in shapes:
             for warps in WARPS:
-                config: dict[str, KeyValue] = {"block_n": block, "rows_per_program": rows,
+                config: dict[str, KeyValue] = {"impl": "triton", "block_n": block, "rows_per_program": rows,
                                                "num_warps": warps, "num_stages": stages}
                 per_thread = rows * block // (32 * warps)
                 low, high = SPACE_PER_THREAD
@@ -216,7 +271,7 @@ class FusedAddRMSNormSpec(TunableKernel):
         if block <= 1024:
             rows = max(1, min(2048 // block, pow2_ceil(m), ROWS[-1]))
         warps = max(1, min(16, rows * block // 256))
-        return {"block_n": block, "rows_per_program": rows, "num_warps": warps, "num_stages": 1}
+        return {"impl": "triton", "block_n": block, "rows_per_program": rows, "num_warps": warps, "num_stages": 1}
 
     # -- tuning ---------------------------------------------------------------------
 
@@ -238,10 +293,19 @@ class FusedAddRMSNormSpec(TunableKernel):
         """Rotated inputs for ``key`` (imports torch and Triton)."""
         from flyconfigs.kernels.fused_add_rmsnorm.workload import FusedAddRMSNormWorkload
 
-        return FusedAddRMSNormWorkload(key, copies, self)
+        return FusedAddRMSNormWorkload(key, copies, self, backend=backend)
+
+    def build(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue],
+              device: DeviceQuery) -> CompileRequest | None:
+        """A ``source`` config's compile request (RMSNorm's source with the fused
+        residual add); ``None`` for a Triton config, which compiles at its first launch."""
+        if impl_of(config) != "source":
+            return None
+        return RMSNORM.request(source_config(config), key, wave_size_of_arch(device.arch), residual=True)
 
     def tool_versions(self) -> dict[str, str]:
-        """Triton's version, which decides the code every config compiles to."""
+        """Triton's version, which decides the code every Triton config compiles to (the
+        GPU layer records the compiler of the ``source`` configs, as for RMSNorm)."""
         try:
             return {"triton": metadata.version("triton")}
         except metadata.PackageNotFoundError:

@@ -2,9 +2,11 @@
 (the tuner's workload, :mod:`.workload`, is exported here too).
 
 ``residual += x`` in place, then ``out = rms_norm(residual, weight, eps)``.  Each call
-reads its launch parameters from the registry through
-:class:`~flyconfigs.kernels.triton_config.TritonConfigs` (so an installed data package
-changes what runs) and launches the Triton kernel on the current stream.  It is the torch
+resolves its config through the registry (so an installed data package changes what
+runs) and launches the implementation it names on the current stream: the Triton
+kernel, or the RMSNorm source's fused kernel (compiled through the GPU layer, cached on
+disk).  A ``source`` config whose vector accesses the tensors' addresses or row strides
+do not allow runs the family's default (a Triton config) for that call instead.  It is the torch
 custom op ``flyconfigs::fused_add_rms_norm`` (mutating ``residual`` and ``out``) with a
 fake implementation, so it works under ``torch.compile``, and inside CUDA/HIP graph
 capture after one eager call at that shape has compiled the variant.
@@ -17,13 +19,12 @@ from typing import Any
 import torch
 
 from flyconfigs.kernels.fused_add_rmsnorm.declaration import SPEC
-from flyconfigs.kernels.fused_add_rmsnorm.workload import FusedAddRMSNormWorkload, launch
+from flyconfigs.kernels.fused_add_rmsnorm.workload import FusedAddRMSNormWorkload, aligned, launch
 from flyconfigs.kernels.torch_dtypes import NAME_OF
-from flyconfigs.kernels.triton_config import TritonConfigs
+from flyconfigs.kernels.triton_config import device_query
+from flyconfigs.registry import resolve
 
 __all__ = ["FusedAddRMSNormWorkload", "fused_add_rms_norm", "launch"]
-
-CONFIGS = TritonConfigs(SPEC, constants={"block_n": "BLOCK_N", "rows_per_program": "ROWS", "num_stages": "STAGES"})
 
 
 def _check(x: Any, residual: Any, weight: Any, out: Any, eps: Any) -> None:
@@ -84,7 +85,11 @@ def _run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: flo
     if y2 is None:
         y2 = torch.empty(x2.shape, dtype=out.dtype, device=out.device)
     key = {"M": x2.shape[0], "N": x2.shape[1], "dtype": NAME_OF[x.dtype], "weight_dtype": NAME_OF[weight.dtype]}
-    launch(x2, r2, weight, y2, eps, CONFIGS(key, x.device).config)
+    device = device_query(x.device)
+    config = resolve(SPEC, key, device).config
+    if not aligned(config, x2, r2, y2, weight=weight):
+        config = SPEC.default_config(SPEC.check_key(key), device)
+    launch(x2, r2, weight, y2, eps, config)
     if r_staged:
         residual.copy_(r2.view(residual.shape))
     if y_staged:

@@ -1,35 +1,82 @@
 """The fused add + RMSNorm workload for the tuner (a
-:class:`~flyconfigs.kernels.plugin.Workload`) and the launch of one config, which the op
-shares.  Imports torch and Triton, and neither the declaration nor the op: the
-declaration imports this module when the tuner asks it for a workload."""
+:class:`~flyconfigs.kernels.plugin.Workload`) and the launch of one config of either
+implementation, which the op shares.  Imports torch and Triton, and neither the
+declaration nor the op: the declaration imports this module when the tuner asks it for a
+workload."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 import triton
 
+from flyconfigs.gpu import get_backend
+from flyconfigs.gpu.backend import Backend
 from flyconfigs.kernels.fused_add_rmsnorm.kernel import fused_add_rmsnorm_kernel
 from flyconfigs.kernels.fused_add_rmsnorm.reference import reference_fused_add_rms_norm
 from flyconfigs.kernels.output_check import OutputCheck
 from flyconfigs.kernels.plugin import Workload
+from flyconfigs.kernels.rmsnorm.declaration import SPEC as RMSNORM
+from flyconfigs.kernels.rmsnorm.op import kernel_for, unload_kernels
+from flyconfigs.kernels.torch_dtypes import NAME_OF as _NAME
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
 from flyconfigs.kernels.triton_workload import compiled_resources, launch_errors
 from flyconfigs.registry.declarations import KernelDecl
 from flyconfigs.schema.models import Resources
 
-__all__ = ["EPS", "FusedAddRMSNormWorkload", "launch"]
+__all__ = ["EPS", "FusedAddRMSNormWorkload", "aligned", "launch", "source_kernel"]
 
 EPS = 1e-6
 
 
+def _source(config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A ``source`` config as the RMSNorm source's config; ``None`` for a Triton one."""
+    if config.get("impl", "triton") != "source":
+        return None
+    return {k: v for k, v in config.items() if k != "impl"}
+
+
+def source_kernel(backend: Backend, config: Mapping[str, Any], key: Mapping[str, Any]) -> Any:
+    """The loaded fused kernel of a ``source`` config at ``key`` (compiled once, cached)."""
+    rest = _source(config)
+    if rest is None:
+        raise ValueError(f"not a source config: {dict(config)}")
+    return kernel_for(backend, rest, key, residual=True)
+
+
+def aligned(config: Mapping[str, Any], *tensors: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether 2-D ``tensors`` (base pointers and row strides) and ``weight`` meet the
+    alignment a ``source`` config's vector accesses need (always true for a Triton config
+    or a scalar one), as the RMSNorm op checks its own."""
+    rest = _source(config)
+    vb = int(rest["vector_bytes"]) if rest is not None else 0
+    if not vb:
+        return True
+    xbytes = tensors[0].element_size()
+    if any(t.data_ptr() % vb or t.stride(0) * xbytes % vb for t in tensors):
+        return False
+    return weight.data_ptr() % min(16, vb // xbytes * weight.element_size()) == 0
+
+
 def launch(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, eps: float,
-           config: Mapping[str, Any]) -> Any:
+           config: Mapping[str, Any], backend: Backend | None = None) -> Any:
     """Launch ``config`` on 2-D ``x``, ``residual`` and ``out`` (rows of stride ``stride(0)``,
-    columns contiguous); Triton's compiled kernel."""
+    columns contiguous) on torch's current stream: Triton's compiled kernel, or for a
+    ``source`` config the RMSNorm source's fused kernel through ``backend`` (the GPU
+    layer of ``x``'s device when ``None``), whose vector accesses the caller has checked
+    with :func:`aligned`."""
     m, n = x.shape
+    rest = _source(config)
+    if rest is not None:
+        backend = backend or get_backend(ordinal=x.device.index)
+        key = {"M": m, "N": n, "dtype": _NAME[x.dtype], "weight_dtype": _NAME[weight.dtype]}
+        kernel = kernel_for(backend, rest, key, residual=True)
+        grid, threads, shared = RMSNORM.grid(rest, m)
+        kernel.launch(grid, threads, (x, residual, weight, out, m, x.stride(0), residual.stride(0), out.stride(0), eps),
+                      torch.cuda.current_stream(x.device).cuda_stream, shared)
+        return kernel
     rows, block = int(config["rows_per_program"]), int(config["block_n"])
     stages = int(config["num_stages"])
     return fused_add_rmsnorm_kernel[(triton.cdiv(m, rows),)](
@@ -45,9 +92,11 @@ class FusedAddRMSNormWorkload(Workload):
     adds into its residual again, which keeps the traffic and values in range (the
     residuals are re-drawn before each check)."""
 
-    def __init__(self, key: Mapping[str, Any], copies: int, spec: KernelDecl | None = None, seed: int = 0) -> None:
+    def __init__(self, key: Mapping[str, Any], copies: int, spec: KernelDecl | None = None, seed: int = 0,
+                 backend: Backend | None = None) -> None:
         self.key = dict(key)
         self.spec = spec
+        self.backend = backend or get_backend()
         m, n = int(key["M"]), int(key["N"])
         dt = TORCH_DTYPES[str(key["dtype"])]
         g = torch.Generator(device="cuda").manual_seed(seed)
@@ -68,6 +117,21 @@ class FusedAddRMSNormWorkload(Workload):
         xs, rs, ys, w = self.xs, self.rs, self.ys, self.w
         cfg = dict(config)
 
+        backend = self.backend
+        if _source(cfg) is not None:
+            # Compiled and planned once, here: the timed call is the launch alone.
+            m, n = xs[0].shape
+            rest = _source(cfg)
+            assert rest is not None
+            kernel = kernel_for(backend, rest, self.key, residual=True)
+            grid, threads, shared = RMSNORM.grid(rest, m)
+
+            def run_source(i: int) -> None:
+                kernel.launch(grid, threads, (xs[i], rs[i], w, ys[i], m, n, n, n, EPS),
+                              torch.cuda.current_stream().cuda_stream, shared)
+
+            return run_source
+
         def run(i: int) -> None:
             launch(xs[i], rs[i], w, ys[i], EPS, cfg)
 
@@ -79,7 +143,7 @@ class FusedAddRMSNormWorkload(Workload):
         self.rs[0].copy_(self._fresh)
         self.ys[0].fill_(float("nan"))
         with launch_errors():
-            compiled = launch(self.xs[0], self.rs[0], self.w, self.ys[0], EPS, config)
+            compiled = launch(self.xs[0], self.rs[0], self.w, self.ys[0], EPS, config, self.backend)
             torch.cuda.synchronize()
         self._compiled[repr(sorted(config.items()))] = compiled
         if not torch.equal(self.rs[0], self._expected_r):
@@ -88,5 +152,18 @@ class FusedAddRMSNormWorkload(Workload):
         return self._output_check.mismatch(self.ys[0])
 
     def resources(self, config: Mapping[str, Any]) -> Resources | None:
-        """Registers, spills and shared memory Triton reports for the compiled variant."""
+        """Registers, spills and shared memory of the compiled variant: what Triton
+        reports, or for a ``source`` config what the GPU layer reads from its code."""
+        rest = _source(config)
+        if rest is not None:
+            kernel = kernel_for(self.backend, rest, self.key, residual=True)
+            block = int(rest["threads"]) * int(rest["rows_per_block"])
+            return self.backend.resources(kernel.compiled, block, kernel)
         return compiled_resources(self._compiled.get(repr(sorted(config.items()))))
+
+    def release(self, keep: Sequence[Mapping[str, Any]]) -> int:
+        """Unload every source variant the process has loaded except ``keep``'s (see
+        :func:`~flyconfigs.kernels.rmsnorm.op.unload_kernels`); Triton keeps its own."""
+        kept = [kernel_for(self.backend, rest, self.key, residual=True)
+                for rest in (_source(c) for c in keep) if rest is not None]
+        return unload_kernels(kept)

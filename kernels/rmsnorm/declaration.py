@@ -110,6 +110,9 @@ class RMSNormSpec(TunableKernel):
     version: int = 1
     source_file: str = "rmsnorm/rmsnorm.cu"
     entry: str = "rmsnorm_kernel"
+    residual_entry: str = "fused_add_rmsnorm_kernel"
+    """The source's fused residual-add kernel (``-DFC_RESIDUAL=1``), which the fused add +
+    RMSNorm family runs as its ``source`` implementation with these same configs."""
 
     @property
     def key_axes(self) -> tuple[KeyAxis, ...]:
@@ -344,9 +347,7 @@ class RMSNormSpec(TunableKernel):
 
     def build(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], device: DeviceQuery) -> CompileRequest:
         """The single source specialised for ``config`` and ``key`` on ``device``'s wave size."""
-        from flyconfigs.gpu import CompileRequest
-
-        return CompileRequest(self.source(), self.entry, tuple(self.defines(config, key, _wave_of(device))))
+        return self.request(config, key, _wave_of(device))
 
     def workload(self, key: Mapping[str, KeyValue], copies: int, backend: Backend) -> RMSNormWorkload:
         """Rotated inputs for ``key`` (imports torch)."""
@@ -354,8 +355,19 @@ class RMSNormSpec(TunableKernel):
 
         return RMSNormWorkload(key, copies, backend, self)
 
-    def defines(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], wave: int) -> list[str]:
-        """Compiler ``-D`` options that specialise the source for ``config`` and ``key``."""
+    def request(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], wave: int,
+                residual: bool = False) -> CompileRequest:
+        """The compile request of ``config`` at ``key`` for a device of wave size ``wave``:
+        :attr:`entry`, or with ``residual`` the fused residual-add kernel :attr:`residual_entry`."""
+        from flyconfigs.gpu import CompileRequest
+
+        entry = self.residual_entry if residual else self.entry
+        return CompileRequest(self.source(), entry, tuple(self.defines(config, key, wave, residual)))
+
+    def defines(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], wave: int,
+                residual: bool = False) -> list[str]:
+        """Compiler ``-D`` options that specialise the source for ``config`` and ``key``
+        (with ``residual``, for the fused residual-add kernel)."""
         storage = {"reg": 0, "smem": 1, "reread": 2}[str(config["row_storage"])]
         dtype_id = {"fp32": 0, "fp16": 1, "bf16": 2}
         return [
@@ -373,6 +385,8 @@ class RMSNormSpec(TunableKernel):
             # evict-last, 4 streaming stores.  "none" adds no option: the same cubins as
             # before the tunable existed.
             *(["-DFC_CACHE=7"] if hints_of(config) == "stream" else []),
+            # Absent for RMSNorm itself: its requests, and so its cache entries, as before.
+            *(["-DFC_RESIDUAL=1"] if residual else []),
         ]
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from flyconfigs.gpu import get_backend
-from flyconfigs.gpu.backend import ArgKind, Backend, CompiledKernel, CompileRequest, Kernel, PreparedLaunch
+from flyconfigs.gpu.backend import ArgKind, Backend, CompiledKernel, Kernel, PreparedLaunch
 from flyconfigs.kernels.rmsnorm.declaration import ELEMENT_BYTES, SPEC
 from flyconfigs.kernels.torch_dtypes import NAME_OF
 from flyconfigs.registry import DeviceQuery, default_resolver, resolve
@@ -27,6 +27,7 @@ __all__ = ["kernel_for", "rms_norm", "unload_kernels"]
 
 _DTYPES = NAME_OF
 _SIGNATURE: tuple[ArgKind, ...] = ("ptr", "ptr", "ptr", "i32", "i64", "i64", "f32")
+_RESIDUAL_SIGNATURE: tuple[ArgKind, ...] = ("ptr", "ptr", "ptr", "ptr", "i32", "i64", "i64", "i64", "f32")
 _KERNELS: dict[tuple[Any, ...], Kernel] = {}
 _UNLOADED: dict[tuple[Any, ...], CompiledKernel] = {}
 _DEVICES: dict[int, tuple[Backend, DeviceQuery]] = {}
@@ -42,9 +43,11 @@ def _device(index: int) -> tuple[Backend, DeviceQuery]:
     return found
 
 
-def kernel_for(backend: Backend, config: Mapping[str, Any], key: Mapping[str, Any]) -> Kernel:
-    """The loaded kernel for ``config`` at ``key`` (compiled once, cached on disk)."""
-    ident = (backend.ordinal, key["N"], key["dtype"], key["weight_dtype"], *sorted(config.items()))
+def kernel_for(backend: Backend, config: Mapping[str, Any], key: Mapping[str, Any], residual: bool = False) -> Kernel:
+    """The loaded kernel for ``config`` at ``key`` (compiled once, cached on disk); with
+    ``residual``, the source's fused residual-add kernel (arguments x, residual, weight,
+    out, rows, and the three row strides before eps)."""
+    ident = (backend.ordinal, residual, key["N"], key["dtype"], key["weight_dtype"], *sorted(config.items()))
     kernel = _KERNELS.get(ident)
     if kernel is None:
         with _LOCK:
@@ -52,10 +55,9 @@ def kernel_for(backend: Backend, config: Mapping[str, Any], key: Mapping[str, An
             if kernel is None:
                 compiled = _UNLOADED.pop(ident, None)
                 if compiled is None:
-                    wave = backend.device().wave_size
-                    request = CompileRequest(SPEC.source(), SPEC.entry, tuple(SPEC.defines(config, key, wave)))
-                    compiled = backend.compile(request)
-                kernel = _KERNELS[ident] = backend.load(compiled, _SIGNATURE)
+                    compiled = backend.compile(SPEC.request(config, key, backend.device().wave_size, residual))
+                signature = _RESIDUAL_SIGNATURE if residual else _SIGNATURE
+                kernel = _KERNELS[ident] = backend.load(compiled, signature)
     return kernel
 
 

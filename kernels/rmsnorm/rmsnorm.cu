@@ -16,6 +16,10 @@
 //                 shared memory) with an asynchronous store that counts its bytes on
 //                 that block's mbarrier; a block goes on once its barrier has them all
 //   FC_WAVE       the wave (warp) width: 32 or 64
+//   FC_RESIDUAL   1: the fused residual add (fused_add_rmsnorm_kernel): residual += x, the
+//                 sum rounded to the activation dtype and stored, then normalized as x
+//                 is otherwise (flyconfigs/kernels/fused_add_rmsnorm/declaration.py);
+//                 0 or undefined: rmsnorm_kernel
 //
 // The host guarantees for FC_VEC_BYTES > 0 that the row length, the row strides and the
 // base pointers are multiples of the vector; otherwise it compiles the scalar variant.
@@ -48,6 +52,9 @@ constexpr int ITEMS = (SLICE + TPR - 1) / TPR;  // vectors per thread
 constexpr int WAVES_PER_ROW = TPR > WAVE ? TPR / WAVE : 1;
 #ifndef FC_CACHE
 #define FC_CACHE 0
+#endif
+#ifndef FC_RESIDUAL
+#define FC_RESIDUAL 0
 #endif
 // Cache hints (FC_CACHE bits): 1 the last read of x evicts first, 2 the first of reread's
 // two reads keeps x in L2 (evict last), 4 y is stored streaming, 8 w stays in L2.
@@ -293,6 +300,47 @@ __device__ __forceinline__ float word_element(const unsigned int* words, int e) 
   return to_float<DT>(bits);
 }
 
+// Raw stores, the inverse of load_words.
+template <int BYTES>
+__device__ __forceinline__ void store_words(void* p, const unsigned int* in) {
+  if (BYTES % 16 == 0) {
+#pragma unroll
+    for (int c = 0; c < BYTES / 16; ++c) {
+      Words<16> v;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v.w[k] = in[c * 4 + k];
+      store_chunk<16, 0>(reinterpret_cast<char*>(p) + c * 16, v);
+    }
+  } else if (BYTES % 8 == 0) {
+#pragma unroll
+    for (int c = 0; c < BYTES / 8; ++c) {
+      Words<8> v;
+      v.w[0] = in[c * 2];
+      v.w[1] = in[c * 2 + 1];
+      store_chunk<8, 0>(reinterpret_cast<char*>(p) + c * 8, v);
+    }
+  } else if (BYTES % 4 == 0) {
+#pragma unroll
+    for (int c = 0; c < BYTES / 4; ++c) reinterpret_cast<unsigned int*>(p)[c] = in[c];
+  } else {
+    reinterpret_cast<unsigned short*>(p)[0] = (unsigned short)in[0];
+  }
+}
+
+// COUNT floats as raw words of dtype DT (16-bit elements two to a word, low half first).
+template <int DT, int COUNT>
+__device__ __forceinline__ void pack_words(const float* in, unsigned int* out) {
+  if (DT == 0) {
+#pragma unroll
+    for (int e = 0; e < COUNT; ++e) out[e] = FC_FLOAT_TO_BITS(in[e]);
+  } else if (COUNT == 1) {
+    out[0] = from_float<DT>(in[0]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < COUNT / 2; ++k) out[k] = pack_pair<DT>(in[2 * k], in[2 * k + 1]);
+  }
+}
+
 template <int BYTES>
 struct WordsFor {
   static constexpr int value = BYTES >= 4 ? BYTES / 4 : 1;
@@ -351,9 +399,17 @@ __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.w
 #endif
 #endif
 
+#if FC_RESIDUAL
+// x may be the residual itself: each element is read before it is written, by one thread.
+extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS fused_add_rmsnorm_kernel(const void* x, void* residual,
+                                                    const void* __restrict__ w, void* __restrict__ y, int rows,
+                                                    long long x_stride, long long r_stride, long long y_stride,
+                                                    float eps) {
+#else
 extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* __restrict__ x, const void* __restrict__ w,
                                                     void* __restrict__ y, int rows, long long x_stride,
                                                     long long y_stride, float eps) {
+#endif
   using namespace fc;
   const int lane = (int)threadIdx.x % TPR;
   const int sub = (int)threadIdx.x / TPR;
@@ -376,6 +432,9 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
   const unsigned long long w_policy = cache_policy<W_READ>();
   const char* xr = reinterpret_cast<const char*>(x) + (active ? row : 0) * x_stride * XBYTES;
   char* yr = reinterpret_cast<char*>(y) + (active ? row : 0) * y_stride * XBYTES;
+#if FC_RESIDUAL
+  char* rr = reinterpret_cast<char*>(residual) + (active ? row : 0) * r_stride * XBYTES;
+#endif
 
 #if FC_STORAGE == 0
   constexpr int XW = WordsFor<VEC * XBYTES>::value;
@@ -397,6 +456,15 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
     if (in_row) {
       load_words<VEC * XBYTES, X_LAST_READ>(xr + (long long)v * VEC * XBYTES, xraw[i], x_last_policy);
       load_words<VEC * WBYTES, W_READ>(reinterpret_cast<const char*>(w) + (long long)v * VEC * WBYTES, wraw[i], w_policy);
+#if FC_RESIDUAL
+      // The row held from here on is the rounded sum, stored back as the new residual.
+      float added[VEC];
+      load<FC_X_DTYPE, VEC>(rr + (long long)v * VEC * XBYTES, added);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) added[e] += word_element<FC_X_DTYPE>(xraw[i], e);
+      pack_words<FC_X_DTYPE, VEC>(added, xraw[i]);
+      store_words<VEC * XBYTES>(rr + (long long)v * VEC * XBYTES, xraw[i]);
+#endif
     } else {
 #pragma unroll
       for (int k = 0; k < XW; ++k) xraw[i][k] = 0u;
@@ -412,6 +480,18 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
     float vals[VEC];
     if (in_row) {
       load<FC_X_DTYPE, VEC, X_FIRST_READ>(xr + (long long)v * VEC * XBYTES, vals, x_first_policy);
+#if FC_RESIDUAL
+      float added[VEC];
+      load<FC_X_DTYPE, VEC>(rr + (long long)v * VEC * XBYTES, added);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) vals[e] += added[e];
+      unsigned int sum_words[WordsFor<VEC * XBYTES>::value];
+      pack_words<FC_X_DTYPE, VEC>(vals, sum_words);
+      store_words<VEC * XBYTES>(rr + (long long)v * VEC * XBYTES, sum_words);
+      // Normalized as stored: the sum rounded to the activation dtype.
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) vals[e] = word_element<FC_X_DTYPE>(sum_words, e);
+#endif
     } else {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) vals[e] = 0.f;
@@ -468,7 +548,12 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
 #pragma unroll
     for (int e = 0; e < VEC; ++e) vals[e] = held[local * VEC + e];
 #else
+#if FC_RESIDUAL
+    // The second read of a re-read row is of the stored sum, not of x.
+    load<FC_X_DTYPE, VEC, X_LAST_READ>(rr + (long long)v * VEC * XBYTES, vals, x_last_policy);
+#else
     load<FC_X_DTYPE, VEC, X_LAST_READ>(xr + (long long)v * VEC * XBYTES, vals, x_last_policy);
+#endif
 #endif
     float wv[VEC];
     load<FC_W_DTYPE, VEC, W_READ>(reinterpret_cast<const char*>(w) + (long long)v * VEC * WBYTES, wv, w_policy);

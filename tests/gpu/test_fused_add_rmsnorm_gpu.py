@@ -1,7 +1,10 @@
-"""The fused add + RMSNorm Triton op on the GPU: every dtype pair over hidden sizes
-against the float64 reference and the residual against a torch add, every config of the
-space on a few keys, odd layouts, torch.compile (no graph break, also with
-``mode="reduce-overhead"``), CUDA-graph capture, and the tuner loading it by name."""
+"""The fused add + RMSNorm op on the GPU: every dtype pair over hidden sizes against the
+float64 reference and the residual against a torch add, for both implementations (the
+Triton kernel and the RMSNorm source's fused kernel), every Triton config and a spread of
+the source configs of the space on a few keys, a served source config (and the fallback
+where its vectors do not fit the tensors), odd layouts, torch.compile (no graph break,
+also with ``mode="reduce-overhead"``), CUDA-graph capture, and the tuner loading it by
+name."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ pytest.importorskip("triton")
 
 from flyconfigs.kernels import fused_add_rms_norm  # noqa: E402
 from flyconfigs.kernels.fused_add_rmsnorm import SPEC, reference_fused_add_rms_norm  # noqa: E402
+from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM  # noqa: E402
 from flyconfigs.kernels.fused_add_rmsnorm.op import FusedAddRMSNormWorkload, launch  # noqa: E402
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES  # noqa: E402
 from flyconfigs.registry import DeviceQuery  # noqa: E402
@@ -57,12 +61,70 @@ def test_every_shape_against_the_reference(dtype: str, wdtype: str) -> None:
 def test_every_config_of_the_space(m: int, n: int, dtype: str) -> None:
     key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": dtype}
     space = SPEC.space(key, DeviceQuery("nvidia", "sm90"))
-    assert len(space) >= 3
-    for config in space:
+    triton = [c for c in space if c["impl"] == "triton"]
+    source = [c for c in space if c["impl"] == "source"]
+    assert len(triton) >= 3 and len(source) >= 3
+    # Every Triton config, and source configs spread over the space (each compiles
+    # afresh with NVRTC; the tuner checks every one it times against the reference).
+    step = max(1, len(source) // 24)
+    for config in triton + source[::step] + source[-1:]:
         x, r, w = _inputs((m, n), dtype, dtype, 1)
         before, y = r.clone(), torch.full_like(x, float("nan"))
         launch(x, r, w, y, 1e-6, config)
         _assert_result(y, r, x, before, w, dtype)
+
+
+@pytest.mark.parametrize("dtype,wdtype", PAIRS)
+def test_the_source_implementation_against_the_reference(dtype: str, wdtype: str) -> None:
+    """RMSNorm's default config for each key run as the fused source kernel: rows held in
+    registers, in shared memory or re-read, scalar rows (odd N) and clusters (long rows)."""
+    device = DeviceQuery("nvidia", "sm90")
+    for seed, (n, m) in enumerate(itertools.product(NS, MS)):
+        key = RMSNORM.check_key({"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype})
+        configs = [RMSNORM.default_config(key, device)]
+        configs += [c for c in RMSNORM.space(key, device) if c["row_storage"] != "reg" or c["cluster"] != 1][:2]
+        for config in configs:
+            x, r, w = _inputs((m, n), dtype, wdtype, seed)
+            before, y = r.clone(), torch.full_like(x, float("nan"))
+            launch(x, r, w, y, 1e-6, {"impl": "source", **config})
+            _assert_result(y, r, x, before, w, dtype)
+
+
+def test_a_served_source_config_runs_and_misaligned_tensors_fall_back(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from factories import artifact_dict
+
+    from flyconfigs.gpu import get_backend
+    from flyconfigs.registry import refresh, resolve
+    from flyconfigs.schema import Artifact, write_atomic
+
+    device = get_backend().device()
+    key = {"M": 64, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
+    config = {"impl": "source", **RMSNORM.default_config(key, DeviceQuery.of(device.identity))}
+    assert config["vector_bytes"] == 16
+    data = artifact_dict(device=device.model_dump(mode="json"), key=key, kernel="fused_add_rmsnorm", n_candidates=1)
+    data["candidates"][0]["config"] = data["winner"]["config"] = data["default"]["config"] = config
+    artifact = Artifact.model_validate(data)
+    write_atomic(tmp_path / artifact.file_name(), artifact.to_json_bytes())
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path))
+    refresh()
+    served = resolve("fused_add_rmsnorm", key)
+    assert (served.source, dict(served.config)) == ("override", config)
+    x, r, w = _inputs((64, 4096), "bf16", "bf16", 8)
+    before = r.clone()
+    y = fused_add_rms_norm(x, r, w, 1e-6)
+    _assert_result(y, r, x, before, w, "bf16")
+    # Rows of x that start 2 bytes off a 16-byte boundary: the source config's vectors
+    # cannot load them, and the call runs the family's default instead, correctly.
+    big, r2, _ = _inputs((64, 4097), "bf16", "bf16", 9)
+    shifted = big[:, 1:]
+    r2 = r2[:, :4096].contiguous()
+    before = r2.clone()
+    y = fused_add_rms_norm(shifted, r2, w, 1e-6)
+    _assert_result(y, r2, shifted, before, w, "bf16")
 
 
 def test_odd_layouts_3d_strided_rows_and_out() -> None:
@@ -126,10 +188,14 @@ def test_cuda_graph_capture_and_replay() -> None:
 def test_the_workload_checks_and_reports_resources() -> None:
     key = {"M": 300, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
     workload = FusedAddRMSNormWorkload(key, 2)
-    config = SPEC.default_config(key, None)
-    assert workload.check(config) is None
-    resources = workload.resources(config)
-    assert resources is not None and resources.registers and resources.spill_bytes == 0
+    source = {"impl": "source", **RMSNORM.default_config(key, DeviceQuery("nvidia", "sm90"))}
+    for config in (SPEC.default_config(key, None), source):
+        assert workload.check(config) is None
+        resources = workload.resources(config)
+        assert resources is not None and resources.registers and resources.spill_bytes == 0
+    # The check starts from a fresh residual each time, whatever the last call left.
+    workload.rs[0].zero_()
+    assert workload.check(source) is None
 
 
 def test_tune_loads_the_kernel_by_name_in_the_worker(tmp_path: Path) -> None:

@@ -48,18 +48,26 @@ HIDDEN_SIZE_GRID = (
 and bf16 with an fp32 weight on five M (both families' ``hidden`` preset)."""
 
 # The hidden sizes of the open models people serve, each read from a public source that
-# states it (the origin of every size, as the grid below uses it):
+# states it (docs/benchmarks.md repeats the table):
 #
-# | family | model → hidden size | where read |
-# |---|---|---|
-# | Llama 3.x | 3.2-1B 2048, 3.2-3B 3072, 3.1-8B 4096, 3.1/3.3-70B 8192, 3.1-405B 16384 | meta-llama/llama-models `models/sku_list.py` (`arch_args` "dim"), commit 8c88b8c |
-# | Qwen2.5 | 0.5B 896, 1.5B 1536, 3B 2048, 7B 3584, 14B and 32B 5120, 72B 8192 | pytorch/torchtune `torchtune/models/qwen2_5/_model_builders.py` (`embed_dim`, each builder citing its Hugging Face model), commit bd2a0fc |
-# | Qwen3 | 0.6B 1024, 1.7B 2048, 4B 2560, 8B 4096, 14B and 32B 5120 | pytorch/torchtune `torchtune/models/qwen3/_model_builders.py`, commit bd2a0fc |
-# | Mistral | 7B-v0.2 4096, Nemo-2407 5120, Mixtral-8x22B and Small-2409 6144, Large-2407 12288 | the models' Hugging Face `config.json` as transcribed, URL by URL, in abhibambhaniya/GenZ-LLM-Analyzer `GenZ/Models/Model_sets/mistral.py`, commit 091bdd0 |
-# | Gemma 2 / 3 | 2-2B 2304, 2-9B 3584, 2-27B 4608; 3-1B 1152, 3-4B 2560, 3-12B 3840, 3-27B 5376 | google-deepmind/gemma `gemma/gm/nn/_gemma.py` (`embed_dim`), commit 7691fd4 |
-# | DeepSeek V2 / V3 | V2 5120, V3 7168; MLA norms over `kv_lora_rank` 512 and `q_lora_rank` 1536 | deepseek-ai/DeepSeek-V3 `inference/configs/config_236B.json` and `config_671B.json` ("dim", "q_lora_rank", "kv_lora_rank"), commit 9b4e978 |
-# | GPT-OSS | 20b and 120b 2880 | openai/gpt-oss `gpt_oss/torch/model.py` (`ModelConfig.hidden_size`, which the checkpoint's `config.json` fills), commit 0568dfc |
-# | Phi-3 / 4 | Phi-3-mini 3072, Phi-3-medium 5120, Phi-4 5120 | pytorch/torchtune `phi3` and `phi4` builders (mini, 4); Phi-3-medium's Hugging Face `config.json` as transcribed in GenZ-LLM-Analyzer `microsoft.py` |
+# - Llama 3.x: 3.2-1B 2048, 3.2-3B 3072, 3.1-8B 4096, 3.1/3.3-70B 8192, 3.1-405B 16384 —
+#   meta-llama/llama-models, models/sku_list.py (arch_args "dim"), commit 8c88b8c.
+# - Qwen2.5: 0.5B 896, 1.5B 1536, 3B 2048, 7B 3584, 14B and 32B 5120, 72B 8192; Qwen3: 0.6B
+#   1024, 1.7B 2048, 4B 2560, 8B 4096, 14B and 32B 5120 — pytorch/torchtune,
+#   torchtune/models/qwen2_5 and qwen3/_model_builders.py (embed_dim; each builder names its
+#   Hugging Face model), commit bd2a0fc.
+# - Mistral: 7B-v0.2 4096, Nemo-2407 5120, Mixtral-8x22B and Small-2409 6144, Large-2407
+#   12288 — each model's Hugging Face config.json as transcribed, URL by URL, in
+#   abhibambhaniya/GenZ-LLM-Analyzer, GenZ/Models/Model_sets/mistral.py, commit 091bdd0.
+# - Gemma 2: 2B 2304, 9B 3584, 27B 4608; Gemma 3: 1B 1152, 4B 2560, 12B 3840, 27B 5376 —
+#   google-deepmind/gemma, gemma/gm/nn/_gemma.py (embed_dim), commit 7691fd4.
+# - DeepSeek V2 5120, V3 7168, and their MLA norms over kv_lora_rank 512 and q_lora_rank 1536
+#   — deepseek-ai/DeepSeek-V3, inference/configs/config_236B.json and config_671B.json
+#   ("dim", "kv_lora_rank", "q_lora_rank"), commit 9b4e978.
+# - GPT-OSS 20b and 120b: 2880 — openai/gpt-oss, gpt_oss/torch/model.py (ModelConfig, which
+#   the checkpoint's config.json fills), commit 0568dfc.
+# - Phi-3-mini 3072, Phi-4 5120 — pytorch/torchtune phi3 and phi4 builders (as above);
+#   Phi-3-medium 5120 — its config.json as transcribed in GenZ-LLM-Analyzer microsoft.py.
 #
 # Tensor-parallel shards, where a norm runs over a sharded dimension: 2880, 5376, 7168 and
 # 12288 over 2, 4 and 8 GPUs (1440, 720, 360; 2688, 1344, 672; 3584, 1792, 896; 6144,

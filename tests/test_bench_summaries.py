@@ -10,7 +10,6 @@ import pytest
 
 from bench import fused_add_rmsnorm, rmsnorm
 
-
 NAMES = {"F_rms_norm": "F.rms_norm", "torch_compile": "torch.compile", "flyconfigs_default": "flyconfigs-default"}
 
 

@@ -13,6 +13,7 @@ Kernels against their peers, on a GPU: ``rmsnorm`` (and ``plot_rmsnorm`` for its
 and table), ``fused_add_rmsnorm``.  Host costs: ``launch_overhead`` (a GPU),
 ``loader_pyperf`` and ``resolve`` (no GPU).  The tuner and its output: ``regression``
 (re-measures committed winners), ``default_vs_tuned`` and ``winners_elsewhere`` (read a
-tuning run's artifacts), ``rmsnorm_predicted`` (the cost model against tuning),
+tuning run's artifacts), ``rmsnorm_predicted`` (the cost model against tuning), ``off_grid`` (the configs served for
+keys no grid names against tuning those keys),
 ``compile_cache`` and ``fleet_overhead``.
 """

@@ -2,7 +2,12 @@
 stream, the ``rms_norm`` op in eager mode (resolve + launch), and torch ``F.rms_norm``'s
 own dispatch, beside cuda-python's bare ``cuLaunchKernel`` and a prepared launch of the GPU
 layer (the driver's ``cuLaunchKernelEx`` called directly, and through cuda-python's wrapper) — each timed as wall time per call over many back-to-back calls on a tiny input,
-so the host, not the GPU, is what is measured; the contenders interleaved.  Writes ``--out`` (JSON).
+so the host, not the GPU, is what is measured; the contenders interleaved.  The shapes
+are the eager path of decoding (M ≤ 16 at model sizes, bf16); the summary says per shape
+whether ``rms_norm(x, w)`` is no slower than ``F.rms_norm`` (the ratio of their medians,
+both allocating their output).  ``fused_add_rms_norm(x, r, w)`` is timed the same way
+against torch's eager composite (``r.add_(x)``, then ``F.rms_norm(r, …)``); should that
+part fail, the RMSNorm results are written without it, with the error.  Writes ``--out`` (JSON).
 
     python -m bench.launch_overhead --out bench/results/launch-overhead-h200.json
 """
@@ -21,7 +26,7 @@ import torch.nn.functional as F
 
 from bench.common import machine, quantiles
 from flyconfigs.gpu import get_backend
-from flyconfigs.kernels import rms_norm
+from flyconfigs.kernels import fused_add_rms_norm, rms_norm
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.kernels.rmsnorm.op import kernel_for
 
@@ -46,14 +51,46 @@ def per_call_us(fns: dict[str, Callable[[], object]], calls: int = 2000, repeats
     return {name: quantiles(values) for name, values in samples.items()}
 
 
+SHAPES = tuple((m, n) for n in (2880, 4096, 7168) for m in (1, 4, 16)) + ((16, 3584), (16, 16384))
+"""M ≤ 16 at model sizes (GPT-OSS, Llama 3.1-8B, DeepSeek V3), and the two shapes of earlier runs."""
+OP, PEER = "flyconfigs_op_eager_alloc", "F.rms_norm_eager"
+FUSED_OP, FUSED_PEER = "fused_add_rms_norm_eager", "torch_add_then_F.rms_norm_eager"
+
+
+def shape_summary(results: dict[str, dict[str, dict[str, float]]], op: str = OP,
+                  peer: str = PEER) -> dict[str, dict[str, float | bool]]:
+    """Per shape of ``results`` (shape → contender → quantiles) that timed both ``op``
+    and ``peer``: the ratio of their median µs per call and whether ``op`` is no slower."""
+    out: dict[str, dict[str, float | bool]] = {}
+    for shape, row in results.items():
+        if op in row and peer in row:
+            ratio = row[op]["median"] / row[peer]["median"]
+            out[shape] = {"ratio": ratio, "no_slower": ratio <= 1.0}
+    return out
+
+
+def fused_per_call_us(m: int, n: int) -> dict[str, dict[str, float]]:
+    """Wall µs per call of ``fused_add_rms_norm(x, r, w)`` and of torch's eager composite
+    at ``m`` × ``n`` bf16, interleaved; both update ``r`` in place and allocate their output."""
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16) * 0.01
+    r = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    w = torch.rand(n, device="cuda", dtype=torch.bfloat16) + 0.5
+
+    def composite() -> torch.Tensor:
+        r.add_(x)
+        return F.rms_norm(r, (n,), w, 1e-6)
+
+    return per_call_us({FUSED_OP: lambda: fused_add_rms_norm(x, r, w, 1e-6), FUSED_PEER: composite})
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     from cuda.bindings import driver
 
     results = {}
-    for m, n in ((1, 4096), (16, 3584), (16, 16384)):
+    for m, n in SHAPES:
         x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
         w = torch.rand(n, device="cuda", dtype=torch.bfloat16)
         y = torch.empty_like(x)
@@ -85,12 +122,25 @@ def main() -> None:
         })
         results[f"{m}x{n}"] = row
         print(f"{m}x{n}: " + "  ".join(f"{k} {v['median']:.2f}us" for k, v in row.items()), flush=True)
+    fused: dict[str, dict[str, dict[str, float]]] = {}
+    fused_error = None
+    try:
+        for m, n in SHAPES:
+            fused[f"{m}x{n}"] = row = fused_per_call_us(m, n)
+            print(f"{m}x{n} fused: " + "  ".join(f"{k} {v['median']:.2f}us" for k, v in row.items()), flush=True)
+    except Exception as exc:  # noqa: BLE001 - the RMSNorm figures are written whatever the fused op does
+        fused_error = f"{type(exc).__name__}: {exc}"
+        print(f"the fused op's part failed ({fused_error}); the RMSNorm results are written", flush=True)
+    summary = {"rms_norm_vs_F.rms_norm": shape_summary(results),
+               "fused_add_rms_norm_vs_torch_composite": shape_summary(fused, FUSED_OP, FUSED_PEER)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"benchmark": "launch_overhead", "machine": machine(), "torch": torch.__version__,
                                     "device": get_backend().device().model_dump(mode="json"),
                                     "direct_launch": get_backend().binding.launch_ex_address() is not None,
-                                    "results": results},
+                                    "results": results, "fused_results": fused, "fused_error": fused_error,
+                                    "summary": summary},
                                    indent=1, sort_keys=True) + "\n")
+    print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

@@ -287,8 +287,9 @@ def row_ratios(row: dict[str, Any]) -> dict[str, float]:
 
 def run_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What the Done-means of the RMSNorm issue read from a run: geometric means of the
-    ratios, the worst ratio to the best peer, the shapes at 0.97 of it or above, the
-    lowest fraction of the copy at >= 256 MB, the most µs over the empty kernel at
+    ratios, the worst ratio to the best peer, the shapes at 0.97 of it or above and those
+    below (each named, worst first), the lowest fraction of the copy at >= 256 MB and
+    how many of those shapes reach 0.97 of it, the most µs over the empty kernel at
     M <= 16, and how often the default is within 10% of served."""
     def geomean(key: str) -> float | None:
         vals = [r["ratios"][key] for r in rows if key in r["ratios"]]
@@ -304,6 +305,12 @@ def run_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     versus = [r["ratios"]["flyconfigs_speedup_vs_best_peer"] for r in rows if "flyconfigs_speedup_vs_best_peer" in r["ratios"]]
     summary["min_speedup_vs_best_peer"] = min(versus, default=None)
     summary["shapes_at_least_0.97_of_best_peer"] = sum(v >= 0.97 for v in versus)
+    below = sorted((r for r in rows if r["ratios"].get("flyconfigs_speedup_vs_best_peer", 1.0) < 0.97),
+                   key=lambda r: r["ratios"]["flyconfigs_speedup_vs_best_peer"])
+    summary["shapes_below_0.97_of_best_peer"] = len(below)
+    summary["below_0.97_of_best_peer"] = [
+        {**{k: r[k] for k in ("M", "N", "dtype", "weight_dtype")}, "speedup": r["ratios"]["flyconfigs_speedup_vs_best_peer"]}
+        for r in below]
     summary["shapes"] = len(rows)
     small = [r["results"]["flyconfigs"]["median_us"] - r["results"]["empty"]["median_us"]
              for r in rows if r["M"] <= 16 and "empty" in r["results"] and "flyconfigs" in r["results"]]

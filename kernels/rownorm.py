@@ -19,6 +19,8 @@ __all__ = [
     "HIDDEN_SIZE_GRID",
     "KEY_AXES",
     "MAX_INDEX",
+    "MODEL_SIZE_GRID",
+    "UNSEEN_GRID",
     "check_row_key",
     "complete_row_key",
     "pow2_ceil",
@@ -44,6 +46,56 @@ HIDDEN_SIZE_GRID = (
 )
 """The hidden sizes of popular models: bf16 on every power-of-two M to 65536, and fp16
 and bf16 with an fp32 weight on five M (both families' ``hidden`` preset)."""
+
+# The hidden sizes of the open models people serve, each read from a public source that
+# states it (docs/benchmarks.md repeats the table):
+#
+# - Llama 3.x: 3.2-1B 2048, 3.2-3B 3072, 3.1-8B 4096, 3.1/3.3-70B 8192, 3.1-405B 16384 —
+#   meta-llama/llama-models, models/sku_list.py (arch_args "dim"), commit 8c88b8c.
+# - Qwen2.5: 0.5B 896, 1.5B 1536, 3B 2048, 7B 3584, 14B and 32B 5120, 72B 8192; Qwen3: 0.6B
+#   1024, 1.7B 2048, 4B 2560, 8B 4096, 14B and 32B 5120 — pytorch/torchtune,
+#   torchtune/models/qwen2_5 and qwen3/_model_builders.py (embed_dim; each builder names its
+#   Hugging Face model), commit bd2a0fc.
+# - Mistral: 7B-v0.2 4096, Nemo-2407 5120, Mixtral-8x22B and Small-2409 6144, Large-2407
+#   12288 — each model's Hugging Face config.json as transcribed, URL by URL, in
+#   abhibambhaniya/GenZ-LLM-Analyzer, GenZ/Models/Model_sets/mistral.py, commit 091bdd0.
+# - Gemma 2: 2B 2304, 9B 3584, 27B 4608; Gemma 3: 1B 1152, 4B 2560, 12B 3840, 27B 5376 —
+#   google-deepmind/gemma, gemma/gm/nn/_gemma.py (embed_dim), commit 7691fd4.
+# - DeepSeek V2 5120, V3 7168, and their MLA norms over kv_lora_rank 512 and q_lora_rank 1536
+#   — deepseek-ai/DeepSeek-V3, inference/configs/config_236B.json and config_671B.json
+#   ("dim", "kv_lora_rank", "q_lora_rank"), commit 9b4e978.
+# - GPT-OSS 20b and 120b: 2880 — openai/gpt-oss, gpt_oss/torch/model.py (ModelConfig, which
+#   the checkpoint's config.json fills), commit 0568dfc.
+# - Phi-3-mini 3072, Phi-4 5120 — pytorch/torchtune phi3 and phi4 builders (as above);
+#   Phi-3-medium 5120 — its config.json as transcribed in GenZ-LLM-Analyzer microsoft.py.
+#
+# Tensor-parallel shards, where a norm runs over a sharded dimension: 2880, 5376, 7168 and
+# 12288 over 2, 4 and 8 GPUs (1440, 720, 360; 2688, 1344, 672; 3584, 1792, 896; 6144,
+# 3072, 1536), the new sizes among them once.
+_MODELS = "896,1024,1152,1536,2048,2304,2560,2880,3072,3584,3840,4096,4608,5120,5376,6144,7168,8192,12288,16384"
+_SHARDS = "360,672,720,1344,1440,1792,2688"
+MODEL_SIZE_GRID = (
+    f"M=7,333,12345 N={_MODELS} dtype=bf16",
+    f"M=1,3000 N={_SHARDS} dtype=bf16",
+    "M=1,77,40000 N=512,1536 dtype=bf16",
+    "M=3,1000 N=2880,4096,5376,7168,8192 dtype=bf16",
+    "M=77,40000 N=2048,4096,8192 dtype=bf16",
+    "M=7,3000 N=2880,4096,5120 dtype=fp16",
+    "M=7,3000 N=2880,4096,7168 dtype=bf16 weight_dtype=fp32",
+)
+"""The hidden sizes of the open models people serve (the table above) and their
+tensor-parallel shards, at row counts that are not powers of two, as a few grid lines
+rather than the whole product: 108 keys, bf16 with a few fp16 and fp32-weight rows (both
+families' ``models`` preset)."""
+UNSEEN_GRID = (
+    "M=5,1500,20000 N=640,2176,4864,10240 dtype=bf16",
+    "M=96,6000 N=1216,3328,6656,13824 dtype=bf16",
+    "M=5,6000 N=3328,10240 dtype=fp16",
+    "M=96,1500 N=2176,4864 dtype=bf16 weight_dtype=fp32",
+)
+"""Row lengths and row counts no other preset names (28 keys, both families' ``unseen``
+preset): tuned on a GPU only to measure how the configs served for keys no grid names
+generalize (``bench/off_grid.py``), never published."""
 
 
 def check_row_key(decl: KernelDecl, key: Mapping[str, object], max_n: int = MAX_INDEX) -> dict[str, KeyValue]:

@@ -216,7 +216,7 @@ def test_tune_without_a_grid_names_the_kernels_presets(tmp_path: Path, capsys: p
     # fused_add_rmsnorm has no 'perf' preset: the user is told what to give, not about a preset they never typed.
     assert main(["tune", "fused_add_rmsnorm", "--backend", "simulated", "--out", str(tmp_path)]) == 2
     err = _err_line(capsys)
-    assert "--key-grid" in err and "hidden, smoke" in err and "is neither" not in err
+    assert "--key-grid" in err and "hidden, models, smoke, unseen" in err and "is neither" not in err
     assert list(tmp_path.iterdir()) == []
 
 

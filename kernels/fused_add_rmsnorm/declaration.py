@@ -51,6 +51,8 @@ from flyconfigs.kernels.rownorm import (
     ELEMENT_BYTES,
     HIDDEN_SIZE_GRID,
     KEY_AXES,
+    MODEL_SIZE_GRID,
+    UNSEEN_GRID,
     check_row_key,
     complete_row_key,
     pow2_ceil,
@@ -282,8 +284,9 @@ class FusedAddRMSNormSpec(TunableKernel):
 
     @property
     def presets(self) -> dict[str, tuple[str, ...]]:
-        """``hidden``: the hidden-size grid; ``smoke``: four keys."""
-        return {"hidden": HIDDEN_SIZE_GRID, "smoke": SMOKE_GRID}
+        """``hidden``: the hidden-size grid; ``models``: the open models' hidden sizes and
+        shards; ``unseen``: keys no other preset names; ``smoke``: four keys."""
+        return {"hidden": HIDDEN_SIZE_GRID, "models": MODEL_SIZE_GRID, "unseen": UNSEEN_GRID, "smoke": SMOKE_GRID}
 
     def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
         """``key`` with ``weight_dtype`` defaulting to ``dtype`` (see :func:`complete_row_key`)."""

@@ -51,6 +51,8 @@ from flyconfigs.kernels.rownorm import (
     HIDDEN_SIZE_GRID,
     KEY_AXES,
     MAX_INDEX,
+    MODEL_SIZE_GRID,
+    UNSEEN_GRID,
     check_row_key,
     complete_row_key,
     pow2_ceil,
@@ -338,8 +340,10 @@ class RMSNormSpec(TunableKernel):
     @property
     def presets(self) -> dict[str, tuple[str, ...]]:
         """Named key grids: ``perf`` is the benchmark grid of ``bench/rmsnorm.py``,
-        ``hidden`` the hidden sizes of popular models."""
-        return {"perf": PERF_GRID, "hidden": HIDDEN_SIZE_GRID}
+        ``hidden`` the hidden sizes of popular models, ``models`` those of the open models
+        people serve and their tensor-parallel shards at row counts that are not powers of
+        two, ``unseen`` row lengths and counts no other preset names (``bench/off_grid.py``)."""
+        return {"perf": PERF_GRID, "hidden": HIDDEN_SIZE_GRID, "models": MODEL_SIZE_GRID, "unseen": UNSEEN_GRID}
 
     def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
         """``key`` with ``weight_dtype`` defaulting to ``dtype`` (see :func:`complete_row_key`)."""

@@ -48,20 +48,14 @@ from flyconfigs.tuner.timing import TimingPlan, measure, plan_rotation, summariz
 DT = TORCH_DTYPES
 EPS = 1e-6
 PEERS = ("torch.compile", "liger-unfused", "liger-fused", "quack")
-NS = (128, 1024, 2048, 3584, 4096, 5120, 7168, 8192, 12288, 16384)
-MS = (1, 16, 256, 4096, 16384, 65536)
 
 
 def grid(quick: bool, grids: list[str] | None = None) -> list[tuple[int, int, str, str]]:
     """The shapes of ``grids`` (the family's presets or key grids), each once; by default
-    bf16 over hidden sizes of popular models × row counts, plus fp16 and an fp32 weight."""
-    if grids:
-        keys = parse_grids(grids, SPEC)
-        shapes = list(dict.fromkeys((int(k["M"]), int(k["N"]), str(k["dtype"]), str(k["weight_dtype"])) for k in keys))
-    else:
-        shapes = [(m, n, "bf16", "bf16") for n in NS for m in MS]
-        shapes += [(m, n, "fp16", "fp16") for n in (4096, 8192) for m in (16, 4096)]
-        shapes += [(m, n, "bf16", "fp32") for n in (4096, 8192) for m in (16, 4096)]
+    the ``perf`` preset: bf16 over hidden sizes of popular models × row counts, plus fp16
+    and an fp32 weight."""
+    keys = parse_grids(grids or ["perf"], SPEC)
+    shapes = list(dict.fromkeys((int(k["M"]), int(k["N"]), str(k["dtype"]), str(k["weight_dtype"])) for k in keys))
     if quick:
         shapes = ([s for s in shapes if s[1] in (1024, 4096, 16384) and s[0] in (1, 4096, 65536)] or shapes)[:6]
     return shapes

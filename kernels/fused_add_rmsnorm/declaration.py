@@ -91,6 +91,12 @@ TUNABLES: dict[str, tuple[int | str, ...]] = {"impl": IMPLS, **TRITON_TUNABLES, 
 VARIANTS = TunableVariants("impl", {"triton": tuple(TRITON_TUNABLES), "source": tuple(SOURCE_TUNABLES)})
 """Which tunables each implementation's configs hold."""
 SMOKE_GRID = ("M=1,4096 N=1024,4096 dtype=bf16",)
+PERF_GRID = (
+    "M=1,16,256,4096,16384,65536 N=128,1024,2048,3584,4096,5120,7168,8192,12288,16384 dtype=bf16",
+    "M=16,4096 N=4096,8192 dtype=fp16",
+    "M=16,4096 N=4096,8192 dtype=bf16 weight_dtype=fp32",
+)
+"""The fused benchmark's own grid (68 keys), the ``perf`` preset ``bench/fused_add_rmsnorm.py`` times."""
 MAX_CHUNKS = 64
 MAX_THREADS = 1024
 MAX_N = MAX_TILE * MAX_CHUNKS
@@ -284,9 +290,11 @@ class FusedAddRMSNormSpec(TunableKernel):
 
     @property
     def presets(self) -> dict[str, tuple[str, ...]]:
-        """``hidden``: the hidden-size grid; ``models``: the open models' hidden sizes and
-        shards; ``unseen``: keys no other preset names; ``smoke``: four keys."""
-        return {"hidden": HIDDEN_SIZE_GRID, "models": MODEL_SIZE_GRID, "unseen": UNSEEN_GRID, "smoke": SMOKE_GRID}
+        """``perf``: the benchmark grid of ``bench/fused_add_rmsnorm.py``; ``hidden``: the
+        hidden-size grid; ``models``: the open models' hidden sizes and shards; ``unseen``:
+        keys no other preset names; ``smoke``: four keys."""
+        return {"perf": PERF_GRID, "hidden": HIDDEN_SIZE_GRID, "models": MODEL_SIZE_GRID, "unseen": UNSEEN_GRID,
+                "smoke": SMOKE_GRID}
 
     def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
         """``key`` with ``weight_dtype`` defaulting to ``dtype`` (see :func:`complete_row_key`)."""

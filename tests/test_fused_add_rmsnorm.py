@@ -156,3 +156,26 @@ def test_the_tuner_tunes_it_by_name_with_the_test_backend(tmp_path: Path, capsys
         assert artifact.kernel.name == "fused_add_rmsnorm" and artifact.provenance.backend == "simulated"
         assert SPEC.check_config(artifact.winner.config, artifact.key, SM90) is None
         assert len(artifact.candidates) == len(SPEC.space(artifact.key, DeviceQuery("nvidia", "simulated")))
+
+
+def test_a_source_config_runs_only_where_the_tensors_allow_its_vectors() -> None:
+    """The op checks the alignment a ``source`` config's vector accesses need (base
+    pointers and row strides of x, residual and out, and the weight) before it launches
+    it; elsewhere it runs the family's default."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from flyconfigs.kernels.fused_add_rmsnorm.workload import aligned
+
+    key = {"M": 4, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
+    source = {"impl": "source", **RMSNORM.default_config(key, SM90)}
+    assert source["vector_bytes"] == 16
+    x, r, y = (torch.zeros(4, 4096, dtype=torch.bfloat16) for _ in range(3))
+    w = torch.ones(4096, dtype=torch.bfloat16)
+    assert aligned(source, x, r, y, weight=w)
+    shifted = torch.zeros(4, 4097, dtype=torch.bfloat16)[:, 1:]  # base 2 bytes off 16
+    assert not aligned(source, shifted, r, y, weight=w)
+    strided = torch.zeros(4, 4100, dtype=torch.bfloat16)[:, :4096]  # rows 8200 bytes apart
+    assert not aligned(source, x, strided, y, weight=w)
+    assert not aligned(source, x, r, y, weight=torch.ones(4097, dtype=torch.bfloat16)[1:])
+    assert aligned(SPEC.default_config(key, SM90), shifted, r, y, weight=w), "a Triton config needs nothing"
+    assert aligned({**source, "vector_bytes": 0}, shifted, strided, y, weight=w), "nor does the scalar source path"

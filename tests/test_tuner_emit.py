@@ -67,6 +67,21 @@ def test_a_checkout_of_flyconfigs_records_its_head(tmp_path: Path, revision_of: 
     assert revision_of(tmp_path / "other" / "tuner" / "emit.py") is None
 
 
+def test_a_checkout_whose_files_differ_from_head_records_no_revision(tmp_path: Path, revision_of: Any) -> None:
+    # Edited code, or files copied beside an older .git, is no revision's code.
+    checkout = tmp_path / "flyconfigs"
+    head = _repository(checkout, {"tuner/emit.py": "", "kernels/rmsnorm.cu": "// one\n"})
+    emit_py = checkout / "tuner" / "emit.py"
+    assert revision_of(emit_py) == head
+    (checkout / "kernels" / "rmsnorm.cu").write_text("// two\n")
+    assert revision_of(emit_py) is None
+    (checkout / "kernels" / "rmsnorm.cu").unlink()
+    assert revision_of(emit_py) is None
+    _git(checkout, "checkout", "-q", "--", "kernels/rmsnorm.cu")
+    (checkout / "untracked.txt").write_text("an untracked file changes no tracked code\n")
+    assert revision_of(emit_py) == head
+
+
 def test_git_is_asked_once_per_process(tmp_path: Path, revision_of: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     head = _repository(tmp_path / "flyconfigs", {"tuner/emit.py": ""})
     calls: list[list[str]] = []

@@ -30,13 +30,15 @@ def now_utc() -> str:
 def git_revision() -> str | None:
     """The revision (12 hex digits of ``HEAD``) of the flyconfigs checkout this code
     runs from, else ``None``: an installed copy records none, even inside another
-    project's git repository (a ``.venv`` in it).  Asked of git once per process."""
+    project's git repository (a ``.venv`` in it), and so does a checkout whose tracked
+    files differ from ``HEAD``.  Asked of git once per process."""
     return _checkout_revision(Path(__file__).resolve())
 
 
 def _checkout_revision(this_file: Path) -> str | None:
     """``HEAD`` of the repository whose root holds ``this_file`` as its own tracked
-    ``tuner/emit.py`` (the checkout's layout), else ``None``."""
+    ``tuner/emit.py`` (the checkout's layout) when no tracked file differs from it, else
+    ``None``."""
     root = this_file.parents[1]
     try:
         found = subprocess.run(["git", "rev-parse", "--show-toplevel", "--short=12", "HEAD"], cwd=root,
@@ -50,9 +52,14 @@ def _checkout_revision(this_file: Path) -> str | None:
             return None
         tracked = subprocess.run(["git", "ls-files", "--error-unmatch", "--", this_file.relative_to(root).as_posix()],
                                  cwd=root, capture_output=True, text=True, timeout=5)
+        if tracked.returncode != 0:
+            return None
+        # HEAD names the code only when no tracked file differs from it: a checkout with
+        # edits (or a copy of the files beside an older .git) ran code no revision holds.
+        changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=root, capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return revision.strip() or None if tracked.returncode == 0 else None
+    return revision.strip() or None if changed.returncode == 0 else None
 
 
 def host() -> str:

@@ -549,8 +549,9 @@ extern "C" __global__ void FC_BOUNDS FC_CLUSTER_DIMS rmsnorm_kernel(const void* 
     for (int e = 0; e < VEC; ++e) vals[e] = held[local * VEC + e];
 #else
 #if FC_RESIDUAL
-    // The second read of a re-read row is of the stored sum, not of x.
-    load<FC_X_DTYPE, VEC, X_LAST_READ>(rr + (long long)v * VEC * XBYTES, vals, x_last_policy);
+    // The second read of a re-read row is of the sum this thread stored.  A plain load: a
+    // hinted one is an asm statement the compiler may move above that store.
+    load<FC_X_DTYPE, VEC>(rr + (long long)v * VEC * XBYTES, vals);
 #else
     load<FC_X_DTYPE, VEC, X_LAST_READ>(xr + (long long)v * VEC * XBYTES, vals, x_last_policy);
 #endif

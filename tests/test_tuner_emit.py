@@ -67,10 +67,11 @@ def test_a_checkout_of_flyconfigs_records_its_head(tmp_path: Path, revision_of: 
     assert revision_of(tmp_path / "other" / "tuner" / "emit.py") is None
 
 
-def test_a_checkout_whose_files_differ_from_head_records_no_revision(tmp_path: Path, revision_of: Any) -> None:
+def test_a_checkout_whose_code_differs_from_head_records_no_revision(tmp_path: Path, revision_of: Any) -> None:
     # Edited code, or files copied beside an older .git, is no revision's code.
     checkout = tmp_path / "flyconfigs"
-    head = _repository(checkout, {"tuner/emit.py": "", "kernels/rmsnorm.cu": "// one\n"})
+    head = _repository(checkout, {"tuner/emit.py": "", "kernels/rmsnorm.cu": "// one\n",
+                                  "artifacts/sm90/VERSION": "1\n", "docs/tuning.md": "x\n"})
     emit_py = checkout / "tuner" / "emit.py"
     assert revision_of(emit_py) == head
     (checkout / "kernels" / "rmsnorm.cu").write_text("// two\n")
@@ -78,8 +79,20 @@ def test_a_checkout_whose_files_differ_from_head_records_no_revision(tmp_path: P
     (checkout / "kernels" / "rmsnorm.cu").unlink()
     assert revision_of(emit_py) is None
     _git(checkout, "checkout", "-q", "--", "kernels/rmsnorm.cu")
-    (checkout / "untracked.txt").write_text("an untracked file changes no tracked code\n")
+    # Data tuned into the checkout, docs and untracked files change no code.
+    (checkout / "artifacts" / "sm90" / "VERSION").write_text("2\n")
+    (checkout / "docs" / "tuning.md").write_text("y\n")
+    (checkout / "untracked.txt").write_text("z\n")
     assert revision_of(emit_py) == head
+
+
+def test_the_code_paths_are_the_folders_the_package_maps() -> None:
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    mapped = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    tops = {folder.split("/")[0] for folder in mapped.values()}
+    assert set(emit.CODE_PATHS) == {"pyproject.toml"} | tops
 
 
 def test_git_is_asked_once_per_process(tmp_path: Path, revision_of: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,6 +22,11 @@ from flyconfigs.schema.models import Artifact, DeviceIdentity, artifact_file_nam
 __all__ = ["already_tuned", "check_writable", "git_revision", "now_utc", "write_artifact"]
 
 
+CODE_PATHS = ("pyproject.toml", "flyconfigs", "schema", "registry", "kernels", "tuner", "publish", "adapters")
+"""The checkout's paths that hold the package's code: ``pyproject.toml`` and the source
+folders its ``package-dir`` maps."""
+
+
 def now_utc() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -30,15 +35,15 @@ def now_utc() -> str:
 def git_revision() -> str | None:
     """The revision (12 hex digits of ``HEAD``) of the flyconfigs checkout this code
     runs from, else ``None``: an installed copy records none, even inside another
-    project's git repository (a ``.venv`` in it), and so does a checkout whose tracked
-    files differ from ``HEAD``.  Asked of git once per process."""
+    project's git repository (a ``.venv`` in it), and so does a checkout whose code
+    (:data:`CODE_PATHS`) differs from ``HEAD``.  Asked of git once per process."""
     return _checkout_revision(Path(__file__).resolve())
 
 
 def _checkout_revision(this_file: Path) -> str | None:
     """``HEAD`` of the repository whose root holds ``this_file`` as its own tracked
-    ``tuner/emit.py`` (the checkout's layout) when no tracked file differs from it, else
-    ``None``."""
+    ``tuner/emit.py`` (the checkout's layout) when none of :data:`CODE_PATHS` differs
+    from it, else ``None``."""
     root = this_file.parents[1]
     try:
         found = subprocess.run(["git", "rev-parse", "--show-toplevel", "--short=12", "HEAD"], cwd=root,
@@ -54,9 +59,11 @@ def _checkout_revision(this_file: Path) -> str | None:
                                  cwd=root, capture_output=True, text=True, timeout=5)
         if tracked.returncode != 0:
             return None
-        # HEAD names the code only when no tracked file differs from it: a checkout with
-        # edits (or a copy of the files beside an older .git) ran code no revision holds.
-        changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=root, capture_output=True, timeout=30)
+        # HEAD names the code only when none of the package's source folders differs from
+        # it: a checkout with edits (or a copy of the files beside an older .git) ran code
+        # no revision holds.  Data, results and docs written since change no code.
+        changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *CODE_PATHS], cwd=root,
+                                 capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return revision.strip() or None if changed.returncode == 0 else None

@@ -4,10 +4,11 @@
 # and runs the test suite, one pytest process per core (at most 4).  "No tests collected"
 # fails.
 #
-# It runs every test but the slow end-to-end ones (marker `slow`: they build and
-# pip-install distributions into fresh virtual environments, serve a local package index
-# or start Ray clusters), which take as long again; `scripts/test.sh --slow` runs those
-# alone, and CI (.ci/run) runs both.  Other arguments go to pytest.
+# It runs every test but the slow ones (marker `slow`: they build and pip-install
+# distributions into fresh virtual environments, serve a local package index, start Ray
+# clusters, or run the longest compile sweeps, refits and thread races), which take as
+# long again; `scripts/test.sh --slow` runs those alone, and CI (.ci/run) runs both.
+# Other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 selection=(-m "not slow")

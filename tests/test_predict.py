@@ -20,6 +20,7 @@ GFX942 = ROOT / "artifacts" / "gfx942"
 
 @needs_prefix
 @pytest.mark.hiprtc
+@pytest.mark.slow
 def test_predict_compiles_ranks_and_emits_predicted_artifacts_that_are_served_as_such(tmp_path: Path) -> None:
     out = tmp_path / "predicted"
     summary = run_in_prefix(f"""

@@ -84,6 +84,7 @@ def test_a_refresh_during_a_slow_resolve_leaves_no_stale_answer(site: SiteDir, l
     assert resolver.resolve("rmsnorm", KEY, H200_SPEC).source == "override"
 
 
+@pytest.mark.slow
 def test_concurrent_resolves_and_refreshes_end_on_the_current_answer(site: SiteDir, local: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     artifact = make_artifact()

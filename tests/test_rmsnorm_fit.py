@@ -23,6 +23,7 @@ def _shipped(name: str) -> str:
     return (resources_files("flyconfigs.kernels.rmsnorm") / name).read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_refitting_the_h200_tunings_reproduces_the_shipped_default_table(tmp_path: Path) -> None:
     out = tmp_path / "default.json"
     assert fit_default.main([str(SM90), "--product", "NVIDIA H200", "--out", str(out)]) == 0

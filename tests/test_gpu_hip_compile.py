@@ -57,7 +57,7 @@ except CompileError as exc:
 
 
 EXHAUSTIVE = os.environ.get("FLYCONFIGS_EXHAUSTIVE") == "1"
-SAMPLE = 8
+SAMPLE = 5
 FUSED_SAMPLE = 3
 """The residual kernel is the same source under one more define: a smaller sample a key."""
 

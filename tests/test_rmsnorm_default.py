@@ -83,6 +83,7 @@ def test_a_row_length_between_tuned_ones_is_scored_by_both_sides() -> None:
     assert scores[b] == pytest.approx(weight * (0.05 + 0.0))
 
 
+@pytest.mark.slow
 def test_the_table_built_without_a_row_length_serves_it_within_10_percent_of_tuned() -> None:
     """Leave-one-N-out on the H200's measured tunings: the goal is 80% of keys within 10%."""
     artifacts = _measured()

@@ -180,6 +180,7 @@ def test_a_sample_of_what_sm90_serves_compiles_with_nvrtc(tmp_path: Path) -> Non
 
 
 @pytest.mark.hiprtc
+@pytest.mark.slow
 @needs_prefix
 def test_a_sample_of_what_gfx942_serves_compiles_with_hiprtc() -> None:
     variants = _sample(_distinct_variants("gfx942"), SAMPLE["gfx942"])

@@ -29,6 +29,7 @@ from flyconfigs.registry.sources import (
     override_directories,
     scan_directory,
 )
+from flyconfigs.schema.canonical import canonical_text
 
 __all__ = ["Catalog", "Index", "rank_entries"]
 
@@ -42,6 +43,19 @@ class Index:
     product_order: dict[tuple[object, ...], list[Entry]] = field(default_factory=dict)
     """A layer's entries in the order another product tries them (:func:`by_product`),
     by layer, token and product asked: built on first use."""
+    claims: dict[tuple[int, tuple[object, ...]], dict[tuple[object, ...], set[str]]] = field(default_factory=dict)
+    """By layer and token, the sources claiming each (standing, device, key): built on first use."""
+
+    def claimants(self, layer: int, token: tuple[object, ...], entry: Entry) -> set[str]:
+        """The sources whose entries of layer ``layer``'s ``token`` claim ``entry``'s
+        kernel, device and key at ``entry``'s standing (``entry``'s own among them)."""
+        slot = (layer, token)
+        table = self.claims.get(slot)
+        if table is None:
+            table = self.claims[slot] = {}
+            for other in self.by_layer[layer].get(token, []):
+                table.setdefault(_claim(other), set()).add(other.source.name)
+        return table.get(_claim(entry), set())
 
     def for_product(self, layer: int, token: tuple[object, ...], product: str | None) -> list[Entry]:
         """Layer ``layer``'s entries for ``token``, the products nearest ``product`` first."""
@@ -50,6 +64,10 @@ class Index:
         if ordered is None:
             ordered = self.product_order[slot] = by_product(self.by_layer[layer].get(token, []), product)
         return ordered
+
+
+def _claim(entry: Entry) -> tuple[object, ...]:
+    return entry.source.rank, entry.device.layers()[0], canonical_text(entry.key)
 
 
 class Catalog:

@@ -449,7 +449,7 @@ class _Search:
         for entry in matches:
             if within is not None and entry.source.rank[0] > within:
                 continue
-            rivals = _rivals(entry, matches if mode == "exact" else pool)
+            rivals = sorted(index.claimants(layer, token, entry) - {entry.source.name})
             if rivals:
                 self.tried.add(id(entry))
                 self.reasons.append(f"{entry.path}: contested: {', '.join(rivals)} also claim this key at the same "
@@ -521,16 +521,6 @@ class _Search:
             if problem.where == str(entry.path):
                 return problem.kind
         return "unreadable"
-
-
-def _rivals(entry: Entry, pool: list[Entry]) -> list[str]:
-    """Other sources of ``entry``'s rank that claim its kernel, device and key (``pool``
-    holds its kernel's entries for one device layer): a contest nobody ranked."""
-    token = entry.device.layers()[0]
-    return sorted({other.source.name for other in pool
-                   if other.source.rank == entry.source.rank and other.source.name != entry.source.name
-                   and other.key == entry.key and other.device.layers()[0] == token
-                   and canonical_text(other.key) == canonical_text(entry.key)})
 
 
 def _selection(artifact: Any) -> Literal["measured", "predicted", "imported"]:

@@ -100,6 +100,7 @@ def test_a_sample_of_every_keys_rmsnorm_space_compiles_for_gfx942_and_the_defaul
     _check(_compile_space(SAMPLE))
 
 
+@pytest.mark.slow
 def test_the_fused_residual_add_kernel_compiles_for_gfx942_from_the_same_source() -> None:
     """Fused add + RMSNorm's ``source`` implementation is this source with ``FC_RESIDUAL``:
     a sample of every key's space compiles for gfx942 and its default does not spill."""

@@ -103,6 +103,7 @@ def test_the_table_built_without_a_row_length_serves_it_within_10_percent_of_tun
     assert within_goal / len(artifacts) == pytest.approx(shipped["scores"]["leave_one_n_out"]["within_10_percent"])
 
 
+@pytest.mark.slow
 def test_the_shipped_table_is_the_one_built_from_every_measured_key() -> None:
     shipped = json.loads(resources_files("flyconfigs.kernels.rmsnorm").joinpath("default.json").read_text())
     artifacts = _measured()

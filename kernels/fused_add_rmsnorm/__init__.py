@@ -1,6 +1,7 @@
 """The fused residual-add + RMSNorm family: :mod:`.declaration` (key, tunables, validity,
 the space; what the registry reads), :mod:`.kernel` (the Triton kernel), :mod:`.workload`
-(the inputs the tuner times and the launch of one config), :mod:`.op` (the op users call)
+(the inputs the tuner times and the launch of one config), :mod:`.impls` (which
+implementation a config runs), :mod:`.op` (the op users call)
 and :mod:`.reference` (what it computes).
 
 Importing this package imports the declaration only: neither torch nor Triton.

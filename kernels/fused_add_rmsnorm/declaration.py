@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
 
+from flyconfigs.kernels.fused_add_rmsnorm.impls import IMPLS, impl_of, source_config
 from flyconfigs.kernels.fused_add_rmsnorm.reference import reference_fused_add_rms_norm
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rmsnorm.declaration import SPEC as RMSNORM
@@ -86,7 +87,6 @@ TRITON_TUNABLES: dict[str, tuple[int, ...]] = {
     "num_warps": WARPS,
     "num_stages": STAGES,
 }
-IMPLS = ("triton", "source")
 TUNABLES: dict[str, tuple[int | str, ...]] = {"impl": IMPLS, **TRITON_TUNABLES, **SOURCE_TUNABLES}
 VARIANTS = TunableVariants("impl", {"triton": tuple(TRITON_TUNABLES), "source": tuple(SOURCE_TUNABLES)})
 """Which tunables each implementation's configs hold."""
@@ -141,16 +141,6 @@ def quantities(config: Mapping[str, object], key: Mapping[str, KeyValue], wave: 
         "ROW_BLOCK": max(BLOCK_N[0], pow2_ceil(n)),
         "MAX_TILE": MAX_TILE, "MAX_CHUNKS": MAX_CHUNKS, "MAX_PER_THREAD": MAX_PER_THREAD, "MAX_THREADS": MAX_THREADS,
     }
-
-
-def impl_of(config: Mapping[str, object]) -> str:
-    """The implementation ``config`` runs: its ``impl``, ``triton`` where it leaves it out."""
-    return str(config.get("impl", "triton"))
-
-
-def source_config(config: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
-    """A ``source`` config as the RMSNorm source's config (``impl`` left out)."""
-    return {k: v for k, v in config.items() if k != "impl"}
 
 
 def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
@@ -208,8 +198,9 @@ class FusedAddRMSNormSpec(TunableKernel):
         config meets every rule of :data:`RULES` for its wave size (32 when unknown;
         Triton runs on NVIDIA and AMD alike), a ``source`` config every rule of the
         RMSNorm source it compiles."""
-        if impl_of(config) == "source":
-            return RMSNORM.check_config(source_config(config), key, device)
+        rest = source_config(config)
+        if rest is not None:
+            return RMSNORM.check_config(rest, key, device)
         return self.valid(config, key, wave_size_of_arch(device.arch) if device is not None else 32)
 
     @property
@@ -310,9 +301,10 @@ class FusedAddRMSNormSpec(TunableKernel):
               device: DeviceQuery) -> CompileRequest | None:
         """A ``source`` config's compile request (RMSNorm's source with the fused
         residual add); ``None`` for a Triton config, which compiles at its first launch."""
-        if impl_of(config) != "source":
+        rest = source_config(config)
+        if rest is None:
             return None
-        return RMSNORM.request(source_config(config), key, wave_size_of_arch(device.arch), residual=True)
+        return RMSNORM.request(rest, key, wave_size_of_arch(device.arch), residual=True)
 
     def tool_versions(self) -> dict[str, str]:
         """Triton's version, which decides the code every Triton config compiles to (the

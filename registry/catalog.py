@@ -29,7 +29,6 @@ from flyconfigs.registry.sources import (
     override_directories,
     scan_directory,
 )
-from flyconfigs.schema.canonical import canonical_text
 
 __all__ = ["Catalog", "Index", "rank_entries"]
 
@@ -67,7 +66,7 @@ class Index:
 
 
 def _claim(entry: Entry) -> tuple[object, ...]:
-    return entry.source.rank, entry.device.layers()[0], canonical_text(entry.key)
+    return entry.source.rank, *entry.slot()
 
 
 class Catalog:

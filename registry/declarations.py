@@ -260,8 +260,6 @@ _ORIGINS: dict[str, tuple[str, str]] = {}
 """Kernel name -> (the entry point and distribution it was loaded from, the distribution)."""
 _FAULTS: set[tuple[int, str]] = set()
 """(declaration, member) pairs whose raising was already reported."""
-_DECLARED_BY: dict[int, str] = {}
-"""The distribution each declaration loaded from an entry point came from, by id."""
 PROBLEMS = ProblemLog()
 """Problems met while finding kernel declarations (``flyconfigs doctor`` lists them)."""
 
@@ -284,7 +282,6 @@ def forget_loaded() -> None:
     _LOADED.clear()
     _ORIGINS.clear()
     _FAULTS.clear()
-    _DECLARED_BY.clear()
     PROBLEMS = ProblemLog()
 
 
@@ -381,7 +378,6 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
         raise UnknownKernelError(f"kernel {kernel!r}: {where} declares a kernel named {name!r}")
     _LOADED[kernel] = decl
     _ORIGINS[kernel] = (where, chosen.distribution)
-    _DECLARED_BY[id(decl)] = chosen.distribution
     return decl
 
 
@@ -426,7 +422,7 @@ def declared_kernels(problems: ProblemLog | None = None) -> list[DeclaredKernel]
 def declared_by(decl: KernelDecl) -> str | None:
     """The distribution whose ``flyconfigs.kernels`` entry point gave ``decl`` (the
     family's owner), or ``None`` for a declaration registered or made in this process."""
-    return next((_DECLARED_BY.get(id(decl)) for loaded in _LOADED.values() if loaded is decl), None)
+    return _origin_of(decl)[1]
 
 
 def _raised(exc: BaseException) -> str:

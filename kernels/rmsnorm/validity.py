@@ -27,6 +27,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from flyconfigs.kernels.rmsnorm.tunables import cluster_of, hints_of
 from flyconfigs.kernels.rownorm import ELEMENT_BYTES, pow2_ceil
 from flyconfigs.kernels.rules import Rule, Rules, static_asserts
 
@@ -80,7 +81,7 @@ def quantities(config: Mapping[str, Any], key: Mapping[str, Any], wave: int, max
     xbytes = ELEMENT_BYTES[str(key["dtype"])]
     vbytes = int(config["vector_bytes"])
     threads, rows = int(config["threads"]), int(config["rows_per_block"])
-    cluster = int(config.get("cluster", 1))
+    cluster = cluster_of(config)
     storage = STORAGE_IDS[str(config["row_storage"])]
     # As rmsnorm.cu: VEC = VEC_BYTES / XBYTES (at least 1 here, so that a vector narrower
     # than an element is refused by its rule instead of dividing by zero).
@@ -96,7 +97,7 @@ def quantities(config: Mapping[str, Any], key: Mapping[str, Any], wave: int, max
     return {
         "N": n, "XBYTES": xbytes, "VEC_BYTES": vbytes, "VEC": vec, "NV": nv, "TPR": threads, "ROWS": rows,
         "BLOCK": threads * rows, "WAVE": wave, "CLUSTER": cluster, "SLICE": slice_, "ITEMS": items,
-        "CACHE": CACHE_BITS.get(str(config.get("cache_hints", "none")), 0),
+        "CACHE": CACHE_BITS.get(hints_of(config), 0),
         "MAX_CLUSTER": max_cluster, "HINTS_OK": int(cache_hints), "MAX_BLOCK": MAX_BLOCK,
         "STORAGE": storage, "VALUES": items * vec, "HELD": slice_ * vec, "SHARED_BYTES": shared,
         "ROW_THREADS_CAP": max(wave, pow2_ceil(slice_)),

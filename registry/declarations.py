@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from flyconfigs.errors import (
     AmbiguousKernelError,
@@ -335,11 +335,11 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
     Raises :class:`UnknownKernelError` naming the kernels that are declared, or saying
     why a declared one cannot be loaded; :class:`AmbiguousKernelError` when several
     distributions declare the name and none was chosen; :class:`KernelPluginError`
-    naming the distribution when the declaration's ``name`` (or another member the
-    protocol check reads) raises.
+    naming the distribution when the declaration's ``name`` (or another required
+    member) raises.
     """
     if not isinstance(kernel, str):
-        if _is_declaration(kernel, f"<{type(kernel).__name__}>", _origin_of(kernel)[0]):
+        if isinstance(kernel, KernelDecl):
             kernel_name(kernel)  # a declaration whose name cannot be read serves nothing
             return kernel
         raise UnknownKernelError(f"kernel must be a name or a KernelDecl, got {type(kernel).__name__}")
@@ -359,7 +359,7 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever a plugin raises on import is one clear error
         raise UnknownKernelError(f"kernel {kernel!r}: {where} cannot be loaded ({type(exc).__name__}: {exc})") from None
     try:
-        if not _is_declaration(decl, kernel, where):
+        if not isinstance(decl, KernelDecl):
             raise UnknownKernelError(f"kernel {kernel!r}: {where} is not a KernelDecl: a plugin's object must be an "
                                      f"instance of a subclass of flyconfigs.registry.KernelDecl (got "
                                      f"{type(decl).__name__})")
@@ -430,17 +430,6 @@ def _raised(exc: BaseException) -> str:
     return f"raised {type(exc).__name__}" + (f": {first}" if first else "")
 
 
-def _is_declaration(obj: object, kernel: str, where: str) -> TypeGuard[KernelDecl]:
-    """``isinstance(obj, KernelDecl)``, which reads every member the protocol declares
-    (Python 3.11 calls a property to see whether it exists): a member that raises is
-    the plugin's error, named, never a bare exception out of the registry."""
-    try:
-        return isinstance(obj, KernelDecl)
-    except Exception as exc:  # noqa: BLE001 - whatever a plugin's property raises
-        member = next((m for m in ("name", "version", "key_axes") if _read_raises(obj, m)), "members")
-        raise KernelPluginError(kernel, where, member, _raised(exc)) from None
-
-
 def _lacks(decl: object, member: str, kernel: str, where: str) -> bool:
     """Whether ``decl`` has no ``member``; :class:`KernelPluginError` when reading it raises."""
     try:
@@ -449,14 +438,6 @@ def _lacks(decl: object, member: str, kernel: str, where: str) -> bool:
         return True
     except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
         raise KernelPluginError(kernel, where, member, _raised(exc)) from None
-    return False
-
-
-def _read_raises(obj: object, member: str) -> bool:
-    try:
-        getattr(obj, member, None)
-    except Exception:  # noqa: BLE001 - finding which member raises is the point
-        return True
     return False
 
 

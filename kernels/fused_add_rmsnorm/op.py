@@ -10,19 +10,33 @@ do not allow runs the family's default (a Triton config) for that call instead. 
 custom op ``flyconfigs::fused_add_rms_norm`` (mutating ``residual`` and ``out``) with a
 fake implementation, so it works under ``torch.compile``, and inside CUDA/HIP graph
 capture after one eager call at that shape has compiled the variant.
+
+Eager calls have a prepared path, as ``rms_norm`` has: the first call of a layout of
+``(x, residual, weight, out)`` checks every input rule, resolves the config and plans its
+launch (for a ``source`` config, the loaded kernel at its geometry); later calls of the
+same layout, with the registry unchanged since, check only the addresses' alignment and
+launch.
 """
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from flyconfigs.gpu import get_backend
+from flyconfigs.gpu.backend import PreparedLaunch
 from flyconfigs.kernels.fused_add_rmsnorm.declaration import SPEC
+from flyconfigs.kernels.fused_add_rmsnorm.impls import source_config
 from flyconfigs.kernels.fused_add_rmsnorm.workload import FusedAddRMSNormWorkload, aligned, launch
+from flyconfigs.kernels.rmsnorm.declaration import ELEMENT_BYTES
+from flyconfigs.kernels.rmsnorm.declaration import SPEC as RMSNORM
+from flyconfigs.kernels.rmsnorm.op import current_stream, kernel_for, on_unload
 from flyconfigs.kernels.torch_dtypes import NAME_OF
 from flyconfigs.kernels.triton_config import device_query
-from flyconfigs.registry import resolve
+from flyconfigs.registry import default_resolver, resolve
 
 __all__ = ["FusedAddRMSNormWorkload", "fused_add_rms_norm", "launch"]
 
@@ -74,7 +88,96 @@ def _rows(t: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
-def _run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> None:
+@dataclass(frozen=True)
+class _Plan:
+    """What an eager call of one shape launches: the resolved config and, for a
+    ``source`` config, its kernel prepared at the shape's geometry with the alignment its
+    vectors ask of the tensors."""
+
+    config: dict[str, Any]
+    prepared: PreparedLaunch | None
+    vector_bytes: int
+    weight_align: int
+    generation: int
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A checked layout of ``(x, residual, weight, out)`` whose 2-D views are the tensors
+    themselves: its plan, GPU, rows and row strides (the addresses are checked per call)."""
+
+    plan: _Plan
+    index: int
+    m: int
+    sx: int
+    sr: int
+    sy: int
+
+
+_RESOLVER = default_resolver()
+_PLANS: dict[tuple[Any, ...], _Plan] = {}
+_LAYOUTS: dict[tuple[Any, ...], _Layout] = {}
+_MAX_LAYOUTS = 4096
+_LOCK = threading.Lock()
+
+
+def _forget() -> None:
+    with _LOCK:
+        _PLANS.clear()
+        _LAYOUTS.clear()
+
+
+# A plan holds kernels the RMSNorm op loaded; when it unloads them, the plans go too.
+on_unload(_forget)
+
+
+def _plan(x2: torch.Tensor, weight: torch.Tensor) -> _Plan:
+    """The plan of ``x2``'s shape: resolved, and for a ``source`` config compiled, loaded
+    and prepared once per registry generation."""
+    m, n = x2.shape
+    index = x2.get_device()
+    dtype, wdtype = NAME_OF[x2.dtype], NAME_OF[weight.dtype]
+    ident = (index, m, n, dtype, wdtype)
+    plan = _PLANS.get(ident)
+    if plan is not None and plan.generation == _RESOLVER.generation:
+        return plan
+    generation = _RESOLVER.generation
+    key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": wdtype}
+    config = dict(resolve(SPEC, key, device_query(x2.device)).config)
+    rest = source_config(config)
+    prepared, vb, walign = None, 0, 1
+    if rest is not None:
+        kernel = kernel_for(get_backend(ordinal=index), rest, key, residual=True)
+        prepared = kernel.prepare(*RMSNORM.grid(rest, m))
+        vb = int(rest["vector_bytes"])
+        walign = min(16, vb // ELEMENT_BYTES[dtype] * weight.element_size()) if vb else 1
+    plan = _Plan(config, prepared, vb, walign, generation)
+    with _LOCK:
+        _PLANS[ident] = plan
+    return plan
+
+
+def _layout_key(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None) -> tuple[Any, ...]:
+    """Everything the input rules and the launch read from the tensors but their
+    addresses; ``out`` None stands for the contiguous output the op allocates."""
+    head = (x.shape, x.stride(), x.dtype, x.device, residual.shape, residual.stride(), residual.dtype, residual.device,
+            weight.shape, weight.stride(), weight.dtype, weight.device)
+    if out is None:
+        return head
+    return (*head, out.shape, out.stride(), out.dtype, out.device)
+
+
+def _fits(plan: _Plan, xp: int, rp: int, yp: int, wp: int) -> bool:
+    """Whether the plan's prepared vector kernel may run on these addresses."""
+    vb = plan.vector_bytes
+    if not vb:
+        return True
+    return not (xp % vb or rp % vb or yp % vb or wp % plan.weight_align)
+
+
+def _run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> _Layout | None:
+    """Launch on checked tensors.  Returns what a later call of the same layout can
+    launch without the checks, where x, residual and out were used in place; else ``None``."""
     x2 = _rows(x)
     if x2 is None:
         x2 = x.reshape(-1, x.shape[-1]).contiguous()
@@ -84,16 +187,28 @@ def _run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: flo
         r2 = residual.reshape(-1, x.shape[-1]).contiguous()
     if y2 is None:
         y2 = torch.empty(x2.shape, dtype=out.dtype, device=out.device)
-    key = {"M": x2.shape[0], "N": x2.shape[1], "dtype": NAME_OF[x.dtype], "weight_dtype": NAME_OF[weight.dtype]}
-    device = device_query(x.device)
-    config = resolve(SPEC, key, device).config
+    plan = _plan(x2, weight)
+    config = plan.config
+    prepared, in_place = plan.prepared, True
     if not aligned(config, x2, r2, y2, weight=weight):
-        config = SPEC.default_config(SPEC.check_key(key), device)
-    launch(x2, r2, weight, y2, eps, config)
+        prepared, in_place = None, False
+        config = SPEC.default_config(SPEC.check_key(
+            {"M": x2.shape[0], "N": x2.shape[1], "dtype": NAME_OF[x.dtype], "weight_dtype": NAME_OF[weight.dtype]}),
+            device_query(x.device))
+        launch(x2, r2, weight, y2, eps, config)
+    elif prepared is not None:
+        m = x2.shape[0]
+        prepared((x2.data_ptr(), r2.data_ptr(), weight.data_ptr(), y2.data_ptr(), m, x2.stride(0), r2.stride(0),
+                       y2.stride(0), eps), current_stream(x2.get_device()))
+    else:
+        launch(x2, r2, weight, y2, eps, config)
     if r_staged:
         residual.copy_(r2.view(residual.shape))
     if y_staged:
         out.copy_(y2.view(out.shape))
+    if r_staged or y_staged or x2.data_ptr() != x.data_ptr() or not in_place:
+        return None
+    return _Layout(plan, x2.get_device(), x2.shape[0], x2.stride(0), r2.stride(0), y2.stride(0))
 
 
 @torch.library.custom_op("flyconfigs::fused_add_rms_norm", mutates_args=("residual", "out"))
@@ -115,12 +230,37 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     ``weight``: shape ``(N,)``, the activation dtype or float32.  The sum is rounded to
     the residual's dtype before it is normalized, as the unfused pair does.  Raises
     ``TypeError`` or ``ValueError`` for bad input before anything is launched."""
+    # The eager hot path: a layout that passed every input rule before, with a plan
+    # still current, launches its prepared kernel; only the addresses are new, and their
+    # alignment is checked on every call.
+    if not torch.compiler.is_compiling() and eps.__class__ is float and eps >= 0.0 and isinstance(x, torch.Tensor) \
+            and isinstance(residual, torch.Tensor) and isinstance(weight, torch.Tensor) \
+            and (out is None or isinstance(out, torch.Tensor)):
+        seen = _LAYOUTS.get(_layout_key(x, residual, weight, out))
+        if seen is not None and seen.plan.generation == _RESOLVER.generation:
+            out_ = torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else out
+            xp, rp, wp, yp = x.data_ptr(), residual.data_ptr(), weight.data_ptr(), out_.data_ptr()
+            plan = seen.plan
+            if yp != xp and yp != rp:
+                if plan.prepared is None:  # a Triton config: its own launch, on 2-D views
+                    n = x.shape[-1]
+                    launch(x.view(-1, n), residual.view(-1, n), weight, out_.view(-1, n), eps, plan.config)
+                    return out_
+                if _fits(plan, xp, rp, yp, wp):
+                    plan.prepared((xp, rp, wp, yp, seen.m, seen.sx, seen.sr, seen.sy, eps), current_stream(seen.index))
+                    return out_
     _check(x, residual, weight, out, eps)
+    key = _layout_key(x, residual, weight, out)
     if out is None:
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if torch.compiler.is_compiling():
         _fused_op(x, residual, weight, float(eps), out)
-    else:
-        # Eager calls (graph capture included) skip the dispatcher's host cost.
-        _run(x, residual, weight, float(eps), out)
+        return out
+    # Eager calls (graph capture included) skip the dispatcher's host cost.
+    layout = _run(x, residual, weight, float(eps), out)
+    if layout is not None:
+        with _LOCK:
+            if len(_LAYOUTS) >= _MAX_LAYOUTS:
+                _LAYOUTS.clear()
+            _LAYOUTS[key] = layout
     return out

@@ -11,7 +11,7 @@ has compiled the variant).
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ from flyconfigs.kernels.rmsnorm.declaration import ELEMENT_BYTES, SPEC
 from flyconfigs.kernels.torch_dtypes import NAME_OF
 from flyconfigs.registry import DeviceQuery, default_resolver, resolve
 
-__all__ = ["kernel_for", "rms_norm", "unload_kernels"]
+__all__ = ["current_stream", "kernel_for", "on_unload", "rms_norm", "unload_kernels"]
 
 _DTYPES = NAME_OF
 _SIGNATURE: tuple[ArgKind, ...] = ("ptr", "ptr", "ptr", "i32", "i64", "i64", "f32")
@@ -33,6 +33,7 @@ _UNLOADED: dict[tuple[Any, ...], CompiledKernel] = {}
 _DEVICES: dict[int, tuple[Backend, DeviceQuery]] = {}
 _LOCK = threading.Lock()
 _I32_MAX = 2**31 - 1
+_ON_UNLOAD: list[Callable[[], None]] = []
 
 
 def _device(index: int) -> tuple[Backend, DeviceQuery]:
@@ -78,6 +79,8 @@ def unload_kernels(keep: Collection[Kernel] = ()) -> int:
         if gone:
             _LAYOUTS.clear()
             _PLANS.clear()
+            for forget in _ON_UNLOAD:
+                forget()
         if not keep:
             _UNLOADED.clear()
         for ident in gone:
@@ -86,6 +89,12 @@ def unload_kernels(keep: Collection[Kernel] = ()) -> int:
             if keep:
                 _UNLOADED[ident] = kernel.compiled
     return len(gone)
+
+
+def on_unload(forget: Callable[[], None]) -> None:
+    """Call ``forget`` whenever :func:`unload_kernels` unloads a variant: for another op
+    that keeps prepared launches of kernels loaded here (the fused add + RMSNorm op)."""
+    _ON_UNLOAD.append(forget)
 
 
 def _check(x: Any, weight: Any, out: Any) -> None:
@@ -163,7 +172,8 @@ def _plan(index: int, m: int, n: int, dtype: str, wdtype: str, wbytes: int) -> _
 _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
-def _current_stream(index: int) -> int:
+def current_stream(index: int) -> int:
+    """The raw handle of torch's current stream on GPU ``index``."""
     # The raw handle without building a Stream object: a third of the host time of a
     # small call otherwise.
     return int(_RAW_STREAM(index)) if _RAW_STREAM is not None else torch.cuda.current_stream(index).cuda_stream
@@ -223,7 +233,7 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
         launch = plan.scalar  # type: ignore[assignment]
     # Every argument is what the signature declares: pointers and strides from torch,
     # m checked against i32 when the plan was made, eps a float.
-    launch((xp, wp, yp, m, sx, sy, eps), _current_stream(index))
+    launch((xp, wp, yp, m, sx, sy, eps), current_stream(index))
     if staged:
         out.copy_(y2.view(out.shape))
         return None
@@ -275,7 +285,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, out: torc
             launch = plan.launch
             if vb and (not seen.strides_vector or (xp % vb) or (yp % vb) or (wp % plan.weight_align)):
                 launch = plan.scalar  # type: ignore[assignment]
-            launch((xp, wp, yp, seen.m, seen.sx, seen.sy, eps), _current_stream(seen.index))
+            launch((xp, wp, yp, seen.m, seen.sx, seen.sy, eps), current_stream(seen.index))
             return out
     _check(x, weight, out)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:

@@ -127,6 +127,70 @@ def test_a_served_source_config_runs_and_misaligned_tensors_fall_back(tmp_path: 
     _assert_result(y, r2, shifted, before, w, "bf16")
 
 
+def test_a_layout_seen_before_takes_the_prepared_path_and_still_checks_each_call(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The eager hot path launches a remembered layout's prepared kernel without the
+    input rules; the addresses' alignment, eps and aliasing are still checked on every
+    call, and a registry change (another config served) makes a new plan."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from factories import artifact_dict
+
+    from flyconfigs.gpu import get_backend
+    from flyconfigs.kernels.fused_add_rmsnorm import op as fused_op
+    from flyconfigs.registry import refresh
+    from flyconfigs.schema import Artifact, write_atomic
+
+    device = get_backend().device()
+    key = {"M": 16, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
+    config = {"impl": "source", **RMSNORM.default_config(key, DeviceQuery.of(device.identity))}
+    assert config["vector_bytes"] == 16
+    data = artifact_dict(device=device.model_dump(mode="json"), key=key, kernel="fused_add_rmsnorm", n_candidates=1)
+    data["candidates"][0]["config"] = data["winner"]["config"] = data["default"]["config"] = config
+    artifact = Artifact.model_validate(data)
+    write_atomic(tmp_path / artifact.file_name(), artifact.to_json_bytes())
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path))
+    refresh()
+    fused_op._LAYOUTS.clear()
+    x, r, w = _inputs((16, 4096), "bf16", "bf16", 11)
+    before = r.clone()
+    y = fused_add_rms_norm(x, r, w, 1e-6)  # every rule checked; the layout is remembered
+    _assert_result(y, r, x, before, w, "bf16")
+    assert len(fused_op._LAYOUTS) == 1
+    seen = next(iter(fused_op._LAYOUTS.values()))
+    assert seen.plan.prepared is not None and seen.plan.config == config
+    for seed in (12, 13):  # the hot path, new tensors of the same layout
+        x, r, w = _inputs((16, 4096), "bf16", "bf16", seed)
+        before = r.clone()
+        y = fused_add_rms_norm(x, r, w, 1e-6)
+        _assert_result(y, r, x, before, w, "bf16")
+    # The same shape and strides 2 bytes off a 16-byte boundary: the vectors cannot load
+    # them; the call leaves the hot path and runs the family's default, correctly.
+    flat = torch.randn(16 * 4096 + 8, device="cuda").to(torch.bfloat16)
+    shifted = flat[1:1 + 16 * 4096].view(16, 4096)
+    assert (shifted.shape, shifted.stride()) == (x.shape, x.stride())
+    r = torch.randn(16, 4096, device="cuda").to(torch.bfloat16)
+    before = r.clone()
+    y = fused_add_rms_norm(shifted, r, w, 1e-6)
+    _assert_result(y, r, shifted, before, w, "bf16")
+    for eps in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="eps"):
+            fused_add_rms_norm(x, r, w, eps)
+    out = torch.empty_like(x)
+    fused_add_rms_norm(x, r, w, 1e-6, out=out)
+    with pytest.raises(ValueError, match="out must not be"):
+        fused_add_rms_norm(x, r, w, 1e-6, out=r)
+    # Without the override the registry serves something else: a new plan, not the old one.
+    monkeypatch.delenv("FLYCONFIGS_PATH")
+    refresh()
+    x, r, w = _inputs((16, 4096), "bf16", "bf16", 14)
+    before = r.clone()
+    y = fused_add_rms_norm(x, r, w, 1e-6)
+    _assert_result(y, r, x, before, w, "bf16")
+    assert all(layout.plan.generation == fused_op._RESOLVER.generation for layout in fused_op._LAYOUTS.values())
+
+
 def test_odd_layouts_3d_strided_rows_and_out() -> None:
     x, r, w = _inputs((4, 5, 3584), "bf16", "bf16", 3)
     before = r.clone()

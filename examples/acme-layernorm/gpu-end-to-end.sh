@@ -23,7 +23,7 @@ pip_target "$site" --no-index --no-build-isolation . ./examples/acme-layernorm
 export PYTHONPATH=$site PYTHONUNBUFFERED=1 FLYCONFIGS_CACHE_DIR=$work/compile-cache
 cd "$work"  # from here on, flyconfigs is the installed one
 
-arch=$(python3 -c "from flyconfigs.gpu import detect_device; print(detect_device().arch)")
+arch=$(python3 -c "from flyconfigs.gpu import current_identity; print(current_identity().arch)")
 python3 -m flyconfigs doctor 2>&1 | tee "$logs/doctor.log"
 python3 -m flyconfigs tune acme_layernorm --key-grid small --out tuned 2>&1 | tee "$logs/tune.log"
 python3 -m flyconfigs validate tuned 2>&1 | tee "$logs/validate.log"

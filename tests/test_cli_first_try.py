@@ -124,3 +124,26 @@ def test_the_docs_say_how_predict_runs_for_gfx942_without_rocm() -> None:
         text = " ".join((DOCS / page).read_text(encoding="utf-8").split())
         assert "scripts/rocm-prefix.sh PREFIX" in text, page
         assert "PREFIX/run python -m flyconfigs predict rmsnorm --device MI300X" in text, page
+
+
+def test_doctor_detects_without_platformdirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Only the bindings' platformdirs is missing (the compile cache's folder): the GPU is
+    looked for all the same, and doctor shows no raw ModuleNotFoundError."""
+    import sys
+
+    from flyconfigs.registry import refresh
+
+    monkeypatch.setitem(sys.modules, "platformdirs", None)
+    monkeypatch.delenv("FLYCONFIGS_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("FLYCONFIGS_NO_GPU_DETECT", raising=False)
+    refresh()
+    try:
+        main(["doctor"])
+    finally:
+        monkeypatch.setenv("FLYCONFIGS_NO_GPU_DETECT", "1")
+        refresh()
+    captured = capsys.readouterr()
+    device = next(line for line in captured.out.splitlines() if line.startswith("device: "))
+    assert "platformdirs" not in captured.out + captured.err and "ModuleNotFoundError" not in device, device

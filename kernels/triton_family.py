@@ -287,7 +287,8 @@ class TritonFamily(TunableKernel):
             self._warned.add("costly")
             shown = "; ".join(" ".join(f"{k}={v}" for k, v in c.items()) for c in costly[:3])
             logger.warning("%s: %d configs hold more than %d block elements per thread (%s%s): Triton may take a "
-                           "minute to compile each; they are tried last, and --budget N keeps the N cheapest",
+                           "minute to compile each; they are tried last, and --budget N keeps the default and the "
+                           "N-1 cheapest",
                            self.name, len(costly), COSTLY_ELEMENTS_PER_THREAD, shown, "; …" if len(costly) > 3 else "")
         default = self.default_config(norm, device)
         if not any(c == default for c in out):

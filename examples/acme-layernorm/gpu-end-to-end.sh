@@ -56,13 +56,14 @@ for n in (8192, 10240):
     r = flyconfigs.resolve("acme_layernorm", key)
     x, w, b = (torch.randn(*shape, device="cuda", dtype=torch.bfloat16) for shape in ((4096, n), (n,), (n,)))
     outs = layer_norm(x, w, b)
-    errors = [float((o.double() - e).abs().max()) for o, e in zip(outs, reference(x, w, b))]
+    # each output's largest error relative to its largest value (y is bf16, mean and rstd fp32)
+    errors = [float((o.double() - e).abs().max() / e.abs().max()) for o, e in zip(outs, reference(x, w, b))]
     served[f"N={n}"] = {"source": r.source, "origin": r.origin, "key_match": r.key_match, "config": dict(r.config),
                         "adapted_from": None if r.adapted_from is None else dict(r.adapted_from),
-                        "max_abs_error_y_mean_rstd": errors}
+                        "relative_error_y_mean_rstd": errors}
 print(json.dumps(served, indent=2))
 assert served["N=8192"]["origin"] == f"acme-layernorm-{arch}" and served["N=8192"]["key_match"] == "exact", served
 assert served["N=10240"]["origin"] == f"acme-layernorm-{arch}", served
 assert served["N=10240"]["config"]["BLOCK_N"] == 16384, served
-assert all(e < 0.1 for e in served["N=8192"]["max_abs_error_y_mean_rstd"]), served
+assert all(e < 2e-2 for n in (8192, 10240) for e in served[f"N={n}"]["relative_error_y_mean_rstd"]), served
 PY

@@ -2,7 +2,9 @@
 
 :func:`get_backend` picks ``cuda`` (cuda-python) or ``hip`` (hip-python) automatically,
 or the one ``FLYCONFIGS_BACKEND`` names; both run on one implementation
-(:mod:`flyconfigs.gpu.backend`).  Nothing here is imported by ``import flyconfigs``.
+(:mod:`flyconfigs.gpu.backend`).  Where neither binding is installed, the registry's
+detector (:func:`current_identity`) asks torch instead (:mod:`flyconfigs.gpu.torch_device`).
+Nothing here is imported by ``import flyconfigs``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,11 @@ tune it or install a data package that covers it, then at each call::
 
 The config comes through :func:`flyconfigs.resolve`, so it has passed the kernel's
 ``check_config`` for that key and device (or is the kernel's default), and
-``launch.resolution`` says where it came from.  Triton's launch options
+``launch.resolution`` says where it came from.  The device is a tensor's
+``torch.device``, a GPU ordinal, ``None`` (the current GPU), a
+:class:`~flyconfigs.registry.DeviceQuery` or a device spec as ``FLYCONFIGS_DEVICE``
+takes it (``"H200"``, ``"sm90:132:NVIDIA H200"``); a CPU tensor (Triton's interpreter)
+is served the kernel's default, without touching a GPU runtime.  Triton's launch options
 (``num_warps``, ``num_stages``, ``num_ctas``, ``maxnreg``) are passed as options; every
 other tunable is passed as the kernel parameter ``constants`` names (its own name by
 default).  Imports Triton nowhere: the caller launches.
@@ -24,10 +28,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
-from flyconfigs.registry import DeviceQuery, Resolution, resolve
-from flyconfigs.registry.declarations import KernelDecl, KeyValue
+from flyconfigs.errors import FieldProblem, InvalidDeviceError
+from flyconfigs.registry import DeviceQuery, Resolution, default_resolver, resolve
+from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_key, default_config, kernel_declaration
+from flyconfigs.registry.device import DEVICE_ARGUMENT, as_query
 
 __all__ = ["LAUNCH_OPTIONS", "TritonConfigs", "TritonLaunch", "device_query"]
 
@@ -38,17 +45,49 @@ _DEVICES: dict[int, DeviceQuery] = {}
 _LOCK = threading.Lock()
 
 
-def device_query(device: Any = None) -> DeviceQuery:
-    """The registry's query for a torch device (a ``torch.device``, a CUDA/HIP ordinal,
-    or ``None`` for the current one), read once per ordinal through the GPU layer."""
+_GPU_TYPES = ("cuda", "hip")
+_HOST_TYPES = ("cpu", "meta")
+
+
+def _torch_type(device: Any) -> tuple[str, int | None] | None:
+    """``(type, index)`` of a ``torch.device`` or of a string torch would read as one
+    (``"cuda"``, ``"cuda:1"``, ``"cpu"``), else ``None``; never imports torch."""
+    if isinstance(device, str):
+        name, _, number = device.partition(":")
+        if name in _GPU_TYPES + _HOST_TYPES and (not number or number.isdigit()):
+            return name, int(number) if number else None
+        return None
+    kind: Any = getattr(device, "type", None)
+    index: Any = getattr(device, "index", 0)
+    if isinstance(kind, str) and (index is None or type(index) is int):
+        return kind, index
+    return None
+
+
+def device_query(device: Any = None) -> DeviceQuery | None:
+    """The registry's query for ``device`` (see the module's summary); ``None`` for a
+    CPU or meta device, which has no GPU to resolve for.  A GPU ordinal is read once
+    through the GPU layer.  :class:`~flyconfigs.errors.InvalidDeviceError` naming the
+    argument for anything else."""
     if isinstance(device, DeviceQuery):
         return device
-    if device is None or getattr(device, "index", 0) is None:
+    torch_device = _torch_type(device) if device is not None else ("cuda", None)
+    if torch_device is None and isinstance(device, str):
+        return as_query(device, DEVICE_ARGUMENT)
+    if torch_device is not None and torch_device[0] in _HOST_TYPES:
+        return None
+    if torch_device is not None:
+        index = torch_device[1]
+    elif type(device) is int and device >= 0:
+        index = device
+    else:
+        raise InvalidDeviceError(DEVICE_ARGUMENT, [FieldProblem("", (
+            f"expected a torch.device, a GPU ordinal, None, a DeviceQuery or a device spec such as 'H200' or "
+            f"'sm90:132:NVIDIA H200', got {type(device).__name__} {device!r}"))])
+    if index is None:
         import torch
 
         index = torch.cuda.current_device()
-    else:
-        index = device if isinstance(device, int) else int(device.index)
     found = _DEVICES.get(index)
     if found is None:
         from flyconfigs.gpu import get_backend
@@ -86,9 +125,11 @@ class TritonConfigs:
         self._split: dict[int, TritonLaunch] = {}
 
     def __call__(self, key: Mapping[str, object], device: Any = None) -> TritonLaunch:
-        """The launch parameters for ``key`` on ``device`` (see :func:`device_query`).
-        Raises only for a bad call (unknown kernel, bad key), never for bad data."""
-        resolution = resolve(self.kernel, key, device_query(device))
+        """The launch parameters for ``key`` on ``device`` (see :func:`device_query`;
+        the kernel's default for a CPU tensor).  Raises only for a bad call (unknown
+        kernel, bad key, a device it cannot read), never for bad data."""
+        query = device_query(device)
+        resolution = resolve(self.kernel, key, query) if query is not None else _host_default(self.kernel, key)
         found = self._split.get(id(resolution))
         if found is not None and found.resolution is resolution:
             return found
@@ -99,3 +140,16 @@ class TritonConfigs:
             self._split.clear()
         self._split[id(resolution)] = launch
         return launch
+
+
+def _host_default(kernel: str | KernelDecl, key: Mapping[str, object]) -> Resolution:
+    """The kernel's default for a tensor on the CPU (Triton's interpreter): no GPU, so no
+    tuned config applies; the key is checked as a resolve checks it."""
+    problems = default_resolver().problems
+    decl = kernel_declaration(kernel, problems)
+    norm = check_key(decl, key, problems)
+    return Resolution(kernel=decl.name, key=MappingProxyType(dict(norm)), device=None,
+                      config=MappingProxyType(default_config(decl, norm, None, problems)), source="default",
+                      layer="default", key_match="none",
+                      reasons=("the tensors are on the CPU (Triton's interpreter): no GPU to resolve for",
+                               "served the kernel's default heuristic"))

@@ -5,37 +5,27 @@ The author gives what only they know — the key axes (``M`` rows of ``N`` colum
 the default, the launch and the float64 reference — and :class:`TritonFamily` is the
 rest of the plugin protocol (a :class:`~flyconfigs.registry.KernelDecl` and a
 :class:`~flyconfigs.kernels.plugin.TunableKernel`): membership of each config in the
-declared set before the family's own rules, the space, the bytes a call moves, the
-source digest, ``build()`` (``None``: Triton compiles on first launch), Triton's version
-for the provenance, and a workload (:mod:`flyconfigs.kernels.triton_workload`: rotated
-inputs, NaN-poisoned outputs checked against the reference, Triton's errors mapped to
+declared set before the family's own rules, the space (cheapest to compile first), the
+bytes a call moves, the source digest, ``build()`` (``None``: Triton compiles on first
+launch), Triton's version for the provenance, and a workload
+(:mod:`flyconfigs.kernels.triton_workload`: rotated inputs, NaN-poisoned outputs, every
+one checked against the reference, Triton's errors mapped to
 :class:`~flyconfigs.errors.CompileError` and :class:`~flyconfigs.errors.GPUError`,
-resources).  A whole declaration::
+resources).  docs/plugins.md opens with a whole worked example (``examples/acme-layernorm``).
 
-    from flyconfigs.kernels.triton_family import TritonFamily
-
-    SPEC = TritonFamily(
-        name="acme_softmax",
-        configs={"BLOCK_N": (256, 1024, 4096), "num_warps": (1, 4, 8)},
-        default=lambda key: {"BLOCK_N": 1024, "num_warps": 4},
-        rules=lambda config, key: None if config["BLOCK_N"] >= key["N"] else "the row must fit one block",
-        launch="acme_kernels.kernel:launch",        # launch(config, x, y): runs the kernel into y
-        reference="acme_kernels.kernel:reference",  # reference(x): the float64 y
-    )
-
-``launch`` and ``reference`` (and ``inputs``) may be callables or ``"module:attribute"``
-references, imported only where the kernel runs, so the module holding the declaration
-need not import torch or Triton (``flyconfigs explain`` and the tuner's parent read it).
-This module imports neither.
+``launch``, ``reference``, ``inputs`` and ``outputs`` may be callables or
+``"module:attribute"`` references, imported only where the kernel runs, so the module
+holding the declaration need not import torch or Triton (``flyconfigs explain`` and the
+tuner's parent read it).  This module imports neither.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import importlib.util
 import inspect
 import itertools
+import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -44,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 from flyconfigs.errors import TuneError
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rownorm import DTYPES, ELEMENT_BYTES, MAX_INDEX
+from flyconfigs.kernels.triton_source import distribution_digest, source_digest
+from flyconfigs.kernels.triton_traffic import meta_traffic
 from flyconfigs.registry.declarations import KeyAxis, KeyValue, normalize_key
 from flyconfigs.registry.device import DeviceQuery
 
@@ -51,8 +43,10 @@ if TYPE_CHECKING:
     from flyconfigs.gpu import Backend
     from flyconfigs.kernels.triton_workload import TritonWorkload
 
-__all__ = ["ROW_AXES", "Ref", "TritonFamily", "config_product", "load_ref", "same_config", "triton_versions",
-           "tunable_values"]
+__all__ = ["COSTLY_ELEMENTS_PER_THREAD", "ROW_AXES", "Ref", "TritonFamily", "config_product", "elements_per_thread",
+           "load_ref", "same_config", "triton_versions", "tunable_values"]
+
+logger = logging.getLogger("flyconfigs.kernels")
 
 ROW_AXES = (
     KeyAxis("M", int, ordinal=True, minimum=1, maximum=MAX_INDEX),
@@ -64,6 +58,33 @@ ROW_AXES = (
 Ref = Callable[..., Any] | str
 """A callable, or ``"module:attribute"`` naming one (imported when first called)."""
 Config = dict[str, KeyValue]
+Key = Mapping[str, KeyValue]
+
+COSTLY_ELEMENTS_PER_THREAD = 512
+"""Above this many block elements per thread a Triton config compiles slowly (a
+32768-element block on one warp, 1024 a thread, took 47 s on an H100): the tuner is
+warned, and such configs are tried last."""
+
+
+def elements_per_thread(config: Mapping[str, KeyValue]) -> float:
+    """The estimated compile cost of a config: the product of its ``BLOCK*`` tunables
+    over the threads of ``num_warps`` (default 4) warps of 32; 0 without a block."""
+    blocks = [v for k, v in config.items() if k.upper().startswith("BLOCK") and type(v) is int]
+    if not blocks:
+        return 0.0
+    warps = config.get("num_warps", 4)
+    return math.prod(blocks) / (32 * (warps if type(warps) is int and warps > 0 else 4))
+
+
+def _arity(function: Callable[..., Any]) -> int:
+    """How many positional arguments ``function`` takes (``*args``: any)."""
+    try:
+        params = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return 99
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
 
 def load_ref(ref: Ref, what: str) -> Callable[..., Any]:
@@ -81,26 +102,6 @@ def load_ref(ref: Ref, what: str) -> Callable[..., Any]:
     if not callable(found):
         raise TuneError(f"{what} {ref!r} is a {type(found).__name__}, not a callable")
     return found  # type: ignore[no-any-return]
-
-
-def _source_text(ref: Ref, what: str) -> str:
-    """The source of the module ``ref`` lives in, read without importing it when ``ref``
-    is a string (only its parent packages are imported to find it)."""
-    if callable(ref):
-        module = inspect.getmodule(ref)
-        try:
-            return inspect.getsource(module if module is not None else ref)
-        except (OSError, TypeError) as exc:
-            raise TuneError(f"the source of {what} {ref!r} cannot be read ({exc})") from None
-    name = ref.partition(":")[0]
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError) as exc:
-        raise TuneError(f"{what} {ref!r}: module {name!r} cannot be found ({exc})") from None
-    if spec is None or spec.origin is None or not spec.has_location:
-        raise TuneError(f"{what} {ref!r}: module {name!r} has no source file")
-    with open(spec.origin, encoding="utf-8") as handle:
-        return handle.read()
 
 
 def triton_versions() -> dict[str, str]:
@@ -146,31 +147,51 @@ class TritonFamily(TunableKernel):
     """A row-wise Triton kernel family (a KernelDecl and a TunableKernel).
 
     ``configs``: the configs to search, as a list, or as each tunable's values (their
-    product is the space).  ``default``: a config, or ``default(key)`` returning one.
-    ``rules``: ``rules(config, key)`` → why a config of the declared set cannot run for
-    ``key``, or ``None``.  ``launch(config, *inputs, out)`` runs the kernel (and returns
-    what Triton's launch returns); ``reference(*inputs)`` the float64 ``out``.
+    product is the space).  ``default``: a config, ``default(key)`` or
+    ``default(key, device)`` returning one (``device``: a
+    :class:`~flyconfigs.registry.DeviceQuery`, ``None`` when unknown; ``device.vendor``
+    is ``"amd"`` or ``"nvidia"``).  ``rules``: ``rules(config, key)`` → why a config of
+    the declared set cannot run for ``key``, or ``None``.  ``adapt``:
+    ``adapt(config, key, device)`` → a nearby key's winner made to fit ``key`` (checked
+    like any config), or ``None``.
+
     ``inputs(key, device)`` makes one call's input tensors (default: ``x``, ``M × N`` of
-    ``dtype``); ``out`` has the first input's shape and dtype.  ``traffic(key)``: bytes a
-    call moves (default: the inputs read and ``out`` written once).  ``source``: the
-    module (``"module"``) whose text is the source digest (default: ``launch``'s).
+    ``dtype``); ``outputs(*inputs)`` the output tensors the launch fills (default: one,
+    shaped like the first input).  ``launch(config, *inputs, *outputs)`` runs the kernel
+    (and returns what Triton's launch returns); ``reference(*inputs)`` gives the float64
+    value of the output, or a tuple with one per output: every output is checked.
+
+    ``traffic_bytes(key)``: bytes a call moves (default: the inputs read and the outputs
+    written once, sized on torch's meta device in a child process when torch is not
+    imported here).  ``source``: the module (``"module"`` or ``"module:attribute"``)
+    whose file is the source digest (default: ``launch``'s), found without importing it;
+    ``source_distribution``: bind to that installed distribution's version instead.
+    ``compile_cost(config)``: the estimated cost that orders the space, cheapest first
+    (default :func:`elements_per_thread`), so ``flyconfigs tune --budget N`` keeps the N
+    cheapest.
 
     Raises ``TypeError`` for a declaration that misses a part it needs."""
 
     name: str
     configs: Sequence[Mapping[str, KeyValue]] | Mapping[str, Sequence[KeyValue]]
-    default: Mapping[str, KeyValue] | Callable[[Mapping[str, KeyValue]], Mapping[str, KeyValue]]
+    default: Mapping[str, KeyValue] | Callable[..., Mapping[str, KeyValue]]
     launch: Ref
     reference: Ref
     version: int = 1
     key_axes: tuple[KeyAxis, ...] = ROW_AXES
-    rules: Callable[[Mapping[str, KeyValue], Mapping[str, KeyValue]], str | None] | None = None
+    rules: Callable[[Key, Key], str | None] | None = None
+    adapt: Callable[[Key, Key, DeviceQuery | None], Mapping[str, KeyValue] | None] | None = None
     inputs: Ref | None = None
-    traffic_bytes: Callable[[Mapping[str, KeyValue]], int] | None = None
+    outputs: Ref | None = None
+    traffic_bytes: Callable[[Key], int] | None = None
     source: str | None = None
+    source_distribution: str | None = None
+    compile_cost: Callable[[Key], float] = elements_per_thread
     presets: Mapping[str, Sequence[str]] = field(default_factory=dict)
     _listed: list[Config] = field(init=False, repr=False, compare=False)
     _tunables: dict[str, tuple[KeyValue, ...]] = field(init=False, repr=False, compare=False)
+    _sized: dict[str, int] = field(init=False, repr=False, compare=False)
+    _warned: set[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         listed = config_product(self.configs) if isinstance(self.configs, Mapping) else [dict(c) for c in self.configs]
@@ -182,12 +203,19 @@ class TritonFamily(TunableKernel):
                 raise TypeError(f"{self.name}: configs[{i}] names {sorted(config)}, configs[0] {sorted(names)}")
         if self.key_axes != ROW_AXES and self.inputs is None:
             raise TypeError(f"{self.name}: a key other than M, N, dtype needs inputs=(key, device) -> tensors")
-        for what, ref in (("launch", self.launch), ("reference", self.reference), ("inputs", self.inputs)):
+        refs = (("launch", self.launch), ("reference", self.reference), ("inputs", self.inputs),
+                ("outputs", self.outputs))
+        for what, ref in refs:
             if ref is not None and not callable(ref) and (not isinstance(ref, str) or ":" not in ref):
                 raise TypeError(f"{self.name}: {what} {ref!r} must be a callable or 'module:attribute'")
+        if self.source is not None and self.source_distribution is not None:
+            raise TypeError(f"{self.name}: give source= (bind to a module's file) or source_distribution= (bind to "
+                            f"a distribution's version), not both")
         # Frozen: the expanded list and each tunable's values beside the declared form.
         object.__setattr__(self, "_listed", listed)
         object.__setattr__(self, "_tunables", tunable_values(listed))
+        object.__setattr__(self, "_sized", {})
+        object.__setattr__(self, "_warned", set())
         if not callable(self.default):
             # A fixed default is checked once here; one made per key is checked where it serves.
             why = self.undeclared(self.default)
@@ -205,8 +233,7 @@ class TritonFamily(TunableKernel):
         """``key`` checked against :attr:`key_axes`; :class:`~flyconfigs.errors.InvalidKeyError` naming the axis."""
         return normalize_key(self, key)
 
-    def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
-                     device: DeviceQuery | None) -> str | None:
+    def check_config(self, config: Mapping[str, object], key: Key, device: DeviceQuery | None) -> str | None:
         """``None`` when ``config`` is one of the declared configs (every tunable, each
         value of its declared set, and for a listed space one of the list) and the
         family's ``rules`` accept it for ``key``, else why not.  Triton runs on NVIDIA
@@ -231,46 +258,70 @@ class TritonFamily(TunableKernel):
             return f"{dict(config)} is not one of the {len(self._listed)} configs {self.name} lists"
         return None
 
-    def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:
-        """The author's default for ``key``."""
-        return dict(self.default(key) if callable(self.default) else self.default)
+    def default_config(self, key: Key, device: DeviceQuery | None) -> dict[str, KeyValue]:
+        """The author's default for ``key`` (on ``device``, for a ``default(key, device)``)."""
+        if not callable(self.default):
+            return dict(self.default)
+        return dict(self.default(key, device) if _arity(self.default) >= 2 else self.default(key))
+
+    def adapt_config(self, config: Key, key: Key, device: DeviceQuery | None) -> dict[str, KeyValue] | None:
+        """``adapt(config, key, device)``: a nearby key's winner made to fit ``key``, or
+        ``None`` (also without ``adapt``); the registry checks what it returns."""
+        if self.adapt is None:
+            return None
+        adapted = self.adapt(config, key, device)
+        return None if adapted is None else dict(adapted)
 
     # -- what the tuner reads ---------------------------------------------------------
 
-    def space(self, key: Mapping[str, KeyValue], device: DeviceQuery | None = None) -> list[Config]:
-        """The declared configs that pass :meth:`check_config` for ``key``, the default
-        first when it is not among them; never empty."""
+    def space(self, key: Key, device: DeviceQuery | None = None) -> list[Config]:
+        """The declared configs that pass :meth:`check_config` for ``key``, cheapest to
+        compile first (:attr:`compile_cost`; ties in declared order), the default first
+        when it is not among them; never empty.  Configs above
+        :data:`COSTLY_ELEMENTS_PER_THREAD` are logged once, at WARNING."""
         norm = self.check_key(key)
         out = [dict(c) for c in self._listed if self.check_config(c, norm, device) is None]
+        out.sort(key=self.compile_cost)
+        costly = [c for c in out if elements_per_thread(c) > COSTLY_ELEMENTS_PER_THREAD]
+        if costly and "costly" not in self._warned:
+            self._warned.add("costly")
+            shown = "; ".join(" ".join(f"{k}={v}" for k, v in c.items()) for c in costly[:3])
+            logger.warning("%s: %d configs hold more than %d block elements per thread (%s%s): Triton may take a "
+                           "minute to compile each; they are tried last, and --budget N keeps the default and the "
+                           "N-1 cheapest",
+                           self.name, len(costly), COSTLY_ELEMENTS_PER_THREAD, shown, "; …" if len(costly) > 3 else "")
         default = self.default_config(norm, device)
         if not any(c == default for c in out):
             out.insert(0, default)
         return out
 
-    def traffic(self, key: Mapping[str, KeyValue]) -> int:
+    def traffic(self, key: Key) -> int:
         """Bytes one call moves: ``traffic_bytes(key)``, else the inputs read and the
-        output written once (with the default inputs, ``2 · M · N · sizeof(dtype)``)."""
+        outputs written once (with the default inputs and outputs,
+        ``2 · M · N · sizeof(dtype)``); never imports torch in a process that has not."""
         if self.traffic_bytes is not None:
             return int(self.traffic_bytes(key))
-        if self.inputs is None:
+        if self.inputs is None and self.outputs is None:
             return 2 * int(key["M"]) * int(key["N"]) * ELEMENT_BYTES[str(key["dtype"])]
-        from flyconfigs.kernels.triton_workload import tensor_bytes
-
-        # Made on torch's meta device: shapes and dtypes, no memory.
-        inputs = load_ref(self.inputs, f"{self.name}: inputs")(key, "meta")
-        return tensor_bytes(inputs) + tensor_bytes(inputs[:1])
+        cache = repr(sorted(key.items()))
+        if cache not in self._sized:
+            inputs = self.inputs if self.inputs is not None else "flyconfigs.kernels.triton_workload:default_inputs"
+            self._sized[cache] = meta_traffic(self.name, inputs, self.outputs, key, load_ref)
+        return self._sized[cache]
 
     def source_sha256(self) -> str:
-        """sha256 of the source of ``source`` (default: the module ``launch`` is in)."""
-        text = _source_text(self.source if self.source is not None else self.launch, f"{self.name}: source")
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        """sha256 of ``source``'s module file (default: the module ``launch`` is in,
+        found without importing it), or of ``source_distribution``'s name and version."""
+        if self.source_distribution is not None:
+            return distribution_digest(self.source_distribution, f"{self.name}: source_distribution")
+        return source_digest(self.source if self.source is not None else self.launch, f"{self.name}: source")
 
-    def build(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue], device: DeviceQuery) -> None:
+    def build(self, config: Key, key: Key, device: DeviceQuery) -> None:
         """Nothing ahead: Triton compiles each variant on its first launch, in the
         measuring process, where a failure is that candidate's compile error."""
         return None
 
-    def workload(self, key: Mapping[str, KeyValue], copies: int, backend: Backend | None = None,
+    def workload(self, key: Key, copies: int, backend: Backend | None = None,
                  device: str = "cuda") -> TritonWorkload:
         """``copies`` rotated inputs for ``key`` on ``device`` (imports torch and Triton)."""
         from flyconfigs.kernels.triton_workload import row_workload

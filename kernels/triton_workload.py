@@ -139,19 +139,35 @@ def default_inputs(key: Mapping[str, Any], device: str) -> tuple[torch.Tensor, .
     return (torch.randn(int(key["M"]), int(key["N"]), device=device).to(TORCH_DTYPES[str(key["dtype"])]),)
 
 
+def _one_output(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (torch.empty_like(inputs[0]),)
+
+
 def row_workload(family: TritonFamily, key: Mapping[str, Any], copies: int, device: str) -> TritonWorkload:
-    """The workload of a :class:`~flyconfigs.kernels.triton_family.TritonFamily`:
-    its inputs and an output of the first input's shape and dtype per copy."""
+    """The workload of a :class:`~flyconfigs.kernels.triton_family.TritonFamily`: its
+    inputs and outputs per copy (``out``, or ``out0``, ``out1``, … for several), every
+    output checked against its reference."""
     from flyconfigs.kernels.triton_family import load_ref
 
     make_inputs = load_ref(family.inputs, f"{family.name}: inputs") if family.inputs is not None else default_inputs
+    make_outputs = load_ref(family.outputs, f"{family.name}: outputs") if family.outputs is not None else _one_output
     launch = load_ref(family.launch, f"{family.name}: launch")
     reference = load_ref(family.reference, f"{family.name}: reference")
     norm = family.check_key(key)
+    names: list[str] = []
 
     def make() -> Args:
         inputs = tuple(make_inputs(norm, device))
-        return {"inputs": inputs, "out": torch.empty_like(inputs[0])}
+        outputs = tuple(make_outputs(*inputs))
+        names[:] = ["out"] if len(outputs) == 1 else [f"out{i}" for i in range(len(outputs))]
+        return {"inputs": inputs, **dict(zip(names, outputs, strict=True))}
 
-    return TritonWorkload(make, lambda args: {"out": reference(*args["inputs"])},
-                          lambda config, args: launch(config, *args["inputs"], args["out"]), copies, device)
+    def expected(args: Args) -> dict[str, torch.Tensor]:
+        values = reference(*args["inputs"])
+        values = (values,) if isinstance(values, torch.Tensor) else tuple(values)
+        if len(values) != len(names):
+            raise TuneError(f"{family.name}: the reference gives {len(values)} values for {len(names)} outputs")
+        return dict(zip(names, values, strict=True))
+
+    return TritonWorkload(make, expected, lambda config, args: launch(config, *args["inputs"], *(args[n] for n in names)),
+                          copies, device)

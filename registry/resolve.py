@@ -89,7 +89,7 @@ from flyconfigs.registry.matching import exact_matches, find_collisions, nearest
 from flyconfigs.registry.ownership import Owner, owner_of
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import LAYER_NAMES, Collision, Resolution, Step
-from flyconfigs.registry.sources import PACKAGES_ENV, Entry, PackageInfo, Source
+from flyconfigs.registry.sources import PACKAGES_ENV, PATH_ENV, Entry, PackageInfo, Source
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.models import DeviceIdentity
 
@@ -310,7 +310,9 @@ class Resolver:
                     # Said where the owner's packages rank apart; otherwise each source's
                     # standing already says all there is.
                     trace.append(Step(f"owner of {decl.name}", owner.describe()))
-                trace.append(Step("sources, in precedence order", "; ".join(s.describe() for s in order) or "none"))
+                trace.append(Step("sources, in precedence order",
+                                  ("; ".join(s.describe() for s in order) or "none")
+                                  + _skipped_overrides(self._catalog.override_entries(), decl.name, query.arch)))
             return self._search(decl, norm, query, why, trace), trace
 
     def sources_for(self, arch: str) -> list[Source]:
@@ -360,6 +362,20 @@ class Resolver:
         return self.problems.problems()
 
 
+
+
+def _skipped_overrides(entries: list[Entry], kernel: str, arch: str) -> str:
+    """What ``FLYCONFIGS_PATH`` holds for ``kernel`` that cannot serve ``arch``, so that
+    a folder of such files is not mistaken for an empty one."""
+    other: dict[str, int] = {}
+    for entry in entries:
+        if entry.kernel == kernel and entry.device.arch != arch:
+            other[entry.device.arch] = other.get(entry.device.arch, 0) + 1
+    if not other:
+        return ""
+    parts = [f"{n} for {a}" + (" (made by the test backend: never served to a real device)" if a == "simulated" else "")
+             for a, n in sorted(other.items())]
+    return f" ({sum(other.values())} files of {PATH_ENV} skipped: {'; '.join(parts)})"
 
 
 def _memo_device(device: object) -> object:

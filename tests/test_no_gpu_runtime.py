@@ -76,10 +76,13 @@ def test_only_a_gfx_package_and_no_runtime_warns_once_naming_the_hip_extra(tmp_p
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [f"the GPU is not detected and every call gets the default heuristic: {ADVICE}"]
     assert result.stdout.strip() == f"no device known: {ADVICE}"
-    # doctor says it too, as the warning that no device is known (nothing installed is at fault)
+    # doctor says it too, once, on its device line, and warns that no device is known
+    # (nothing installed is at fault)
     doctor = run("-m", "flyconfigs", "doctor")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-    assert f"warning: no device known ({ADVICE})" in doctor.stdout
+    assert f"device: unknown ({ADVICE})" in doctor.stdout
+    assert (doctor.stdout + doctor.stderr).count("no GPU runtime") == 1, doctor.stdout + doctor.stderr
+    assert "warning: no device known (see the device line)" in doctor.stdout
 
 
 @pytest.mark.parametrize(("error", "warned"), [

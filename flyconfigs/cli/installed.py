@@ -11,14 +11,31 @@ from flyconfigs.cli._common import add_command, emit_json, parse_key
 __all__ = ["register"]
 
 
+SERVED_ONLY = "declared to serve configs imported with `flyconfigs import`; not tunable here"
+
+
+def _tunable(name: str) -> bool:
+    """Whether ``name``'s declaration can be tuned (a TunableKernel), or only serves
+    what was imported for it."""
+    from flyconfigs.errors import FlyconfigsError
+    from flyconfigs.kernels.plugin import TunableKernel
+    from flyconfigs.registry import kernel_declaration
+
+    try:
+        return isinstance(kernel_declaration(name), TunableKernel)
+    except FlyconfigsError:
+        return False
+
+
 def _list(args: argparse.Namespace) -> int:
     from flyconfigs.registry import default_resolver
     from flyconfigs.registry.declarations import declared_kernels
 
     kernels = declared_kernels(default_resolver().problems)
     packages = default_resolver().packages()
+    tunable = {k.name: k.problem is None and _tunable(k.name) for k in kernels}
     if args.json:
-        emit_json({"command": "list", "kernels": [k.__dict__ for k in kernels],
+        emit_json({"command": "list", "kernels": [{**k.__dict__, "tunable": tunable[k.name]} for k in kernels],
                    "packages": [{**p.__dict__, "families": list(p.families)} for p in packages]})
         return 0
     print("kernels:" if kernels else "no kernels declared")
@@ -27,7 +44,8 @@ def _list(args: argparse.Namespace) -> int:
         if k.problem is not None:
             print(f"  {k.name}  from {owner}  cannot be loaded: {k.problem}")
         else:
-            print(f"  {k.name} version {k.version}  from {owner}")
+            served = "" if tunable[k.name] else f"  served only: {SERVED_ONLY}"
+            print(f"  {k.name} version {k.version}  from {owner}{served}")
     print("packages:" if packages else "no flyconfigs data packages installed")
     for p in packages:
         print(f"  {p.distribution} {p.version}  target {p.target}  schema {p.schema_version}  {p.artifacts} artifacts  "
@@ -67,19 +85,37 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _completed(kernel: str, key: dict[str, object]) -> tuple[dict[str, object], dict[str, object]]:
+    """``key`` with the axes the kernel fills in itself, as the tuner fills them
+    (``weight_dtype`` defaults to ``dtype`` for the row norms), and those filled in."""
+    from flyconfigs.errors import FlyconfigsError
+    from flyconfigs.kernels.plugin import complete_key
+    from flyconfigs.registry import kernel_declaration
+
+    try:
+        full: dict[str, object] = dict(complete_key(kernel_declaration(kernel), key))
+    except (FlyconfigsError, KeyError, TypeError, ValueError):
+        return key, {}  # explain names what is wrong with the key as given
+    return full, {k: v for k, v in full.items() if k not in key}
+
+
 def _explain(args: argparse.Namespace) -> int:
     from flyconfigs.registry import default_resolver
 
-    resolution, steps = default_resolver().explain(args.kernel, parse_key(args.key), args.device)
+    key, filled = _completed(args.kernel, parse_key(args.key))
+    resolution, steps = default_resolver().explain(args.kernel, key, args.device)
     if args.json:
         emit_json(
             {
                 "command": "explain",
                 "resolution": resolution.as_json(),
+                "filled_in": filled,
                 "steps": [{"looked_for": s.looked_for, "outcome": s.outcome} for s in steps],
             }
         )
         return 0
+    if filled:
+        print(f"key: {' '.join(f'{k}={v}' for k, v in filled.items())} filled in, as the tuner fills it in")
     for number, step in enumerate(steps, 1):
         print(f"{number}. {step.looked_for}: {step.outcome}")
     config = " ".join(f"{k}={v}" for k, v in resolution.config.items())
@@ -104,7 +140,7 @@ def _doctor(args: argparse.Namespace) -> int:
     if args.device is not None:
         device, how = parse_device_spec(args.device, "--device"), "given by --device"
     else:
-        device, how = resolver.current_device()
+        device, how = _quietly(resolver.current_device)
     problems = resolver.check_all()
     collisions = resolver.collisions()
     packages = resolver.packages()
@@ -119,7 +155,8 @@ def _doctor(args: argparse.Namespace) -> int:
               f"rank the packages with {PACKAGES_ENV} to choose" for c in unexpected]
     warnings = []
     if device is None:
-        warnings.append(f"no device known ({how}): every call gets the default heuristic")
+        # Why it is unknown is on the device line (text) or device_source (JSON): said once.
+        warnings.append("no device known (see the device line): every call gets the default heuristic")
     elif not resolver.sources_for(device.arch):
         warnings.append(f"nothing installed serves {device.arch}: every call gets the default heuristic")
     notes = _predicted_notes(resolver, device)
@@ -167,6 +204,22 @@ def _doctor(args: argparse.Namespace) -> int:
         failed = len(real_problems) + len(errors)
         print("ok" if not failed and not warnings else f"{failed} problem(s), {len(warnings)} warning(s)")
     return 1 if real_problems or errors else 0
+
+
+def _quietly(detect: Any) -> Any:
+    """``detect()`` without the registry's own warning that the GPU is not detected:
+    doctor prints why on its device line, once."""
+    import logging
+
+    def drop(record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("the GPU is not detected")
+
+    log = logging.getLogger("flyconfigs.registry")
+    log.addFilter(drop)
+    try:
+        return detect()
+    finally:
+        log.removeFilter(drop)
 
 
 def _predicted_notes(resolver: Any, device: Any) -> list[str]:

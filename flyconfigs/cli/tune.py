@@ -123,6 +123,31 @@ def _fleet(args: argparse.Namespace) -> Any:
     return RayFleet(address, target)
 
 
+def _ordinal(args: argparse.Namespace) -> int:
+    """The GPU ``--gpu`` names; ``--device N`` (its name before 1.1) still means it, with
+    a note, since ``--device`` names a device spec in every other command."""
+    if args.device is None:
+        return int(args.gpu)
+    if not args.device.isdigit():
+        raise Usage(f"--device {args.device!r}: tune measures the GPUs of this host, chosen by --gpu N or --devices "
+                    f"(with --ray, --target chooses the device); --device SPEC names a device in explain, doctor and "
+                    f"predict")
+    if args.gpu_given:
+        raise Usage("--device N is the old name of --gpu N: give one of them")
+    print(f"note: --device {args.device} is read as --gpu {args.device} (a GPU ordinal of this host); --device "
+          f"names a device spec in every other command", file=sys.stderr)
+    return int(args.device)
+
+
+class _Given(argparse.Action):
+    """Stores the value and remembers that it was given."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.gpu_given = True
+
+
 def _tune(args: argparse.Namespace) -> int:
     from flyconfigs.tuner.options import TuneOptions
     from flyconfigs.tuner.session import SessionRequest, device_ordinals, run_session
@@ -130,7 +155,7 @@ def _tune(args: argparse.Namespace) -> int:
     extra = grid_extra(args)
     grids = key_grids(args)
     fleet = _fleet(args)
-    ordinals = device_ordinals(args.devices, args.backend) if args.devices else [args.device]
+    ordinals = device_ordinals(args.devices, args.backend) if args.devices else [_ordinal(args)]
     on, close = _progress_bar(sys.stderr.isatty())
     request = SessionRequest(args.kernel, grids, Path(args.out), args.backend, ordinals, extra,
                              TuneOptions(budget=args.budget, resume=args.resume), args.cross_check, fleet)
@@ -175,7 +200,11 @@ def register(sub: Any) -> None:
     add_grid_arguments(p)
     p.add_argument("--out", default="tuned", help="folder for the artifacts (default: tuned)")
     p.add_argument("--backend", choices=["cuda", "hip", "simulated"], help="default: the GPU found; 'simulated' is the test backend")
-    p.add_argument("--device", type=int, default=0, help="GPU ordinal (default 0)")
+    p.add_argument("--gpu", type=int, default=0, metavar="N", action=_Given,
+                   help="the GPU of this host to tune on, by ordinal (default 0)")
+    p.add_argument("--device", metavar="N", help="deprecated name of --gpu N (--device names a device spec in explain, "
+                   "doctor and predict)")
+    p.set_defaults(gpu_given=False)
     p.add_argument("--devices", help="tune on several GPUs: 'all' or ordinals like 0,1 (a worker process each; "
                    "an ordinal may repeat to run two workers on one GPU)")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
@@ -185,6 +214,7 @@ def register(sub: Any) -> None:
                    help="with --ray: tune on the GPUs that are this device (sm90, sm90:132:NVIDIA H200, H200, …); "
                         "default: the device most of the cluster's GPUs are")
     p.add_argument("--cross-check", action="store_true",
-                   help="re-tune every key on a second identical GPU (another node first) and report winners that differ")
+                   help="re-tune every key on a second GPU of the same identity (another node first) and report the "
+                        "keys whose winners differ; a key whose GPU has no twin is not re-checked")
     p.add_argument("--budget", type=int, help="at most this many candidates per key (the default is always one)")
     p.add_argument("--resume", action="store_true", help="skip keys already tuned with the same kernel source and toolchain")

@@ -2,7 +2,9 @@
 
 :func:`get_backend` picks ``cuda`` (cuda-python) or ``hip`` (hip-python) automatically,
 or the one ``FLYCONFIGS_BACKEND`` names; both run on one implementation
-(:mod:`flyconfigs.gpu.backend`).  Nothing here is imported by ``import flyconfigs``.
+(:mod:`flyconfigs.gpu.backend`).  Where neither binding is installed, the registry's
+detector (:func:`current_identity`) asks torch instead (:mod:`flyconfigs.gpu.torch_device`).
+Nothing here is imported by ``import flyconfigs``.
 """
 
 from __future__ import annotations
@@ -98,8 +100,24 @@ def device_count(name: str | None = None) -> int:
 
 def current_identity() -> DeviceIdentity:
     """The identity of GPU 0 (the ``flyconfigs.detectors`` entry point the registry
-    injects into its resolver); raises when there is none."""
-    return detect_device(0).identity
+    injects into its resolver); raises when there is none.
+
+    Through the vendor bindings (``flyconfigs[cuda]``, ``flyconfigs[hip]``) first; when
+    neither is installed, through torch if it is (``flyconfigs[triton]`` brings torch
+    alone).  When nothing can detect, the :class:`GPURuntimeMissingError` says what is
+    missing: the bindings, torch, or a GPU torch can see."""
+    try:
+        return detect_device(0).identity
+    except GPURuntimeMissingError as exc:
+        from flyconfigs.gpu.torch_device import torch_identity, torch_installed
+
+        if not torch_installed():
+            raise GPURuntimeMissingError(f"{exc}; torch, which also detects the GPU, is not installed",
+                                         extras=exc.extras) from None
+        try:
+            return torch_identity(0)
+        except BackendUnavailableError as why:
+            raise GPURuntimeMissingError(f"{exc}; and {why}", extras=exc.extras) from None
 
 
 def detect_device(ordinal: int = 0) -> Device:

@@ -56,12 +56,16 @@ def parse_size(text: str, variable: str = CACHE_MAX_ENV) -> int:
 
 
 def default_cache_dir() -> Path:
-    """``FLYCONFIGS_CACHE_DIR`` or ``<user cache dir>/flyconfigs/kernels``."""
+    """``FLYCONFIGS_CACHE_DIR`` or ``<user cache dir>/flyconfigs/kernels`` (platformdirs'
+    user cache dir; without platformdirs, ``$XDG_CACHE_HOME`` or ``~/.cache``, so that
+    a GPU is detected and described where only the bindings are installed)."""
     override = os.environ.get(CACHE_DIR_ENV)
     if override:
         return Path(override)
-    from platformdirs import user_cache_dir
-
+    try:
+        from platformdirs import user_cache_dir
+    except ImportError:
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flyconfigs" / "kernels"
     return Path(user_cache_dir("flyconfigs")) / "kernels"
 
 

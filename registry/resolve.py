@@ -185,10 +185,12 @@ class Resolver:
         try:
             # Typed and order-free: ``M=True`` or ``M=1.0`` never hits the entry of ``M=1``.
             memo_key = (record, _memo_device(device), *[(k, v.__class__, v) for k, v in sorted(key.items())])
+            hash(memo_key)
             hit = self._memo.get(memo_key) if record is not None else None
         except TypeError:  # a list or object value: its canonical JSON is the typed form
             try:
                 memo_key = (record, _memo_device(device), canonical_text(dict(key)))
+                hash(memo_key)
                 hit = self._memo.get(memo_key) if record is not None else None
             except (TypeError, ValueError, AttributeError):
                 hit = memo_key = None

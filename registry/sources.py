@@ -252,7 +252,14 @@ def find_packages(problems: ProblemLog | None = None) -> list[PackageRef]:
     distribution whose metadata is broken is reported and skipped."""
     chosen = chosen_packages()
     found = []
-    for item in find_entry_points(ARTIFACT_GROUP, problems if problems is not None else ProblemLog()):
+    log = problems if problems is not None else ProblemLog()
+    items = find_entry_points(ARTIFACT_GROUP, log)
+    installed = {canonicalize_name(item.distribution) for item in items}
+    for name in chosen:
+        if name not in installed:
+            log.report(Problem("bad-setting", PACKAGES_ENV, f"names {name!r}, which is not an installed data package "
+                                                            f"(entry-point group {ARTIFACT_GROUP}); ignored"))
+    for item in items:
         norm = canonicalize_name(item.distribution)
         if norm in chosen:
             standing: Standing = "chosen"

@@ -152,14 +152,24 @@ def _acme(site: SiteDir, register: bool) -> None:
     refresh()
 
 
-def test_an_entry_points_own_declaration_registered_in_process_keeps_its_owner(
-        site: SiteDir, capsys: pytest.CaptureFixture[str]) -> None:
-    _acme(site, register=True)
-    import acme_rms_reg  # noqa: F401 - registers its declaration, as a decorator does at import
+def test_an_entry_points_own_declaration_registered_in_process_keeps_its_owner(site: SiteDir) -> None:
+    # acme-kernels ships its own artifacts (so they rank as the owner's) and registers its
+    # declaration at import, as the Triton decorator does; a third party holds the key too.
+    site.install("gfx942", [make_artifact(device=MI300X, key=KEY, kernel="acme_rms", winner_index=1)],
+                 name="acme-kernels", module="acme_kernels_data")
+    site.install("gfx942", [make_artifact(device=MI300X, key=KEY, kernel="acme_rms", winner_index=2)],
+                 name="other-tunings", module="other_tunings")
+    (info,) = site.root.glob("acme_kernels-*.dist-info")
+    with (info / "entry_points.txt").open("a") as f:
+        f.write("[flyconfigs.kernels]\nacme_rms = acme_own_reg:SPEC\n")
+    (site.root / "acme_own_reg.py").write_text(
+        ACME_DECL.replace("{register}", "True").replace('("acme-tunings",)', "()"))
+    refresh()
+    import acme_own_reg  # noqa: F401 - registers its declaration, as a decorator does at import
 
     try:
         r = resolve("acme_rms", KEY, "MI300X")
-        assert r.origin == "acme-tunings", r.reasons
+        assert r.origin == "acme-kernels", r.reasons
         assert explain("acme_rms", KEY, "MI300X")[0].file == r.file
         assert not [p for p in default_resolver().problems.problems() if p.kind == "kernel-collision"]
     finally:
@@ -279,14 +289,18 @@ class _Toy(KernelDecl):
 
 
 def test_a_resolution_shares_nothing_with_the_catalog(tmp_path: Path) -> None:
-    artifact = make_artifact(key={"M": 64, "shape": [1, 2]}, kernel="toy_lists")
+    data = artifact_dict(key={"M": 64, "shape": [1, 2]}, kernel="toy_lists")
+    for candidate in [*data["candidates"], data["winner"], data["default"]]:
+        candidate["config"] = {**candidate["config"], "tile": [16, 16]}
+    artifact = Artifact.model_validate(data)
     resolver = Resolver([str(_folder(tmp_path / "t", artifact))], detector=None)
     first = resolver.resolve(_Toy(), {"M": 60, "shape": [1, 2]}, H200_SPEC)
-    assert first.key_match == "nearest"
+    assert first.key_match == "nearest" and first.config["tile"] == [16, 16]
+    first.config["tile"].append(3)
     first.matched_key["shape"].append(3)  # type: ignore[index]
-    first.key["shape"].append(3)  # type: ignore[index]
     later = resolver.resolve(_Toy(), {"M": 70, "shape": [1, 2]}, H200_SPEC)
-    assert (later.key_match, later.file) == ("nearest", first.file)
+    assert (later.key_match, later.file, later.config["tile"]) == ("nearest", first.file, [16, 16])
+    assert dict(later.matched_key or {}) == {"M": 64, "shape": [1, 2]}
 
 
 def test_a_default_its_own_family_refuses_is_never_served(tmp_path: Path) -> None:

@@ -47,7 +47,9 @@ __all__ = [
 
 DEVICE_ENV = "FLYCONFIGS_DEVICE"
 DEVICE_ARGUMENT = "the device argument"
-_ARCH = re.compile(r"^(gfx[0-9a-f]{3,4}|sm[0-9]{2,3}[a-z]?)$")
+_ARCH = re.compile(r"^(gfx[0-9]{1,2}[0-9a-f]{2}|sm[0-9]{2,3}[a-z]?)$")
+"""An arch a device spec may name: an AMD one as LLVM names it (``GFX_ARCH`` of the
+schema: a decimal major, so ``gfxa42`` is none) or an NVIDIA ``smNN``."""
 _COUNT = re.compile(r"^[0-9]{1,9}$")
 logger = logging.getLogger("flyconfigs.registry")
 

@@ -155,20 +155,16 @@ class KernelTable:
             if known is not None:
                 return known
             name = kernel_name(decl)
-            for candidate in (_REGISTERED.get(name), self.loaded.get(name)):
-                if candidate is not None and candidate.decl is decl:
-                    return candidate
-            try:  # the declaration an entry point gives, passed as an object: its owner's record
-                named = self.record(name, log)
+            try:  # a registered declaration, or an entry point's, passed as an object: its record
+                named: LoadedKernel | None = self.record(name, log)
             except FlyconfigsError:
                 named = None
-            if named is not None and named.decl is decl:
-                return named
+            if named is None or named.decl is not decl:
+                named = LoadedKernel(name, decl, "passed", f"a {type(decl).__name__} passed by the caller")
             if len(self.passed) >= 256:
                 self.passed.clear()
-            record = self.passed[id(decl)] = LoadedKernel(name, decl, "passed",
-                                                         f"a {type(decl).__name__} passed by the caller")
-            return record
+            self.passed[id(decl)] = named  # so the hot path finds it (known() checks the object)
+            return named
 
 
 _REGISTERED: dict[str, LoadedKernel] = {}

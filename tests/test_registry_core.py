@@ -352,3 +352,33 @@ def test_a_hand_written_folder_file_is_indexed_whole(tmp_path: Path) -> None:
     (tmp_path / "pretty.json").write_text(json.dumps(artifact.model_dump(mode="json"), indent=2))
     r = Resolver([str(tmp_path)], detector=None).resolve("rmsnorm", KEY, H200_SPEC)
     assert (r.source, dict(r.config)) == ("override", artifact.winner.config)
+
+
+def test_a_familys_source_is_hashed_once_however_many_misses(tmp_path: Path) -> None:
+    calls = []
+
+    @dataclass(frozen=True)
+    class Counting(RMSNormSpec):
+        def source_sha256(self) -> str:
+            calls.append(1)
+            return "ab" * 32
+
+        @property
+        def source_binding(self) -> Any:
+            return "exact"
+
+    folder = _folder(tmp_path / "t", make_artifact(key=KEY, winner_index=3))
+    resolver = Resolver([str(folder)], detector=None)
+    family = Counting()
+    for m in range(1, 40):
+        resolver.resolve(family, {**KEY, "M": m * 97}, H200_SPEC)
+    assert len(calls) == 1
+
+
+def test_a_declaration_passed_as_an_object_hits_the_memo(tmp_path: Path) -> None:
+    resolver = Resolver([str(_folder(tmp_path / "t", make_artifact(key=KEY)))], detector=None)
+    from flyconfigs.kernels.rmsnorm import SPEC
+
+    for decl in (SPEC, RMSNormV2()):
+        first = resolver.resolve(decl, KEY, H200_SPEC)
+        assert resolver.resolve(decl, KEY, H200_SPEC) is first

@@ -292,19 +292,19 @@ def _place(releases: Sequence[PublishResult], out: Path, upload: str | None) -> 
     try:
         for release in releases:
             for path in release.files:
-                fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{path.name}.", suffix=".tmp")
-                staged.append((Path(tmp), out / path.name))
+                fd, name = tempfile.mkstemp(dir=out, prefix=f".{path.name}.", suffix=".tmp")
+                staged.append((Path(name), out / path.name))
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(path.read_bytes())
                     handle.flush()
                     os.fsync(handle.fileno())
-                os.chmod(tmp, 0o644)
+                os.chmod(name, 0o644)
     except OSError as exc:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
+        for written, _ in staged:
+            written.unlink(missing_ok=True)
         raise PublishError(f"cannot write the built files: {exc.strerror or exc}; nothing was placed", str(out)) from None
-    for tmp, final in staged:
-        os.replace(tmp, final)
+    for written, final in staged:
+        os.replace(written, final)
     placed, done = [], iter(final for _, final in staged)
     for release in releases:
         final_files = tuple(next(done) for _ in release.files)

@@ -15,8 +15,9 @@ from flyconfigs.registry.calls import check_config
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.kernels import TABLE, KernelTable, LoadedKernel
+from flyconfigs.registry.packages import read_package_folder
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
-from flyconfigs.registry.sources import Source, read_package_folder
+from flyconfigs.registry.sources import Source
 from flyconfigs.schema.jsonio import read_document
 from flyconfigs.schema.load import parse_manifest_report
 from flyconfigs.schema.manifest import MANIFEST_FILE

@@ -47,10 +47,10 @@ def _validate(args: argparse.Namespace) -> int:
         results.append(entry)
     by_file = {r["file"]: r for r in results}
     for problem in _duplicates(args.paths):
-        entry = by_file.get(problem.where)
-        if entry is not None:
-            entry["problems"].append({"field": "key", "message": f"{problem.kind}: {problem.message}"})
-            entry["valid"] = False
+        row = by_file.get(problem.where)
+        if row is not None:
+            row["problems"].append({"field": "key", "message": f"{problem.kind}: {problem.message}"})
+            row["valid"] = False
     bad = sum(not r["valid"] for r in results)
     if args.json:
         emit_json({"command": "validate", "files": results, "invalid": bad})

@@ -412,3 +412,17 @@ def test_a_slow_plugin_call_never_holds_up_another_resolve(tmp_path: Path) -> No
     finally:
         release.set()
         worker.join()
+
+
+def test_a_discarded_resolver_leaves_nothing_of_its_catalog_alive(tmp_path: Path) -> None:
+    import gc
+    import weakref
+
+    folder = _folder(tmp_path / "t", make_artifact(key=KEY, winner_index=3))
+    resolver = Resolver([str(folder)], detector=None)
+    assert resolver.resolve("rmsnorm", {**KEY, "M": 4000}, H200_SPEC).key_match == "nearest"
+    index = next(iter(resolver._catalog._indexes.values()))
+    entry = weakref.ref(index.entries[0])
+    del resolver, index
+    gc.collect()
+    assert entry() is None, gc.get_referrers(entry())

@@ -13,10 +13,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from packaging.utils import canonicalize_name
 
@@ -28,8 +29,9 @@ from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import json_files_under, parse_document, read_document, read_file_bytes
 from flyconfigs.schema.load import parse_artifact, parse_manifest
-from flyconfigs.schema.manifest import MANIFEST_FILE
+from flyconfigs.schema.manifest import MANIFEST_FILE, ManifestTable
 from flyconfigs.schema.models import Artifact, DeviceIdentity
+from flyconfigs.schema.table import is_table_document
 
 __all__ = [
     "ARTIFACT_GROUP",
@@ -188,10 +190,12 @@ def override_directories(value: str | None = None) -> list[Path]:
     return [Path(p) for p in text.split(os.pathsep) if p]
 
 
-def scan_directory(folder: Path, rank: int, problems: ProblemLog) -> list[Entry]:
+def scan_directory(folder: Path, rank: int, problems: ProblemLog,
+                   on_table: Callable[[Path, Any, Source], None] | None = None) -> list[Entry]:
     """Every valid artifact under ``folder`` (``*.json``, recursively, dot-files and
     dot-folders skipped); invalid ones, special files, and folders that are missing or
-    cannot be read are reported and skipped."""
+    cannot be read are reported and skipped.  A table (schema 1.6) is handed, parsed, to
+    ``on_table`` with its source (without one, it is reported as not an artifact)."""
     source = Source("override", str(folder), (TIERS["override"], rank))
     entries: list[Entry] = []
     if not folder.is_dir():
@@ -203,7 +207,11 @@ def scan_directory(folder: Path, rank: int, problems: ProblemLog) -> list[Entry]
 
     for path in json_files_under(folder, unreadable):
         try:
-            artifact, _ = parse_artifact(read_document(path, schema_bounds_depth=True), str(path))
+            data = read_document(path, schema_bounds_depth=True)
+            if on_table is not None and is_table_document(data):
+                on_table(path, data, source)
+                continue
+            artifact, _ = parse_artifact(data, str(path))
         except UnsupportedSchemaVersionError as exc:
             problems.report(Problem("unsupported-major", str(path), exc.problems[0].message))
             continue
@@ -235,6 +243,8 @@ class LoadedPackage:
     info: PackageInfo
     entries: list[Entry]
     source: Source | None = None
+    tables: list[ManifestTable] = field(default_factory=list)
+    """The tables its manifest lists (1.6), of its target; read when their kernel is resolved."""
 
 
 def chosen_packages() -> list[str]:
@@ -327,6 +337,13 @@ def read_package_folder(package_dir: Path, target: str | None, source: Source, p
             )
             continue
         entries.append(Entry(row.kernel, row.key, row.device, row.file, source, row.sha256, root))
-    info = PackageInfo(source.name, source.version or "", manifest.target, manifest.schema_version, len(entries), root,
-                       tuple(manifest.families()))
-    return LoadedPackage(info, entries, source)
+    tables = []
+    for index, table in enumerate(manifest.tables):
+        if table.device.arch != manifest.target:
+            problems.report(Problem("wrong-target", f"{manifest_path}#tables[{index}]", f"device arch "
+                                    f"{table.device.arch!r} does not belong to target {manifest.target!r}", dist_name))
+            continue
+        tables.append(table)
+    info = PackageInfo(source.name, source.version or "", manifest.target, manifest.schema_version,
+                       len(entries) + sum(t.rows for t in tables), root, tuple(manifest.families()))
+    return LoadedPackage(info, entries, source, tables)

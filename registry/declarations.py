@@ -253,6 +253,24 @@ class KernelDecl(ABC):
         when the family does not say, and then no artifact is stale by its source."""
         return None
 
+    def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
+        """The family's nearest-key rule: how far the tuned key ``tuned`` is from
+        ``asked`` (both equal on every exact axis), as a tuple compared
+        lexicographically, the smaller served first; ``None``: never serve ``tuned``'s
+        winner for ``asked``.  Default: the sum over ordinal axes of ``|log2 a - log2 b|``,
+        a tie to the larger tuned value (:func:`~flyconfigs.registry.nearest.log_distance`)."""
+        from flyconfigs.registry.nearest import log_distance
+
+        return log_distance(self.key_axes, asked, tuned)
+
+    def pass_over_neighbour(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue],
+                            config: Mapping[str, Any], device: DeviceQuery) -> str | None:
+        """A reason not to serve ``config`` (the winner of the nearer tuned key ``tuned``,
+        as it would be served for ``asked``, after :meth:`adapt_config`) for ``asked`` on
+        ``device``; the next candidate is tried, and in the end :meth:`default_config`.
+        The reason is kept in the resolution's ``reasons``.  Default: ``None``."""
+        return None
+
 
 _REGISTERED: dict[str, KernelDecl] = {}
 _LOADED: dict[str, KernelDecl] = {}
@@ -464,7 +482,7 @@ def kernel_name(decl: KernelDecl) -> str:
     return name
 
 
-def _report_fault(decl: KernelDecl, member: str, exc: BaseException, consequence: str,
+def report_fault(decl: KernelDecl, member: str, exc: BaseException, consequence: str,
                   problems: ProblemLog | None) -> None:
     """Log a member of ``decl`` raising once per declaration and member, however many
     calls meet it and whatever it says each time (a serving loop must not flood logs)."""
@@ -517,7 +535,7 @@ def check_key(decl: KernelDecl, key: object, problems: ProblemLog | None = None)
     except InvalidKeyError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plugin's bug must not fail a serving call
-        _report_fault(decl, "check_key", exc, "keys are checked against the declared axes only", problems)
+        report_fault(decl, "check_key", exc, "keys are checked against the declared axes only", problems)
     try:
         return normalize_key(decl, key)
     except InvalidKeyError:
@@ -542,7 +560,7 @@ def default_config(decl: KernelDecl, key: Mapping[str, KeyValue], device: Device
             raise TypeError(f"it returned a {type(config).__name__}, not a mapping")
         return dict(config)
     except Exception as exc:  # noqa: BLE001 - whatever the plugin raises becomes one typed error
-        _report_fault(decl, "default_config", exc, "calls that no artifact serves fail", problems)
+        report_fault(decl, "default_config", exc, "calls that no artifact serves fail", problems)
         raise KernelPluginError(kernel_name(decl), _origin_of(decl)[0], "default_config",
                                 f"{_raised(exc)}; no artifact serves this call, so there is no config") from None
 

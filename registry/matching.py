@@ -10,6 +10,7 @@ import os
 import threading
 
 from flyconfigs.registry.declarations import KernelDecl, KeyValue
+from flyconfigs.registry.nearest import has_own_distance, neighbour_distance
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import Collision
 from flyconfigs.registry.sources import PACKAGES_ENV, Entry
@@ -37,9 +38,12 @@ def by_product(pool: list[Entry], product: str | None) -> list[Entry]:
     return sorted(pool, key=order)
 
 
-def nearest_matches(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl) -> list[Entry]:
-    """Entries equal to ``key`` on every exact axis, nearest first: the smallest sum over
-    ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned value, then pool order."""
+def nearest_matches(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl,
+                    problems: ProblemLog | None = None) -> list[Entry]:
+    """Entries equal to ``key`` on every exact axis, nearest first by the family's
+    ``key_distance`` (:mod:`flyconfigs.registry.nearest`; by default the smallest sum over
+    ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned value), then pool
+    order; an entry the family's rule answers ``None`` for is left out."""
     ordinal = tuple(a.name for a in decl.key_axes if a.ordinal)
     if not ordinal:
         return []
@@ -51,6 +55,14 @@ def nearest_matches(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDec
         return []
     if not group or not all(type(v) is int for v in asked):
         return []
+    if has_own_distance(decl):
+        ranked = []
+        for _, _, rank, entry in group:
+            distance = neighbour_distance(decl, key, entry.key, problems)
+            if distance is not None:
+                ranked.append((distance, rank, entry))
+        ranked.sort(key=lambda item: (item[0], item[1]))
+        return [item[2] for item in ranked]
     wanted = [_log2(v) for v in asked]
     if len(wanted) == 2:  # the common case (M and N), without a generator per entry
         w0, w1 = wanted

@@ -36,8 +36,11 @@ between packages ``FLYCONFIGS_PACKAGES`` does not both rank); two packages of on
 (two third parties, say) **contest** the slot, and neither serves it until the user
 ranks them in ``FLYCONFIGS_PACKAGES``.
 
-Nearest key: the smallest sum over ordinal axes of ``|log2 a - log2 b|``; a tie goes to
-the larger tuned value.  A config is served only when its artifact is bound to the
+Nearest key: the family's ``key_distance(asked, tuned)`` over tuned keys equal to the
+asked one on every exact axis, the smaller tuple first, ``None`` never served (by default
+the smallest sum over ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned
+value; :mod:`flyconfigs.registry.nearest`); a neighbour whose winner the family's
+``pass_over_neighbour`` gives a reason against is passed over.  A config is served only when its artifact is bound to the
 installed family (:func:`~flyconfigs.registry.binding.binding_problem`: its family
 version and source), the config is one of the declared tunables and the kernel's own
 ``check_config`` accepts it for the asked key and device, and never from an artifact a
@@ -86,6 +89,7 @@ from flyconfigs.registry.device import (
     parse_device_spec,
 )
 from flyconfigs.registry.matching import exact_matches, find_collisions, nearest_matches
+from flyconfigs.registry.nearest import passed_over
 from flyconfigs.registry.ownership import Owner, owner_of
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import LAYER_NAMES, Collision, Resolution, Step
@@ -439,7 +443,7 @@ class _Search:
             return None
         index, key = self.index, self.key
         pool = index.by_layer[layer].get(token, []) if layer == 0 else index.for_product(layer, token, self.query.product)
-        matches = exact_matches(pool, key) if mode == "exact" else nearest_matches(pool, key, self.decl)
+        matches = exact_matches(pool, key) if mode == "exact" else nearest_matches(pool, key, self.decl, self.problems)
         matches = [e for e in matches if id(e) not in self.tried]
         if not matches:
             if not measured_only:
@@ -494,7 +498,7 @@ class _Search:
         decl, key, query = self.decl, self.key, self.query
         refused = refusal(decl, artifact, key, query)
         if refused is None:
-            return _Found(entry, artifact, dict(artifact.winner.config), None)
+            return self._neighbour(_Found(entry, artifact, dict(artifact.winner.config), None))
         kind, why = refused
         dist = entry.source.name if entry.source.kind == "package" else None
         if kind == "test-double":
@@ -508,13 +512,21 @@ class _Search:
             winner = dict(artifact.winner.config)
             adapted = _adapt(decl, winner, key, query)
             if adapted is not None and check_config(decl, adapted, key, query) is None:
-                return _Found(entry, artifact, adapted, winner)
+                return self._neighbour(_Found(entry, artifact, adapted, winner))
             return f"{_ROUTINE} ({decl.name}: {why})"
         # Reported for the artifact's own key, not the asked one: the problem is the
         # artifact's, so every row asked gives the same problem and it is logged once.
         self.problems.report(Problem(own[0], str(entry.path), f"{decl.name} refuses its winner for its own key "
                                      f"{dict(entry.key)} on {query.describe()}: {own[1]}", dist))
         return f"refused by {decl.name}: {why}"
+
+    def _neighbour(self, found: _Found) -> _Found | str:
+        """``found``, unless it is a nearer key's winner the family passes over for the
+        asked key (its optional ``pass_over_neighbour``): then why."""
+        if found.entry.key == self.key:
+            return found
+        why = passed_over(self.decl, self.key, found.entry.key, found.config, self.query, self.problems)
+        return found if why is None else f"{_ROUTINE} ({self.decl.name} passes it over: {why})"
 
     def _last_problem(self, entry: Entry) -> str:
         for problem in reversed(self.problems.problems()):

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue
+    from flyconfigs.registry.contract import KernelDecl, KeyAxis, KeyValue
     from flyconfigs.registry.device import DeviceQuery
     from flyconfigs.registry.problems import ProblemLog
 
@@ -57,7 +57,7 @@ def _log2(value: int) -> float:
 def has_own_distance(decl: KernelDecl) -> bool:
     """Whether ``decl`` gives its own ``key_distance`` (else the resolver uses the
     default rule, precomputed for speed)."""
-    from flyconfigs.registry.declarations import KernelDecl
+    from flyconfigs.registry.contract import KernelDecl
 
     return "key_distance" in vars(decl) or type(decl).key_distance is not KernelDecl.key_distance
 
@@ -67,7 +67,7 @@ def neighbour_distance(decl: KernelDecl, asked: Mapping[str, KeyValue], tuned: M
     """``decl.key_distance(asked, tuned)`` checked: a tuple of numbers, or ``None``.
     One that raises or answers anything else is reported once and counts as ``None``
     (that key is not served for the asked one)."""
-    from flyconfigs.registry.declarations import report_fault
+    from flyconfigs.registry.calls import report_fault
 
     try:
         distance = decl.key_distance(asked, tuned)
@@ -87,7 +87,7 @@ def passed_over(decl: KernelDecl, asked: Mapping[str, KeyValue], tuned: Mapping[
     """``decl.pass_over_neighbour(asked, tuned, config, device)`` checked: the family's
     reason to pass over that neighbour's winner, or ``None``.  One that raises or answers
     anything but a string or ``None`` is reported once and passes nothing over."""
-    from flyconfigs.registry.declarations import report_fault
+    from flyconfigs.registry.calls import report_fault
 
     try:
         why = decl.pass_over_neighbour(asked, tuned, config, device)

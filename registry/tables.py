@@ -72,8 +72,10 @@ class TableRef:
                 return self._entries
             self.table = table
             device = table.device.identity
+            rule, created = table.selection.rule, table.provenance.created
             self._entries = [TableRowEntry(self.kernel, table.key_of(i), device, self.location, self.source,
-                                           root=self.root, ref=self, row=i) for i in range(len(table.rows))]
+                                           root=self.root, rule=rule, created=created, ref=self, row=i)
+                             for i in range(len(table.rows))]
         return self._entries
 
     def _read(self) -> Table:

@@ -29,7 +29,7 @@ from flyconfigs.schema.manifest import ManifestTable
 from flyconfigs.schema.models import Artifact, DeviceIdentity
 from flyconfigs.schema.table import Table
 
-__all__ = ["TableRef", "TableRowEntry", "override_table"]
+__all__ = ["TableRef", "TableRowEntry", "installed_tables", "override_table"]
 
 
 @dataclass(eq=False)
@@ -139,3 +139,22 @@ def override_table(path: Path, data: object, source: Source, problems: ProblemLo
         return None
     return TableRef(table.kernel.name, table.device.identity, str(path), source, rows=len(table.rows), table=table)
 
+
+
+def installed_tables(paths: list[str] | None, problems: ProblemLog) -> list[Table]:
+    """Every valid table the registry would serve from (``FLYCONFIGS_PATH``, or ``paths``
+    instead, and the installed data packages), read now; of several copies of one table
+    (the same kernel, device and file name), the first source's.  Broken ones are reported
+    to ``problems`` and left out."""
+    from flyconfigs.registry.catalog import Catalog
+
+    catalog = Catalog(paths, problems)
+    seen: set[tuple[str, str]] = set()
+    found: list[Table] = []
+    for target in catalog.all_targets():
+        for ref in sorted(catalog.tables_for(target), key=lambda r: r.source.rank):
+            ref.entries(problems)
+            if ref.table is not None and (target, ref.table.file_name()) not in seen:
+                seen.add((target, ref.table.file_name()))
+                found.append(ref.table)
+    return found

@@ -15,15 +15,19 @@ from typing import Any
 __all__ = ["canonical_bytes", "canonical_text", "content_hash", "same_value", "sha256_hex"]
 
 
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+"""``json.dumps`` with the canonical options, built once: ``json.dumps`` makes a new encoder
+on every call that passes options, which dominated indexing tables of thousands of keys."""
+_STRING = json.encoder.encode_basestring
+
+
 def canonical_bytes(value: Any) -> bytes:
     """Return the canonical JSON encoding of ``value``.
 
     Raises ``ValueError`` for NaN or Infinity and ``TypeError`` for values JSON cannot
     hold.
     """
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return canonical_text(value).encode("utf-8")
 
 
 def sha256_hex(data: bytes) -> str:
@@ -39,7 +43,22 @@ def content_hash(value: Any) -> str:
 def canonical_text(value: Any) -> str:
     """The canonical JSON of ``value`` as text: a hashable, typed form of keys and
     configs (``true``, ``1`` and ``1.0`` differ, as they do in the file)."""
-    return canonical_bytes(value).decode("utf-8")
+    kind = type(value)
+    # Scalars, the cells of every key, written as the encoder writes them, without it.
+    if kind is str:
+        return _STRING(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is dict:
+        # A key of names and sizes, the most common thing indexed: the same text, built directly.
+        parts = []
+        for name, item in sorted(value.items()):
+            of = type(item)
+            if type(name) is not str or (of is not str and of is not int):
+                return _ENCODE(value)
+            parts.append(_STRING(name) + ":" + (_STRING(item) if of is str else int.__repr__(item)))
+        return "{" + ",".join(parts) + "}"
+    return _ENCODE(value)
 
 
 def same_value(a: Any, b: Any) -> bool:

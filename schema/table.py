@@ -17,11 +17,12 @@ whose values are lists is an artifact, not a row); rows are unique by key; ``ent
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, TypeAdapter, WithJsonSchema, model_validator
 
-from flyconfigs.schema.canonical import canonical_bytes, canonical_text, sha256_hex
+from flyconfigs.schema.canonical import canonical_bytes, sha256_hex
 from flyconfigs.schema.models import (
     AxisName,
     Device,
@@ -41,7 +42,13 @@ TABLE_FORM = "table"
 MAX_TABLE_ROWS = 1_000_000
 """A table holds at most this many rows (the 8 MiB document bound comes first in practice)."""
 
-Row = Annotated[list[Scalar], Field(max_length=512)]
+_ROW_SCHEMA = TypeAdapter(Annotated[list[Scalar], Field(max_length=512)]).json_schema()
+Row = Annotated[list[Any], Field(max_length=512), WithJsonSchema(_ROW_SCHEMA)]
+"""One row's cells, each a scalar (:data:`~flyconfigs.schema.models.Scalar`: bool, 64-bit
+int, finite float, string of at most 1024 characters, null), checked by
+:meth:`Table._rows_fit` in one pass: a table holds thousands of rows, and that check costs
+a third of the scalar union's validation."""
+_LIMIT = 2**63
 
 
 class TableColumns(_Model):
@@ -89,11 +96,25 @@ class Table(_Model):
         if int(self.schema_version.split(".")[1]) < 6:
             raise ValueError(f"schema_version: the table form begins with 1.6, got {self.schema_version!r}")
         width, keys = self.columns.width, len(self.columns.key)
-        seen: dict[str, int] = {}
+        seen: dict[tuple[object, ...], int] = {}
         for index, row in enumerate(self.rows):
             if len(row) != width:
                 raise ValueError(f"rows[{index}]: {len(row)} cells, the columns name {width}")
-            slot = canonical_text(row[:keys])
+            for offset, cell in enumerate(row):
+                kind = type(cell)
+                if kind is int:
+                    fits = -_LIMIT <= cell < _LIMIT
+                elif kind is str:
+                    fits = len(cell) <= 1024
+                elif kind is float:
+                    fits = math.isfinite(cell)
+                else:
+                    fits = kind is bool or cell is None
+                if not fits:
+                    raise ValueError(f"rows[{index}][{offset}]: a cell is a bool, a 64-bit int, a finite number, a "
+                                     f"string of at most 1024 characters or null, got {cell!r}")
+            # Typed, as canonical JSON would tell them apart: 1, 1.0 and true are three keys.
+            slot = tuple((type(cell), cell) for cell in row[:keys])
             if slot in seen:
                 raise ValueError(f"rows[{index}]: the same key as rows[{seen[slot]}]")
             seen[slot] = index

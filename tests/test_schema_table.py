@@ -91,7 +91,9 @@ def test_each_row_is_one_artifact_with_its_entry_and_measurements() -> None:
     (lambda d: d.update(schema_version="1.5"), "schema_version", "begins with 1.6"),
     (lambda d: d.update(rows=[]), "rows", "at least 1 item"),
     (lambda d: d["rows"][0].__setitem__(5, 3.0), "rows.0.5", ""),  # still a row: the kernel says what a cell takes
-    (lambda d: d["rows"][0].__setitem__(5, [1, 2]), "rows.0.5", "valid"),
+    (lambda d: d["rows"][0].__setitem__(5, [1, 2]), "rows.0.5", "a cell is a bool, a 64-bit int"),
+    (lambda d: d["rows"][0].__setitem__(5, 2**70), "rows.0.5", "a cell is a bool, a 64-bit int"),
+    (lambda d: d["rows"][0].__setitem__(7, "x" * 1025), "rows.0.7", "a cell is a bool, a 64-bit int"),
     (lambda d: d.update(selection={"rule": "beat-default-beyond-noise"}), "provenance.source", "imported selection"),
 ])
 def test_a_broken_table_is_refused_naming_the_field(change: Any, field: str, words: str) -> None:

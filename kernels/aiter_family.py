@@ -112,12 +112,6 @@ class AiterFamily(KernelDecl):
         return f"aiter_{self.family}"
 
     @property
-    def data_packages(self) -> tuple[str, ...]:
-        """The packages of aiter's imported configs (``imported/aiter-<arch>``), which rank
-        as the family owner's."""
-        return ("flyconfigs-aiter-gfx942", "flyconfigs-aiter-gfx950", "flyconfigs-aiter-gfx1250")
-
-    @property
     def ordinal_axis(self) -> str | None:
         """The axis the rule pads (``M``, ``m`` or ``token``), if any."""
         if self.rule == "gemm":

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from flyconfigs.errors import ArtifactError, UnsupportedSchemaVersionError
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.sources import Entry, Source, _Bad, _File
-from flyconfigs.schema.canonical import canonical_text
+from flyconfigs.schema.canonical import TextedDict, canonical_text, key_texts
 from flyconfigs.schema.jsonio import parse_document, read_file_bytes
 from flyconfigs.schema.load import parse_table
 from flyconfigs.schema.manifest import ManifestTable
@@ -84,10 +84,11 @@ class TableRef:
         layer = device.layers()[0]
         names, width = table.columns.key, len(table.columns.key)
         made: list[Entry] = []
-        for index, row in enumerate(table.rows):
+        texts = key_texts(names, table.rows)
+        for index, (row, text) in enumerate(zip(table.rows, texts, strict=True)):
             entry = object.__new__(TableRowEntry)
             entry.__dict__.update(first.__dict__)
-            entry.key, entry.row, entry._file = dict(zip(names, row[:width], strict=True)), index, _File(None)
+            entry.key, entry.row, entry._file = TextedDict(zip(names, row[:width], strict=True), text), index, _File(None)
             entry._layer = layer
             made.append(entry)
         return made

@@ -138,3 +138,11 @@ def test_the_file_name_is_stable_and_names_kernel_and_arch() -> None:
     name = table.file_name()
     assert name.startswith("aiter_gemm_a8w8_blockscale-gfx942-table-") and name.endswith(".json")
     assert Table.model_validate(table_dict(rows=[[304, 2, 1, 1, "ck", 1, 0, "k", None, None]], entries=None)).file_name() == name
+
+
+def test_keys_equal_in_python_but_not_in_json_are_two_rows() -> None:
+    rows = [[304, 1, 1536, 7168, "ck", 3, 0, "a", None, None], [304, True, 1536, 7168, "ck", 3, 0, "b", None, None],
+            [304, 1.0, 1536, 7168, "ck", 3, 0, "c", None, None]]
+    assert len(parse_table(table_dict(rows=rows, entries=None))[0].rows) == 3
+    with pytest.raises(ArtifactError, match="the same key as rows"):
+        parse_table(table_dict(rows=[*rows, rows[1]], entries=None))

@@ -6,7 +6,7 @@ present) and ``NOTICE`` (aiter's MIT licence and where the configs came from).
 
     python scripts/aiter_packages.py [--out imported] [--version 2026.12.7]
 
-Publish them with ``flyconfigs publish-all imported`` (or ``publish`` one folder with
+Publish them with ``flyconfigs publish imported --all`` (or ``publish`` one folder with
 ``--target``/``--name``).
 """
 

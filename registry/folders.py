@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from flyconfigs.registry.sources import PATH_ENV, Entry, Source
 from flyconfigs.schema.jsonio import MAX_DOCUMENT_BYTES, json_files_under, read_document
 from flyconfigs.schema.load import parse_artifact
 from flyconfigs.schema.models import SCHEMA_VERSION, DeviceIdentity
+from flyconfigs.schema.table import is_table_document
 
 __all__ = ["override_directories", "scan_directory"]
 
@@ -47,11 +49,14 @@ def override_directories(value: str | None = None) -> list[Path]:
     return [Path(p) for p in text.split(os.pathsep) if p]
 
 
-def scan_directory(folder: Path, rank: int, problems: ProblemLog) -> list[Entry]:
+def scan_directory(folder: Path, rank: int, problems: ProblemLog,
+                   on_table: Callable[[Path, Any, Source], None] | None = None) -> list[Entry]:
     """Every artifact under ``folder`` (``*.json``, recursively, dot-files and
     dot-folders skipped) as an entry whose file is read in full on first use; a file
     whose identity cannot be read, a special file, and folders that are missing or
-    cannot be read are reported and skipped."""
+    cannot be read are reported and skipped.  A table (schema 1.6, whose tail never
+    holds an artifact's identity) is read whole and handed to ``on_table`` with its
+    source; without ``on_table`` it is reported as not an artifact."""
     source = Source("override", str(folder), (TIERS["override"], rank))
     entries: list[Entry] = []
     if not folder.is_dir():
@@ -62,7 +67,7 @@ def scan_directory(folder: Path, rank: int, problems: ProblemLog) -> list[Entry]
         problems.report(Problem("unreadable-source", str(exc.filename or folder), f"cannot read: {exc.strerror or exc}"))
 
     for path in json_files_under(folder, unreadable):
-        entry = _indexed(path, source) or _parsed(path, source, problems)
+        entry = _indexed(path, source) or _parsed(path, source, problems, on_table)
         if entry is not None:
             entries.append(entry)
     return entries
@@ -164,9 +169,14 @@ _ATTEMPTS = 4
 its top-level one last, and one made to hold many nested ones costs no more than this."""
 
 
-def _parsed(path: Path, source: Source, problems: ProblemLog) -> Entry | None:
+def _parsed(path: Path, source: Source, problems: ProblemLog,
+            on_table: Callable[[Path, Any, Source], None] | None = None) -> Entry | None:
     try:
-        artifact, _ = parse_artifact(read_document(path, schema_bounds_depth=True), str(path))
+        data = read_document(path, schema_bounds_depth=True)
+        if on_table is not None and is_table_document(data):
+            on_table(path, data, source)
+            return None
+        artifact, _ = parse_artifact(data, str(path))
     except UnsupportedSchemaVersionError as exc:
         problems.report(Problem("unsupported-major", str(path), exc.problems[0].message))
         return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.sources import ARTIFACT_GROUP, PACKAGES_ENV, Entry, PackageInfo, Source
 from flyconfigs.schema.jsonio import read_document
 from flyconfigs.schema.load import parse_manifest
-from flyconfigs.schema.manifest import MANIFEST_FILE
+from flyconfigs.schema.manifest import MANIFEST_FILE, ManifestTable
 
 __all__ = ["LoadedPackage", "PackageRef", "chosen_packages", "find_packages", "load_package", "package_folder",
            "read_package_folder"]
@@ -47,6 +47,8 @@ class LoadedPackage:
     info: PackageInfo
     entries: list[Entry]
     source: Source | None = None
+    tables: list[ManifestTable] = field(default_factory=list)
+    """The tables its manifest lists (1.6), of its target; read when their kernel is resolved."""
 
 
 def chosen_packages() -> list[str]:
@@ -146,6 +148,13 @@ def read_package_folder(package_dir: Path, target: str | None, source: Source, p
             )
             continue
         entries.append(Entry(row.kernel, row.key, row.device, row.file, source, row.sha256, root))
-    info = PackageInfo(source.name, source.version or "", manifest.target, manifest.schema_version, len(entries), root,
-                       tuple(manifest.families()))
-    return LoadedPackage(info, entries, source)
+    tables = []
+    for index, table in enumerate(manifest.tables):
+        if table.device.arch != manifest.target:
+            problems.report(Problem("wrong-target", f"{manifest_path}#tables[{index}]", f"device arch "
+                                    f"{table.device.arch!r} does not belong to target {manifest.target!r}", dist_name))
+            continue
+        tables.append(table)
+    info = PackageInfo(source.name, source.version or "", manifest.target, manifest.schema_version,
+                       len(entries) + sum(t.rows for t in tables), root, tuple(manifest.families()))
+    return LoadedPackage(info, entries, source, tables)

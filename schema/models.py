@@ -55,7 +55,7 @@ __all__ = [
     "GFX_ARCH",
 ]
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 """The schema version this package writes; it reads any ``1.x``."""
 
 TEST_BACKENDS = frozenset({"simulated"})

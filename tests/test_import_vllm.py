@@ -113,9 +113,11 @@ def test_a_file_that_cannot_be_imported_at_all_is_refused_naming_the_file_and_fi
     with pytest.raises(ArtifactError) as info:
         import_vllm_file(tmp_path / "E=128,N=384.json")
     assert info.value.problems[0].field == "<file name>"
+    unknown = tmp_path / MI308X_FILE.name.replace("MI308X", "MI999X")
+    shutil.copy(MI308X_FILE, unknown)
     with pytest.raises(ArtifactError) as info:
-        import_vllm_file(MI308X_FILE)  # the catalog knows no MI308X
-    assert info.value.problems[0].field == "<file name>.device_name" and info.value.file == str(MI308X_FILE)
+        import_vllm_file(unknown)  # the catalog knows no MI999X
+    assert info.value.problems[0].field == "<file name>.device_name" and info.value.file == str(unknown)
 
 
 def test_the_triton_version_a_file_records_is_kept() -> None:

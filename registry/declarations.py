@@ -43,6 +43,7 @@ __all__ = [
     "check_tunables",
     "DeclaredKernel",
     "Default",
+    "DeviceMatch",
     "declared_by",
     "declared_kernels",
     "check_key",
@@ -111,6 +112,9 @@ class KeyAxis:
             if not all(v is None or type(v) in (bool, int, float, str) for v in value):
                 raise InvalidKeyError(f"{where} must be a list of scalars, got {value!r}")
 
+
+DeviceMatch = Literal["arch", "product"]
+"""Which devices' artifacts serve a kernel (:attr:`KernelDecl.device_match`)."""
 
 SourceBinding = Literal["exact", "version"]
 """How an artifact's ``kernel.source_sha256`` binds it: ``exact`` (a different source is
@@ -217,6 +221,13 @@ class KernelDecl(ABC):
             """Distribution names of the data packages the family's owner publishes:
             they rank as the owner's (see :mod:`flyconfigs.registry.resolve`); default
             none."""
+
+        @property
+        def device_match(self) -> DeviceMatch:
+            """Which devices' artifacts serve: ``arch`` (the default), the same product,
+            then one of the same arch and compute units, then one borrowed from another
+            device of the arch; ``product``: only artifacts of the asked device's own
+            product, arch and compute units (FlyDSL's identity)."""
     else:
         tunables = Default(_NOTHING)
         tunable_defaults = Default(_NOTHING)
@@ -224,6 +235,7 @@ class KernelDecl(ABC):
         compatible_versions = Default(())
         source_binding = Default("exact")
         data_packages = Default(())
+        device_match = Default("arch")
 
     @abstractmethod
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:

@@ -13,7 +13,9 @@ Precedence (the one place it is written down; the README repeats it):
       key, then the nearest key;
 
    and within each step the sources by precedence (below), a nearer key before a
-   nearer product;
+   nearer product.  A kernel whose ``device_match`` is ``product`` (FlyDSL's identity)
+   is served only artifacts of the asked product, arch and compute units: the other
+   products of steps b and c, and step d, are passed over;
 3. the kernel's default heuristic.
 
 Precedence between sources, for one kernel family (``flyconfigs explain`` prints it):
@@ -179,11 +181,13 @@ class Resolver:
         try:
             name = kernel if isinstance(kernel, str) else kernel_name(kernel)
             # Typed and order-free: ``M=True`` or ``M=1.0`` never hits the entry of ``M=1``.
-            memo_key = (name, _memo_device(device), *[(k, v.__class__, v) for k, v in sorted(key.items())])
+            # A declaration passed in says its own device rule (two of one name may differ).
+            rule = None if isinstance(kernel, str) else getattr(kernel, "device_match", None)
+            memo_key = (name, rule, _memo_device(device), *[(k, v.__class__, v) for k, v in sorted(key.items())])
             hit = self._memo.get(memo_key)
         except TypeError:  # a list or object value: its canonical JSON is the typed form
             try:
-                memo_key = (name, _memo_device(device), canonical_text(dict(key)))
+                memo_key = (name, rule, _memo_device(device), canonical_text(dict(key)))
                 hit = self._memo.get(memo_key)
             except (TypeError, ValueError, AttributeError):
                 hit = memo_key = None
@@ -389,6 +393,7 @@ class _Search:
         self.query = query
         self.trace = trace
         self.tokens = query.layers()
+        self.product_only = decl.device_match == "product"
         self.tried: set[int] = set()
         self.reasons: list[str] = []
 
@@ -437,10 +442,18 @@ class _Search:
         if token is None:
             self.trace.append(Step(what, "skipped: the device's identity is incomplete"))
             return None
+        if self.product_only and layer == 2:
+            if not measured_only:
+                self.trace.append(Step(what, f"skipped: {self.decl.name} is served configs of its exact device only"))
+            return None
         index, key = self.index, self.key
         pool = index.by_layer[layer].get(token, []) if layer == 0 else index.for_product(layer, token, self.query.product)
         matches = exact_matches(pool, key) if mode == "exact" else nearest_matches(pool, key, self.decl)
         matches = [e for e in matches if id(e) not in self.tried]
+        if self.product_only:
+            query = self.query
+            matches = [e for e in matches if (e.device.product, e.device.compute_units) == (query.product,
+                                                                                          query.compute_units)]
         if not matches:
             if not measured_only:
                 self.trace.append(Step(what, "no artifact"))

@@ -152,13 +152,25 @@ def test_the_key_is_flydsls_identity_and_the_declaration_checks_what_flydsl_chec
 
     signature = inspect.signature(gemm)
     assert flydsl_key(signature, ("a", "m"), (Tensor((2, 8)), 2, 0.5), {}) == {"a": [2, 8], "m": 2}
-    decl = FlyDSLKernel("acme_gemm", ("a", "m"), signature)
+    decl = FlyDSLKernel.of_signature("acme_gemm", ("a", "m"), signature)
+    assert decl.name == "flydsl.acme_gemm" and decl.device_match == "product"
     assert decl.check_config({"BLOCK": 64, "stages": 2, "num_warps": 4, "waves_per_eu": 2}, {}, None) is None
     assert decl.check_config({"m": 4}, {}, None) == "m is a key parameter; a config cannot set it"
-    assert decl.check_config({"BLOCKS": 4}, {}, None) == "BLOCKS is not a parameter of the kernel"
+    assert decl.check_config({"BLOCKS": 4}, {}, None).startswith("BLOCKS is not a parameter of the kernel")
+    assert decl.check_config({"waves_per_eu": True}, {}, None) == (
+        "waves_per_eu=True is not an int (a FlyDSL compiler option)")
     # FlyDSL checks a value against a parameter's annotation when it is a type (not a string).
     typed = inspect.Signature([inspect.Parameter("BLOCK", inspect.Parameter.KEYWORD_ONLY, annotation=int)])
-    assert FlyDSLKernel("k", (), typed).check_config({"BLOCK": 64.0}, {}, None) == (
+    assert FlyDSLKernel.of_signature("k", (), typed).check_config({"BLOCK": 64.0}, {}, None) == (
         "BLOCK=64.0 is not int, as the kernel's annotation says")
+    # fx.Constexpr[int], as FlyDSL's own __coerce__ checks it: "512", 512.0 and True are refused.
+    fx = pytest.importorskip("flydsl.expr")
+    constexpr = inspect.Signature([inspect.Parameter("BLOCK", inspect.Parameter.KEYWORD_ONLY,
+                                                     annotation=fx.Constexpr[int])])
+    kernel = FlyDSLKernel.of_signature("k", (), constexpr)
+    assert kernel.check_config({"BLOCK": 512}, {}, None) is None
+    for bad in ("512", 512.0, True):
+        assert "does not match its annotation" in kernel.check_config({"BLOCK": bad}, {}, None)
+    assert FlyDSLKernel.of_signature("k", (), constexpr, borrow=True).device_match == "arch"
     with pytest.raises(ConfigurationError, match="artifact_name"):
         serve(autotune.Autotuner(gemm, CONFIGS, ["a", "m"], 1, 1))

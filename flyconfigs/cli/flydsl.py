@@ -30,13 +30,16 @@ def _report(args: argparse.Namespace, command: str, done: list[dict[str, str]], 
 def import_files(args: argparse.Namespace) -> int:
     """FlyDSL files -> artifacts in ``args.out`` (``flydsl import``, also ``import flydsl``)."""
     from flyconfigs.adapters.imported import write_imported
+    from flyconfigs.kernels.flydsl import check_flydsl_artifact
     from flyconfigs.schema.flydsl import import_flydsl_file
 
     out = Path(args.out)
     done, failed = [], []
     for path in iter_json_files(args.paths):
         try:
-            written = write_imported(import_flydsl_file(path), out)
+            artifact = import_flydsl_file(path)
+            check_flydsl_artifact(artifact, str(path))  # what FlyDSL's own loader would refuse is not imported
+            written = write_imported(artifact, out)
         except ArtifactError as exc:  # every file that can be imported is, each failure reported
             failed.append({"from": str(path), "error": str(exc)})
             continue

@@ -27,7 +27,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from flyconfigs.errors import ConfigurationError, FlyconfigsError, InvalidKeyError
 from flyconfigs.kernels.flydsl import COMPILER_OPTIONS, FlyDSLKernel, kernel_name_of, knob_problem
@@ -138,6 +138,7 @@ class RegistryDefault:
         self._memo: dict[tuple[Any, ...], Any] = {}
         self._generation = -1
         self._devices: dict[Any, DeviceQuery | None] = {}
+        self._current: Any = _MISS
         params = list(self.signature.parameters.values())
         positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         self._slots = tuple((name, next((i for i, p in enumerate(params) if p.name == name and p.kind in positional),
@@ -168,43 +169,43 @@ class RegistryDefault:
 
     def _from_registry(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
         resolver = self.resolver or default_resolver()
-        device = self.device or self._device(resolver, args, kwargs)
-        memo_key = self._memo_key(args, kwargs, device)
-        if self._generation != resolver.generation:
+        generation = resolver.generation
+        if self._generation != generation:  # a refresh: packages may have come or gone
             with self._lock:
                 self._memo.clear()
-                self._generation = resolver.generation
-        if memo_key is not None:
+                self._current = _MISS
+                self._generation = generation
+        device = self.device or self._device(resolver, args, kwargs)
+        memo_key: Any = self._memo_key(args, kwargs, device)
+        try:
             hit = self._memo.get(memo_key, _MISS)
-            if hit is not _MISS:
-                self.last = hit[1]
-                return hit[0]
-        generation = resolver.generation
+        except TypeError:  # a key value that cannot be hashed: the registry is asked each time
+            hit = memo_key = _MISS
+        if hit is not _MISS:
+            self.last = hit[1]
+            return hit[0]
         config, resolution = self._resolve(resolver, device, args, kwargs)
-        if memo_key is not None and generation == resolver.generation:
+        if memo_key is not _MISS and generation == resolver.generation:
             with self._lock:
                 self._memo[memo_key] = (config, resolution)
         return config
 
-    def _memo_key(self, args: tuple[Any, ...], kwargs: Mapping[str, Any], device: DeviceQuery | None) -> Any:
-        """What the answer depends on, hashable (typed: ``1`` is not ``True``), or ``None``
-        when a key value cannot be hashed (the registry is then asked each time)."""
+    def _memo_key(self, args: tuple[Any, ...], kwargs: Mapping[str, Any], device: DeviceQuery | None) -> tuple[Any, ...]:
+        """What the answer depends on: the device, which arguments the call passes and its
+        key values, typed (``1`` is not ``True``); unhashable when a key value is."""
         values: list[Any] = [device, len(args), tuple(kwargs)]
         for name, position, default in self._slots:
-            value = args[position] if position is not None and position < len(args) else kwargs.get(name, default)
-            value = _recorded(value)
-            values.append((value.__class__, tuple(value) if isinstance(value, list) else value))
-        try:
-            hash(tuple(values))
-        except TypeError:
-            return None
+            value = _recorded(args[position] if position is not None and position < len(args)
+                              else kwargs.get(name, default))
+            values.append((value.__class__, tuple(value) if value.__class__ is list else value))
         return tuple(values)
 
     def _device(self, resolver: Resolver, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> DeviceQuery | None:
         """flyconfigs' current device, else FlyDSL's own descriptor of the call's device."""
-        query, _ = resolver.current_device()
-        if query is not None:
-            return query
+        if self._current is _MISS:
+            self._current = resolver.current_device()[0]
+        if self._current is not None:
+            return cast(DeviceQuery, self._current)
         # The module (``flydsl.autotune``, the package's attribute, is the decorator).
         flydsl_autotune = importlib.import_module("flydsl.autotune")
         call_device = getattr(self.tuner, "_call_device", None)

@@ -174,3 +174,35 @@ def test_the_key_is_flydsls_identity_and_the_declaration_checks_what_flydsl_chec
     assert FlyDSLKernel.of_signature("k", (), constexpr, borrow=True).device_match == "arch"
     with pytest.raises(ConfigurationError, match="artifact_name"):
         serve(autotune.Autotuner(gemm, CONFIGS, ["a", "m"], 1, 1))
+
+
+def test_a_search_in_one_thread_never_makes_another_threads_served_call_skip_the_package(
+        installed: dict[int, dict[str, Any]]) -> None:
+    import threading
+
+    searching, served = threading.Event(), threading.Event()
+    searched_by: list[str] = []
+
+    def bench(call: Any, warmup: int, rep: int) -> float:
+        searched_by.append(threading.current_thread().name)
+        if threading.current_thread().name == "searcher" and not searching.is_set():
+            searching.set()
+            assert served.wait(10), "the served call never finished"
+        call()
+        return {64: 2.0, 128: 1.0}[RAN[-1]]
+
+    tuner = serve(_tuner(bench))  # no FlyDSL default: an untuned key is searched
+    untuned = (Tensor((4096, 4096)), 4096)
+    searcher = threading.Thread(target=tuner.resolve_config, args=(*untuned, 0.5), name="searcher")
+    searcher.start()
+    try:
+        assert searching.wait(10)
+        config = tuner.resolve_config(*TUNED[0], 0.5)  # while the other thread searches
+    finally:
+        served.set()
+        searcher.join(10)
+    assert config.to_dict() == installed[1]
+    assert set(searched_by) == {"searcher"}
+    assert tuner.resolve_config(*untuned, 0.5).to_dict() == CONFIGS[1].to_dict()  # FlyDSL cached the search
+    assert tuner.resolve_config(*TUNED[0], 0.5).to_dict() == installed[1]
+    assert tuner.default.fallback is None and isinstance(tuner.default, type(serve(_tuner(bench)).default))

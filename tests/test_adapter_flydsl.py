@@ -206,3 +206,47 @@ def test_a_search_in_one_thread_never_makes_another_threads_served_call_skip_the
     assert tuner.resolve_config(*untuned, 0.5).to_dict() == CONFIGS[1].to_dict()  # FlyDSL cached the search
     assert tuner.resolve_config(*TUNED[0], 0.5).to_dict() == installed[1]
     assert tuner.default.fallback is None and isinstance(tuner.default, type(serve(_tuner(bench)).default))
+
+
+def test_a_warm_served_call_does_not_go_through_the_registry(installed: dict[int, dict[str, Any]],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from flyconfigs.registry import Resolver
+
+    resolver = Resolver()
+    asked: list[object] = []
+    real = resolver.resolve
+    monkeypatch.setattr(resolver, "resolve", lambda *a, **k: asked.append(a) or real(*a, **k))
+    tuner = serve(_tuner(_bench({}, [])), resolver=resolver)
+    first = tuner.resolve_config(*TUNED[1], 0.5)
+    assert first.to_dict() == installed[64]
+    for _ in range(5):
+        assert tuner.resolve_config(*TUNED[1], 0.5) is first
+    assert len(asked) == 1
+    assert tuner.resolve_config(TUNED[1][0], m=64, scale=0.5).to_dict() == installed[64]  # passed otherwise: asked
+    assert len(asked) == 2
+
+
+def test_the_device_is_flydsls_own_identity_when_flyconfigs_knows_none(installed: dict[int, dict[str, Any]],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from flyconfigs.registry import default_resolver
+
+    monkeypatch.delenv("FLYCONFIGS_DEVICE")
+    default_resolver().refresh()
+    assert default_resolver().current_device()[0] is None
+    tuner = serve(_tuner(_bench({}, [])))
+    assert tuner.resolve_config(*TUNED[0], 0.5).to_dict() == installed[1]
+    assert tuner.default.last.device.product == "AMD Instinct MI300X"
+
+
+def test_a_config_of_another_product_of_the_arch_is_served_only_when_borrowing_is_asked(
+        installed: dict[int, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    from flyconfigs.registry import default_resolver
+
+    monkeypatch.setenv("FLYCONFIGS_DEVICE", "gfx942:304:AMD Instinct MI325X")  # the MI300X's arch and CU count
+    default_resolver().refresh()
+    searched: list[int] = []
+    tuner = serve(_tuner(_bench({64: 1.0, 128: 2.0}, searched)))
+    assert tuner.resolve_config(*TUNED[1], 0.5).to_dict() == CONFIGS[0].to_dict() and searched == [64, 128]
+    borrowing = serve(_tuner(_bench({}, [])), borrow=True)
+    assert borrowing.resolve_config(*TUNED[0], 0.5).to_dict() == installed[1]
+    assert borrowing.default.last.matched_device.product == "AMD Instinct MI300X"

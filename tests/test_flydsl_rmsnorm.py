@@ -225,3 +225,13 @@ def test_a_warm_served_call_does_not_go_through_the_registry(installed: Path, mo
     resolver.refresh()  # a package installed or removed: asked again
     assert tuner.resolve_config(*args, **kwargs).to_dict() == WINNERS[BIG] and asked == ["resolve", "resolve"]
     assert len(SEARCH_CONFIGS) == 7
+
+
+def test_the_docs_publish_a_flydsl_tuning_under_its_own_name_and_the_readme_lists_the_extra() -> None:
+    root = Path(__file__).parents[1]
+    page = (root / "docs" / "adapters.md").read_text(encoding="utf-8")
+    section = page[page.index("## FlyDSL"):page.index("## Triton")]
+    publishes = [line for line in section.splitlines() if line.startswith("flyconfigs publish")]
+    assert publishes and all("--name " in line for line in publishes)
+    assert "@serve" in section or "serve(" in section
+    assert "pip install 'flyconfigs[flydsl]'" in (root / "README.md").read_text(encoding="utf-8")

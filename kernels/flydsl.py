@@ -44,6 +44,7 @@ __all__ = [
     "artifact_name_of",
     "check_flydsl_artifact",
     "config_problem",
+    "declaration_of",
     "kernel_name_of",
     "knob_problem",
 ]
@@ -226,3 +227,16 @@ def check_flydsl_artifact(artifact: Artifact, file: str) -> None:
     refused = refusal(decl, artifact, key, None)
     if refused is not None:
         raise ArtifactError(file, [FieldProblem("config", f"FlyDSL's loader refuses it for {decl.name}: {refused[1]}")])
+
+
+def declaration_of(kernel: str, key: Mapping[str, object]) -> KernelDecl | str:
+    """What ``flyconfigs explain`` resolves for ``kernel``: a FlyDSL kernel's declaration
+    where this environment has one, else (for a name in the FlyDSL namespace) one keyed
+    by ``key``'s parameters whose knobs are not known; any other name as it is."""
+    name = artifact_name_of(kernel)
+    if name is None:
+        return kernel
+    try:
+        return kernel_declaration(kernel)
+    except FlyconfigsError:
+        return FlyDSLKernel(name, tuple(key))

@@ -250,3 +250,13 @@ def test_a_config_of_another_product_of_the_arch_is_served_only_when_borrowing_i
     borrowing = serve(_tuner(_bench({}, [])), borrow=True)
     assert borrowing.resolve_config(*TUNED[0], 0.5).to_dict() == installed[1]
     assert borrowing.default.last.matched_device.product == "AMD Instinct MI300X"
+
+
+def test_explain_serves_a_flydsl_kernel_no_package_declares(installed: dict[int, dict[str, Any]],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert main(["explain", "flydsl.acme_gemm", "a=[1,4096]", "m=1", "--device", MI300X_SPEC]) == 0
+    out = capsys.readouterr().out
+    assert "flyconfigs-gfx942" in out and f"BLOCK={installed[1]['BLOCK']}" in out
+    assert main(["explain", "flydsl.acme_gemm", "a=[1,4096]", "m=1", "--device", "gfx942:80:AMD Instinct MI308X"]) == 0
+    assert "exact device only" in capsys.readouterr().out

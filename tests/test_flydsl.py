@@ -55,7 +55,8 @@ def test_export_then_import_is_the_identity(tmp_path: Path) -> None:
 
 
 def test_import_then_export_reproduces_a_flydsl_file(tmp_path: Path) -> None:
-    identity = {"name": "rmsnorm", "key": {"M": 32768, "N": 8192, "dtype_str": "bf16"}, "device": {"name": "AMD Instinct MI325X", "arch": "gfx942", "compute_units": 304}}
+    identity = {"name": "rmsnorm", "key": {"M": 32768, "N": 8192, "dtype_str": "bf16"},
+                "device": {"name": "AMD Instinct MI325X", "arch": "gfx942", "compute_units": 304}}
     name, text = flydsl_writer(identity, {"BLOCK_THREADS": 256, "waves_per_eu": 2})
     (tmp_path / name).write_text(text)
     assert export_flydsl(import_flydsl_file(tmp_path / name)) == (name, text.encode())
@@ -217,3 +218,27 @@ def test_import_never_replaces_a_measured_or_predicted_artifact(tmp_path: Path, 
     assert main(["flydsl", "import", str(fly), "--out", str(ours)]) == 0
     assert main(["flydsl", "import", str(fly), "--out", str(ours)]) == 0  # an earlier import is replaced
     assert load_artifact(path).selection.rule == "imported"
+
+
+def test_kernel_imports_a_flydsl_kernels_files_as_a_declared_kernel_checked_by_its_declaration(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # flyconfigs' own rmsnorm exported to FlyDSL's format, read back as rmsnorm on purpose.
+    ours = make_artifact(device={**MI300X, "features": []})
+    write_flydsl(ours, tmp_path / "fly")
+    assert main(["import", "flydsl", str(tmp_path / "fly"), "--out", str(tmp_path / "back"),
+                 "--kernel", "rmsnorm=rmsnorm"]) == 0
+    (back,) = (tmp_path / "back").iterdir()
+    assert load_artifact(back).kernel.name == "rmsnorm" and load_artifact(back).winner.config == ours.winner.config
+    # Without --kernel it is FlyDSL's rmsnorm, whose key it is not.
+    assert main(["import", "flydsl", str(tmp_path / "fly"), "--out", str(tmp_path / "refused")]) == 1
+    assert "identity.key" in capsys.readouterr().err
+    # FlyDSL's own RMSNorm file is not flyconfigs' rmsnorm either: --kernel is checked.
+    identity = {"name": "rmsnorm", "key": {"m_in": 1, "N": 8192, "dtype_str": "bf16"},
+                "device": {"name": "AMD Instinct MI300X", "arch": "gfx942", "compute_units": 304}}
+    name, text = flydsl_writer(identity, {"BLOCK_THREADS": 256})
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / name).write_text(text)
+    assert main(["flydsl", "import", str(tmp_path / "theirs"), "--out", str(tmp_path / "x"),
+                 "--kernel", "rmsnorm=rmsnorm"]) == 1
+    assert "key for 'rmsnorm'" in capsys.readouterr().err
+    assert main(["flydsl", "import", str(tmp_path / "theirs"), "--out", str(tmp_path / "x"), "--kernel", "rmsnorm"]) == 2

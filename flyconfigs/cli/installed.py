@@ -68,9 +68,12 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from flyconfigs.kernels.flydsl import declaration_of
     from flyconfigs.registry import default_resolver
 
-    resolution, steps = default_resolver().explain(args.kernel, parse_key(args.key), args.device)
+    key = parse_key(args.key)
+    # A FlyDSL kernel no package declares is explained by its key as given (flydsl.<name>).
+    resolution, steps = default_resolver().explain(declaration_of(args.kernel, key), key, args.device)
     if args.json:
         emit_json(
             {

@@ -53,7 +53,8 @@ class PublishResult:
 
 def collect_artifacts(folder: Path, target: str) -> list[Artifact]:
     """Every artifact under ``folder``, validated; raises :class:`PublishError` naming
-    the file for an invalid artifact, one a test double made, one of another target, two
+    the file for an invalid artifact, one a test double made, one of another target, one
+    whose winner its kernel (where declared here) refuses, two
     that collide, or one of a newer schema minor with fields this flyconfigs does not
     know (republished, it would keep its label and lose them)."""
     if not folder.is_dir():
@@ -69,6 +70,9 @@ def collect_artifacts(folder: Path, target: str) -> list[Artifact]:
                                "artifacts are published", str(path))
         if artifact.device.arch != target:
             raise PublishError(f"belongs to {artifact.device.arch!r}, not to target {target!r}", str(path))
+        refused = _refused(artifact)
+        if refused is not None:
+            raise PublishError(f"{artifact.kernel.name} would never serve it: {refused}", str(path))
         name = artifact.file_name()
         if name in found:
             raise PublishError(
@@ -78,6 +82,25 @@ def collect_artifacts(folder: Path, target: str) -> list[Artifact]:
     if not found:
         raise PublishError("no artifacts found", str(folder))
     return [artifact for _, artifact in found.values()]
+
+
+def _refused(artifact: Artifact) -> str | None:
+    """Why the loader would refuse ``artifact``'s winner for its own key and device, by the
+    rule ``validate`` applies, where this environment declares its kernel; else ``None``."""
+    from flyconfigs.errors import FlyconfigsError, InvalidKeyError
+    from flyconfigs.registry.check import refusal
+    from flyconfigs.registry.declarations import check_key, kernel_declaration
+
+    try:
+        decl = kernel_declaration(artifact.kernel.name)
+    except FlyconfigsError:  # not declared here: the loader checks it where it is served
+        return None
+    try:
+        key = check_key(decl, artifact.key)
+    except InvalidKeyError as exc:
+        return str(exc)
+    found = refusal(decl, artifact, key, None)
+    return None if found is None else found[1]
 
 
 def _check_version(version: str) -> Version:

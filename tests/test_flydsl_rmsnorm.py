@@ -26,7 +26,7 @@ from factories import make_artifact  # noqa: E402
 from flyconfigs import resolve  # noqa: E402
 from flyconfigs.adapters.flydsl import serve  # noqa: E402
 from flyconfigs.cli import main  # noqa: E402
-from flyconfigs.schema import load_artifact  # noqa: E402
+from flyconfigs.schema import load_artifact, write_atomic  # noqa: E402
 from flyconfigs.schema.flydsl import flydsl_file_name  # noqa: E402
 from flydsl_adopter import SEARCH_CONFIGS, call, rmsnorm_tuner, stub_launch  # noqa: E402
 
@@ -164,6 +164,11 @@ def test_a_config_of_the_wrong_type_is_refused_by_import_validate_doctor_and_the
     assert main(["validate", str(bad)]) == 1
     assert "BLOCK_THREADS=512.0" in capsys.readouterr().out
     artifact = load_artifact(bad)
+    write_atomic(flydsl_env / "art" / artifact.file_name(), artifact.to_json_bytes())
+    capsys.readouterr()
+    assert main(["publish", str(flydsl_env / "art"), "--name", "acme-flydsl-gfx942", "--target", "gfx942",
+                 "--version", "1.0.0", "--out", str(flydsl_env / "dist")]) == 1
+    assert "BLOCK_THREADS=512.0" in capsys.readouterr().err and not (flydsl_env / "dist").exists()
     site.install("gfx942", [artifact])
     capsys.readouterr()
     assert main(["doctor", "--json"]) == 1

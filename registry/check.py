@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from flyconfigs.errors import KernelPluginError, UnknownKernelError
+from flyconfigs.errors import FlyconfigsError, KernelPluginError, UnknownKernelError
 from flyconfigs.registry.binding import binding_problem
-from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, kernel_declaration
+from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, check_key, kernel_declaration
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
 from flyconfigs.registry.sources import Source, read_package_folder
@@ -64,7 +64,8 @@ def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribut
     except (UnknownKernelError, KernelPluginError) as exc:
         decl = None
         notes.append(f"winner not checked: {exc}")
-    if decl is not None and sorted(artifact.key) != sorted(axis.name for axis in decl.key_axes):
+    if decl is not None and sorted(artifact.key) != sorted(axis.name for axis in decl.key_axes) \
+            and not _takes_key(decl, artifact.key):
         how = "imported " if artifact.selection.rule == "imported" else ""
         problems.report(Problem(
             "kernel-name-clash", where,
@@ -78,6 +79,16 @@ def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribut
         message = f"{decl.name} refuses the winner: {why}" if decl is not None and kind == "invalid-config" else why
         problems.report(Problem(kind, where, message, distribution))
     return notes
+
+
+def _takes_key(decl: KernelDecl, key: Mapping[str, KeyValue]) -> bool:
+    """Whether the kernel's own ``check_key`` accepts ``key`` (a family may take optional
+    axes beyond its ``key_axes``, as FlyDSL's RMSNorm takes ``weight_dtype_str``)."""
+    try:
+        check_key(decl, key)
+    except FlyconfigsError:
+        return False
+    return True
 
 
 def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:

@@ -242,3 +242,37 @@ def test_kernel_imports_a_flydsl_kernels_files_as_a_declared_kernel_checked_by_i
                  "--kernel", "rmsnorm=rmsnorm"]) == 1
     assert "key for 'rmsnorm'" in capsys.readouterr().err
     assert main(["flydsl", "import", str(tmp_path / "theirs"), "--out", str(tmp_path / "x"), "--kernel", "rmsnorm"]) == 2
+
+
+def test_flydsls_rmsnorm_takes_the_merged_adopters_weight_dtype_str_and_no_other_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # PR #786 as merged keys FlyDSL's RMSNorm by weight_dtype_str too.
+    device = {"name": "AMD Instinct MI300X", "arch": "gfx942", "compute_units": 304}
+    for folder, key in (("merged", {"m_in": 8, "N": 8192, "dtype_str": "bf16", "weight_dtype_str": "f32"}),
+                        ("other", {"m_in": 8, "N": 8192, "dtype_str": "bf16", "eps": 1e-6})):
+        name, text = flydsl_writer({"name": "rmsnorm", "key": key, "device": device},
+                                   {"BLOCK_THREADS": 512, "waves_per_eu": 2})
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / name).write_text(text)
+    assert main(["import", "flydsl", str(tmp_path / "merged"), "--out", str(tmp_path / "ok")]) == 0
+    assert main(["validate", str(tmp_path / "ok")]) == 0
+    capsys.readouterr()
+    assert main(["import", "flydsl", str(tmp_path / "other"), "--out", str(tmp_path / "no")]) == 1
+    assert "must name exactly m_in, N, dtype_str" in capsys.readouterr().err
+
+
+def test_validate_reports_a_flydsl_import_of_an_earlier_flyconfigs_under_a_declared_kernels_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before the namespace, FlyDSL's rmsnorm was imported as rmsnorm: another kernel under that name.
+    identity = {"name": "rmsnorm", "key": {"m_in": 8, "N": 8192, "dtype_str": "bf16"},
+                "device": {"name": "AMD Instinct MI300X", "arch": "gfx942", "compute_units": 304}}
+    name, text = flydsl_writer(identity, {"BLOCK_THREADS": 256})
+    (tmp_path / name).write_text(text)
+    data = import_flydsl_file(tmp_path / name).model_dump(mode="json")
+    data["kernel"]["name"] = "rmsnorm"
+    old = Artifact.model_validate(data)
+    write_atomic(tmp_path / "old" / old.file_name(), old.to_json_bytes())
+    capsys.readouterr()
+    assert main(["validate", str(tmp_path / "old")]) == 1
+    out = capsys.readouterr().out
+    assert "kernel-name-clash" in out and "dtype_str" in out and "weight_dtype" in out

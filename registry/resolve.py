@@ -450,13 +450,17 @@ class _Search:
         pool = index.by_layer[layer].get(token, []) if layer == 0 else index.for_product(layer, token, self.query.product)
         matches = exact_matches(pool, key) if mode == "exact" else nearest_matches(pool, key, self.decl)
         matches = [e for e in matches if id(e) not in self.tried]
+        others = 0
         if self.product_only:
             query = self.query
-            matches = [e for e in matches if (e.device.product, e.device.compute_units) == (query.product,
-                                                                                          query.compute_units)]
+            exact = [e for e in matches if (e.device.product, e.device.compute_units) == (query.product,
+                                                                                        query.compute_units)]
+            others, matches = len(matches) - len(exact), exact
         if not matches:
             if not measured_only:
-                self.trace.append(Step(what, "no artifact"))
+                self.trace.append(Step(what, "no artifact" + (
+                    f"; {others} of other products passed over: {self.decl.name} is served configs of its exact "
+                    "device only" if others else "")))
             return None
         predicted: _Found | None = None
         for entry in matches:

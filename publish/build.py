@@ -26,8 +26,9 @@ from packaging.version import InvalidVersion, Version
 
 from flyconfigs.errors import ArtifactError, PublishError
 from flyconfigs.publish.index import index_versions
-from flyconfigs.publish.layout import checked_name, distribution_name, import_package, package_files
-from flyconfigs.schema.jsonio import json_files_under, read_file_bytes, write_atomic
+from flyconfigs.publish.layout import checked_name, distribution_name, import_package, package_files, target_problem
+from flyconfigs.registry.check import winner_refusal
+from flyconfigs.schema.jsonio import json_files_under, read_file_bytes
 from flyconfigs.schema.load import load_artifact_whole
 from flyconfigs.schema.models import Artifact
 from flyconfigs.schema.versions import CURRENT_MAJOR
@@ -54,7 +55,9 @@ class PublishResult:
 def collect_artifacts(folder: Path, target: str) -> list[Artifact]:
     """Every artifact under ``folder``, validated; raises :class:`PublishError` naming
     the file for an invalid artifact, one a test double made, one of another target, one
-    whose winner its kernel (where declared here) refuses, two
+    whose winner its declared kernel (where declared here) refuses for its own key (stale,
+    a config it cannot run, or a key of its axes it refuses), by the rule ``validate``
+    applies, two
     that collide, or one of a newer schema minor with fields this flyconfigs does not
     know (republished, it would keep its label and lose them)."""
     if not folder.is_dir():
@@ -70,9 +73,9 @@ def collect_artifacts(folder: Path, target: str) -> list[Artifact]:
                                "artifacts are published", str(path))
         if artifact.device.arch != target:
             raise PublishError(f"belongs to {artifact.device.arch!r}, not to target {target!r}", str(path))
-        refused = _refused(artifact)
-        if refused is not None:
-            raise PublishError(f"{artifact.kernel.name} would never serve it: {refused}", str(path))
+        why = winner_refusal(artifact)
+        if why is not None:
+            raise PublishError(f"the loader would never serve its winner: {why}", str(path))
         name = artifact.file_name()
         if name in found:
             raise PublishError(
@@ -82,25 +85,6 @@ def collect_artifacts(folder: Path, target: str) -> list[Artifact]:
     if not found:
         raise PublishError("no artifacts found", str(folder))
     return [artifact for _, artifact in found.values()]
-
-
-def _refused(artifact: Artifact) -> str | None:
-    """Why the loader would refuse ``artifact``'s winner for its own key and device, by the
-    rule ``validate`` applies, where this environment declares its kernel; else ``None``."""
-    from flyconfigs.errors import FlyconfigsError, InvalidKeyError
-    from flyconfigs.registry.check import refusal
-    from flyconfigs.registry.declarations import check_key, kernel_declaration
-
-    try:
-        decl = kernel_declaration(artifact.kernel.name)
-    except FlyconfigsError:  # not declared here: the loader checks it where it is served
-        return None
-    try:
-        key = check_key(decl, artifact.key)
-    except InvalidKeyError as exc:
-        return str(exc)
-    found = refusal(decl, artifact, key, None)
-    return None if found is None else found[1]
 
 
 def _check_version(version: str) -> Version:
@@ -280,7 +264,10 @@ def publish(
 def _build_release(folder: Path, target: str, version: str, tmp: Path, upload: str | None,
                    index_url: str | None, name: str | None = None) -> PublishResult:
     """Check and build one release into ``tmp`` (nothing outside it is touched)."""
-    dist = checked_name(name) if name is not None else distribution_name(target)
+    why = target_problem(target)
+    if why is not None:
+        raise PublishError(why)
+    dist = checked_name(name, target) if name is not None else distribution_name(target)
     parsed = _check_version(version)
     artifacts = collect_artifacts(folder, target)
     if upload is not None:
@@ -295,18 +282,35 @@ def _build_release(folder: Path, target: str, version: str, tmp: Path, upload: s
 
 
 def _place(releases: Sequence[PublishResult], out: Path, upload: str | None) -> list[PublishResult]:
-    """Move every built file into ``out``, each through a private temporary name and
-    ``os.replace``, so concurrent runs into one folder never collide."""
+    """Move every built file into ``out``: each is first written whole under a private
+    temporary name there, and only when all are written are they renamed into place, so
+    a failure (a full disk) leaves no file of the release in ``out`` and concurrent runs
+    into one folder never collide."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise PublishError(f"cannot create the output folder: {exc.strerror or exc}", str(out)) from None
-    placed = []
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for release in releases:
+            for path in release.files:
+                fd, name = tempfile.mkstemp(dir=out, prefix=f".{path.name}.", suffix=".tmp")
+                staged.append((Path(name), out / path.name))
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(path.read_bytes())
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.chmod(name, 0o644)
+    except OSError as exc:
+        for written, _ in staged:
+            written.unlink(missing_ok=True)
+        raise PublishError(f"cannot write the built files: {exc.strerror or exc}; nothing was placed", str(out)) from None
+    for written, final in staged:
+        os.replace(written, final)
+    placed, done = [], iter(final for _, final in staged)
     for release in releases:
-        final = []
-        for path in release.files:
-            final.append(write_atomic(out / path.name, path.read_bytes()))
-        placed.append(PublishResult(release.distribution, release.version, tuple(final), release.artifacts, upload))
+        final_files = tuple(next(done) for _ in release.files)
+        placed.append(PublishResult(release.distribution, release.version, final_files, release.artifacts, upload))
     return placed
 
 

@@ -11,21 +11,24 @@ from pathlib import Path
 
 from flyconfigs.errors import FlyconfigsError, KernelPluginError, UnknownKernelError
 from flyconfigs.registry.binding import binding_problem
-from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, check_key, kernel_declaration
+from flyconfigs.registry.calls import check_config, check_key
+from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.kernels import TABLE, KernelTable, LoadedKernel
+from flyconfigs.registry.packages import read_package_folder
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
-from flyconfigs.registry.sources import Source, read_package_folder
+from flyconfigs.registry.sources import Source
 from flyconfigs.schema.jsonio import read_document
 from flyconfigs.schema.load import parse_manifest_report
 from flyconfigs.schema.manifest import MANIFEST_FILE
 from flyconfigs.schema.models import TEST_DEVICE_PRODUCT, Artifact
 
-__all__ = ["check_package_folder", "check_winner", "refusal"]
+__all__ = ["check_package_folder", "check_winner", "refusal", "winner_refusal"]
 
 _TEST_DOUBLE_MESSAGE = "made by the test backend; never served to a real device"
 
 
-def refusal(decl: KernelDecl | None, artifact: Artifact, key: Mapping[str, KeyValue],
+def refusal(kernel: LoadedKernel | KernelDecl | None, artifact: Artifact, key: Mapping[str, KeyValue],
             device: DeviceQuery | None) -> tuple[ProblemKind, str] | None:
     """Why the loader may not serve ``artifact``'s winner for ``key`` on ``device``, as
     a problem kind and message, or ``None`` when it may: made by a test double and the
@@ -38,9 +41,11 @@ def refusal(decl: KernelDecl | None, artifact: Artifact, key: Mapping[str, KeyVa
     identity, as ``validate`` and ``doctor`` do."""
     if artifact.from_test_double and (device is None or device.product != TEST_DEVICE_PRODUCT):
         return "test-double", _TEST_DOUBLE_MESSAGE
-    if decl is None:
+    if kernel is None:
         return None
-    stale = binding_problem(decl, artifact.kernel)
+    decl = kernel.decl if isinstance(kernel, LoadedKernel) else kernel
+    digest = (lambda: kernel.digest) if isinstance(kernel, LoadedKernel) else None
+    stale = binding_problem(decl, artifact.kernel, artifact.selection.rule, digest)
     if stale is not None:
         return "stale-artifact", stale
     why = check_config(decl, artifact.winner.config, key,
@@ -48,7 +53,8 @@ def refusal(decl: KernelDecl | None, artifact: Artifact, key: Mapping[str, KeyVa
     return None if why is None else ("invalid-config", why)
 
 
-def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribution: str | None = None) -> list[str]:
+def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribution: str | None = None,
+                 kernels: KernelTable | None = None) -> list[str]:
     """Report what would make the loader refuse the artifact to a real device of its own
     identity, for its own key (:func:`refusal`: ``test-double``, ``stale-artifact``,
     ``invalid-config``),
@@ -59,21 +65,22 @@ def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribut
     the environment's matter (``doctor`` reports it), never a problem of the artifact."""
     notes: list[str] = []
     decl: KernelDecl | None
+    record: LoadedKernel | None
     try:
-        decl = kernel_declaration(artifact.kernel.name)
+        record = (kernels or TABLE).record(artifact.kernel.name)
+        decl = record.decl
     except (UnknownKernelError, KernelPluginError) as exc:
-        decl = None
+        decl = record = None
         notes.append(f"winner not checked: {exc}")
-    if decl is not None and sorted(artifact.key) != sorted(axis.name for axis in decl.key_axes) \
-            and not _takes_key(decl, artifact.key):
+    if decl is not None and not _has_axes(decl, artifact.key) and _own_key(decl, artifact.key) is None:
         how = "imported " if artifact.selection.rule == "imported" else ""
         problems.report(Problem(
             "kernel-name-clash", where,
             f"this {how}artifact names kernel {decl.name!r} but keys it by ({', '.join(sorted(artifact.key))}), "
             f"while the declared {decl.name!r} takes ({', '.join(a.name for a in decl.key_axes)}): another kernel "
             f"under the same name, never served for this one; give it a name of its own", distribution))
-        decl = None
-    refused = refusal(decl, artifact, dict(artifact.key), None)
+        decl = record = None
+    refused = refusal(record, artifact, dict(artifact.key), None)
     if refused is not None:
         kind, why = refused
         message = f"{decl.name} refuses the winner: {why}" if decl is not None and kind == "invalid-config" else why
@@ -81,14 +88,39 @@ def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribut
     return notes
 
 
-def _takes_key(decl: KernelDecl, key: Mapping[str, KeyValue]) -> bool:
-    """Whether the kernel's own ``check_key`` accepts ``key`` (a family may take optional
-    axes beyond its ``key_axes``, as FlyDSL's RMSNorm takes ``weight_dtype_str``)."""
+def winner_refusal(artifact: Artifact, kernels: KernelTable | None = None) -> str | None:
+    """Why the loader would refuse ``artifact``'s winner for its own key on a device of
+    its own identity (stale for the installed family, or a config the family refuses),
+    or ``None``; ``None`` too for a kernel this environment does not declare.  What the
+    tuner and ``publish`` ask before writing or shipping an artifact."""
     try:
-        check_key(decl, key)
+        record = (kernels or TABLE).record(artifact.kernel.name)
+    except (UnknownKernelError, KernelPluginError):
+        return None
+    try:
+        key = check_key(record.decl, artifact.key)
+    except FlyconfigsError as exc:
+        if not _has_axes(record.decl, artifact.key):
+            return None  # another kernel under the name: check_winner reports the clash
+        return str(exc)  # the kernel's own axes, a value it refuses: never served
+    refused = refusal(record, artifact, key, None)
+    if refused is None or refused[0] == "test-double":
+        return None
+    return refused[1]
+
+
+def _has_axes(decl: KernelDecl, key: Mapping[str, KeyValue]) -> bool:
+    return sorted(key) == sorted(axis.name for axis in decl.key_axes)
+
+
+def _own_key(decl: KernelDecl, key: Mapping[str, KeyValue]) -> dict[str, KeyValue] | None:
+    """``key`` as the kernel's own ``check_key`` takes it, or ``None`` where it refuses
+    it (a family may take optional axes beyond its ``key_axes``, as FlyDSL's RMSNorm
+    takes ``weight_dtype_str``: such a key is the kernel's, not another kernel's)."""
+    try:
+        return check_key(decl, key)
     except FlyconfigsError:
-        return False
-    return True
+        return None
 
 
 def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:

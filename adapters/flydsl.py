@@ -152,7 +152,11 @@ class RegistryDefault:
             decl = kernel_declaration(name)
         except FlyconfigsError:
             return FlyDSLKernel.of_signature(artifact_name, self.key, self.signature, borrow=self.borrow)
-        return decl.borrowing(self.borrow) if isinstance(decl, FlyDSLKernel) else decl
+        if not isinstance(decl, FlyDSLKernel) or decl.borrow == self.borrow:
+            # The installed object itself: the call keeps its record, so its owning
+            # distribution (and the owner's packages' standing) and the shared memo.
+            return decl
+        return decl.borrowing(self.borrow)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         config = self._from_registry(args, kwargs)

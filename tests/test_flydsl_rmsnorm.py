@@ -240,3 +240,16 @@ def test_the_docs_publish_a_flydsl_tuning_under_its_own_name_and_the_readme_list
     assert publishes and all("--name " in line for line in publishes)
     assert "@serve" in section or "serve(" in section
     assert "pip install 'flyconfigs[flydsl]'" in (root / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_hook_serves_the_installed_declaration_itself_unless_borrowing_is_asked(flydsl_env: Path) -> None:
+    # The installed object keeps its record: its owning distribution, so the owner's
+    # packages' standing; a borrowing copy is a declaration of its own (device_match arch).
+    from flyconfigs.kernels.flydsl import RMSNORM
+    from flyconfigs.registry.declarations import kernel_record
+
+    exact = serve(rmsnorm_tuner()).default.declaration
+    assert exact is RMSNORM and kernel_record(exact).distribution == kernel_record("flydsl.rmsnorm").distribution
+    assert kernel_record(exact).distribution is not None
+    borrowing = serve(rmsnorm_tuner(), borrow=True).default.declaration
+    assert borrowing is not RMSNORM and (borrowing.device_match, RMSNORM.device_match) == ("arch", "product")

@@ -4,29 +4,36 @@ FlyDSL resolves a call's config in this order: its in-process and on-disk cache,
 offline config folder (``FLYDSL_AUTOTUNE_CONFIG_DIR``), the tuner's ``default`` hook, and
 else a search (always a search under ``FLYDSL_AUTOTUNE=1``).  :func:`serve` installs a
 ``default`` hook that asks the registry first, by FlyDSL's own identity of the call: the
-kernel's ``artifact_name``, its ``key`` parameters as FlyDSL records them (a tensor's
-shape as a list, a dtype as its string) and the current device.  That is the identity
-``flyconfigs import flydsl`` keeps, so FlyDSL's offline configs, once published, are
-served from ``pip install``-ed data packages.  When the registry has nothing for the call
-(or only a config the kernel's signature cannot take), the hook falls through to what
-FlyDSL would have done: the tuner's own ``default``, else its search.
+kernel ``flydsl.<artifact_name>`` (FlyDSL's kernels have a namespace of their own, see
+:mod:`flyconfigs.kernels.flydsl`), its ``key`` parameters as FlyDSL records them (a
+tensor's shape as a list, a dtype as its string) and the exact device (its product, arch
+and compute units; ``borrow=True`` also takes a config tuned on another device of the
+arch).  When the registry has nothing for the call, or only a config FlyDSL's own loader
+would refuse for it, the hook falls through to what FlyDSL would have done: the tuner's
+own ``default``, else its search, whose winner FlyDSL caches.
 
-Only the hook's registry lookup is flyconfigs'; caching, searching and launching stay
-FlyDSL's.  ``flydsl`` is imported when the hook first builds a config for it.
+The device is the one given, else flyconfigs' (``FLYCONFIGS_DEVICE``, its GPU layer),
+else FlyDSL's own descriptor of the call's device.  A call the hook has answered before
+(same key values, same arguments passed, same registry generation) is answered from a
+dictionary.  ``flydsl`` is imported when the hook first needs it.
 """
 
 from __future__ import annotations
 
+import copy
+import importlib
 import inspect
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from flyconfigs.errors import ConfigurationError, FlyconfigsError, InvalidKeyError
+from flyconfigs.kernels.flydsl import COMPILER_OPTIONS, FlyDSLKernel, kernel_name_of, knob_problem
 from flyconfigs.registry import default_resolver, kernel_declaration
-from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.declarations import KernelDecl, KeyValue
+from flyconfigs.registry.device import DeviceQuery, as_query
 from flyconfigs.registry.resolve import Resolution, Resolver
 from flyconfigs.schema.models import DeviceIdentity
 
@@ -34,13 +41,21 @@ __all__ = ["FlyDSLKernel", "RegistryDefault", "flydsl_key", "serve"]
 
 logger = logging.getLogger(__name__)
 
-_COMPILER_OPTIONS = ("num_warps", "waves_per_eu")
-"""What a FlyDSL ``Config`` takes besides the kernel's own parameters."""
+_MISS: Any = object()
 
 
 def _signature(fn: Any) -> inspect.Signature:
     # FlyDSL reads the signature of a @jit function's wrapped ``func``, else of the callable.
     return inspect.signature(fn.func if hasattr(fn, "func") else fn)
+
+
+def _recorded(value: Any) -> Any:
+    """A key value as FlyDSL records it: a tensor's shape, a dtype's string, else itself."""
+    if hasattr(value, "shape"):
+        return list(value.shape)
+    if hasattr(value, "dtype"):
+        return str(value.dtype)
+    return value
 
 
 def flydsl_key(signature: inspect.Signature, key: tuple[str, ...], args: tuple[Any, ...],
@@ -57,12 +72,7 @@ def flydsl_key(signature: inspect.Signature, key: tuple[str, ...], args: tuple[A
     for name in key:
         if name not in bound.arguments:
             raise InvalidKeyError(f"key parameter {name!r} is missing from the call")
-        value = bound.arguments[name]
-        if hasattr(value, "shape"):
-            value = list(value.shape)
-        elif hasattr(value, "dtype"):
-            value = str(value.dtype)
-        out[name] = value
+        out[name] = _recorded(bound.arguments[name])
     try:
         # FlyDSL hashes the key's JSON: a tuple is a list there, and NaN has no JSON.
         return dict(json.loads(json.dumps(out, allow_nan=False)))
@@ -70,79 +80,83 @@ def flydsl_key(signature: inspect.Signature, key: tuple[str, ...], args: tuple[A
         raise InvalidKeyError(f"a key value is not JSON: {exc}") from None
 
 
-class FlyDSLKernel(KernelDecl):
-    """A declaration of a FlyDSL kernel that no package declares, made from its
-    signature: the key is its ``key`` parameters (JSON values, matched exactly, as FlyDSL
-    matches them), and a config names parameters of the kernel (or FlyDSL's
-    ``num_warps`` and ``waves_per_eu``), never a key parameter, with values of the types
-    their annotations state."""
-
-    name: str
-    version = 1
-    key_axes: tuple[KeyAxis, ...]
-
-    def __init__(self, name: str, key: tuple[str, ...], signature: inspect.Signature) -> None:
-        self.name = name
-        self.key = key
-        self.signature = signature
-        self.key_axes = tuple(KeyAxis(axis, object) for axis in key)
-
-    def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
-        """``key`` with exactly the kernel's key parameters, in order."""
-        if sorted(key) != sorted(self.key):
-            raise InvalidKeyError(f"key for {self.name!r} must name exactly {', '.join(self.key)}, got {', '.join(key)}")
-        return {axis: key[axis] for axis in self.key}
-
-    def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
-                     device: DeviceQuery | None) -> str | None:
-        """Why the kernel cannot take ``config`` (as FlyDSL's loader checks it), or ``None``."""
-        params = self.signature.parameters
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        for name, value in config.items():
-            if name in self.key:
-                return f"{name} is a key parameter; a config cannot set it"
-            if name == "pre_hook":
-                return "a stored config cannot hold a pre_hook"
-            if name == "waves_per_eu" and type(value) is not int:
-                return f"waves_per_eu={value!r} is not an int"
-            parameter = params.get(name)
-            if parameter is None:
-                if name not in _COMPILER_OPTIONS and not takes_any:
-                    return f"{name} is not a parameter of the kernel"
-                continue
-            annotation = parameter.annotation
-            if annotation in (bool, int, float, str) and type(value) is not annotation:
-                return f"{name}={value!r} is not {annotation.__name__}, as the kernel's annotation says"
-        return None
-
-    def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:
-        """The empty config: with nothing installed, FlyDSL's own order decides."""
-        return {}
+def _loader_problem(signature: inspect.Signature, key: tuple[str, ...], config: Mapping[str, Any],
+                    args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+    """Why FlyDSL's offline loader would refuse ``config`` for this call (it would
+    override an argument of the call or a key parameter, a compiler option is not an int,
+    a value does not match its parameter's annotation, or the call is still incomplete),
+    or ``None``."""
+    if "pre_hook" in config:
+        return "a stored config cannot hold a pre_hook"
+    injected = {k: v for k, v in config.items() if k not in COMPILER_OPTIONS}
+    try:
+        called = set(signature.bind_partial(*args, **kwargs).arguments)
+    except TypeError as exc:
+        return f"the call does not bind ({exc})"
+    for name, parameter in signature.parameters.items():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD and name in called:
+            called |= set(kwargs) - set(signature.parameters)
+    overlap = sorted((set(injected) & called) | (set(config) & set(key)))
+    if overlap:
+        return f"it would override the call's {', '.join(overlap)}"
+    for name in COMPILER_OPTIONS:
+        if name in config and type(config[name]) is not int:
+            return f"{name}={config[name]!r} is not an int"
+    for name, value in injected.items():
+        annotation = signature.parameters[name].annotation if name in signature.parameters else inspect.Parameter.empty
+        if annotation is not inspect.Parameter.empty:
+            why = knob_problem(name, value, annotation)
+            if why is not None:
+                return why
+    try:
+        signature.bind(*args, **{**kwargs, **injected})
+    except TypeError as exc:
+        return f"it does not complete the kernel's signature ({exc})"
+    return None
 
 
 class RegistryDefault:
     """The ``default`` hook :func:`serve` installs on a FlyDSL ``Autotuner``: the registry's
     config for the call, else the tuner's previous ``default``, else FlyDSL's search.
     Never raises for what the registry holds; whatever FlyDSL's own fallback raises, it
-    raises.  ``last`` is the latest resolution, for inspection."""
+    raises.  Safe to call from several threads at once.  ``last`` is the latest
+    resolution, for inspection."""
 
     def __init__(self, tuner: Any, fallback: Callable[..., Any] | None, device: DeviceIdentity | DeviceQuery | str | None,
-                 resolver: Resolver | None) -> None:
+                 resolver: Resolver | None, borrow: bool = False) -> None:
         self.tuner = tuner
         self.fallback = fallback
-        self.device = device
+        self.device = None if device is None else as_query(device)
         self.resolver = resolver
         self.signature = _signature(tuner.fn)
         self.key = tuple(tuner.key)
+        self.borrow = borrow
         self.last: Resolution | None = None
-        self._warned: set[str] = set()
         self.declaration: KernelDecl = self._declaration(str(tuner.artifact_name))
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+        self._memo: dict[tuple[Any, ...], Any] = {}
+        self._generation = -1
+        self._devices: dict[Any, DeviceQuery | None] = {}
+        self._current: Any = _MISS
+        params = list(self.signature.parameters.values())
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        self._slots = tuple((name, next((i for i, p in enumerate(params) if p.name == name and p.kind in positional),
+                                        None), self.signature.parameters[name].default) for name in self.key)
 
-    def _declaration(self, name: str) -> KernelDecl:
+    def _declaration(self, artifact_name: str) -> KernelDecl:
+        """The installed declaration of ``flydsl.<artifact_name>`` (FlyDSL's own RMSNorm,
+        or one a package declares), else one made from the kernel's signature."""
+        name = kernel_name_of(artifact_name)
         try:
-            return kernel_declaration(name)
+            decl = kernel_declaration(name)
         except FlyconfigsError:
-            return FlyDSLKernel(name, self.key, self.signature)
+            return FlyDSLKernel.of_signature(artifact_name, self.key, self.signature, borrow=self.borrow)
+        if not isinstance(decl, FlyDSLKernel) or decl.borrow == self.borrow:
+            # The installed object itself: the call keeps its record, so its owning
+            # distribution (and the owner's packages' standing) and the shared memo.
+            return decl
+        return decl.borrowing(self.borrow)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         config = self._from_registry(args, kwargs)
@@ -150,48 +164,85 @@ class RegistryDefault:
             return config
         if self.fallback is not None:
             return self.fallback(*args, **kwargs)
-        # FlyDSL's own order without this hook is a search: run it (FlyDSL caches its
-        # winner, so later calls of this key never reach the hook again).
-        self.tuner.default = None
-        try:
-            return self.tuner.resolve_config(*args, **kwargs)
-        finally:
-            self.tuner.default = self
+        # FlyDSL's own order without this hook is a search.  It runs on a copy of the
+        # tuner without the hook (sharing FlyDSL's cache, which keeps the winner), never
+        # by taking the hook off the shared tuner: another thread's call would miss it.
+        searcher = copy.copy(self.tuner)
+        searcher.default = None
+        return searcher.resolve_config(*args, **kwargs)
 
     def _from_registry(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+        resolver = self.resolver or default_resolver()
+        generation = resolver.generation
+        if self._generation != generation:  # a refresh: packages may have come or gone
+            with self._lock:
+                self._memo.clear()
+                self._current = _MISS
+                self._generation = generation
+        device = self.device or self._device(resolver, args, kwargs)
+        memo_key: Any = self._memo_key(args, kwargs, device)
+        try:
+            hit = self._memo.get(memo_key, _MISS)
+        except TypeError:  # a key value that cannot be hashed: the registry is asked each time
+            hit = memo_key = _MISS
+        if hit is not _MISS:
+            self.last = hit[1]
+            return hit[0]
+        config, resolution = self._resolve(resolver, device, args, kwargs)
+        if memo_key is not _MISS and generation == resolver.generation:
+            with self._lock:
+                self._memo[memo_key] = (config, resolution)
+        return config
+
+    def _memo_key(self, args: tuple[Any, ...], kwargs: Mapping[str, Any], device: DeviceQuery | None) -> tuple[Any, ...]:
+        """What the answer depends on: the device, which arguments the call passes and its
+        key values, typed (``1`` is not ``True``); unhashable when a key value is."""
+        values: list[Any] = [device, len(args), tuple(kwargs)]
+        for name, position, default in self._slots:
+            value = _recorded(args[position] if position is not None and position < len(args)
+                              else kwargs.get(name, default))
+            values.append((value.__class__, tuple(value) if value.__class__ is list else value))
+        return tuple(values)
+
+    def _device(self, resolver: Resolver, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> DeviceQuery | None:
+        """flyconfigs' current device, else FlyDSL's own descriptor of the call's device."""
+        if self._current is _MISS:
+            self._current = resolver.current_device()[0]
+        if self._current is not None:
+            return cast(DeviceQuery, self._current)
+        # The module (``flydsl.autotune``, the package's attribute, is the decorator).
+        flydsl_autotune = importlib.import_module("flydsl.autotune")
+        call_device = getattr(self.tuner, "_call_device", None)
+        where = call_device(args, kwargs) if callable(call_device) else None
+        if where not in self._devices:
+            describe = getattr(flydsl_autotune, "_device_descriptor", None)
+            found = describe(where) if callable(describe) else None
+            try:
+                self._devices[where] = None if found is None else DeviceQuery(
+                    "amd", found["arch"], found["name"], found["compute_units"], None)
+            except (KeyError, TypeError):
+                self._devices[where] = None
+        return self._devices[where]
+
+    def _resolve(self, resolver: Resolver, device: DeviceQuery | None, args: tuple[Any, ...],
+                 kwargs: Mapping[str, Any]) -> tuple[Any, Resolution | None]:
+        name = self.declaration.name
         try:
             key = flydsl_key(self.signature, self.key, args, kwargs)
-            resolver = self.resolver or default_resolver()
-            self.last = resolution = resolver.resolve(self.declaration, key, self.device)
+            resolution = resolver.resolve(self.declaration, key, device)
         except FlyconfigsError as exc:
-            self._warn(f"{self.declaration.name}: not served from the registry ({exc}); FlyDSL's own order decides")
-            return None
+            self._warn(f"{name}: not served from the registry ({exc}); FlyDSL's own order decides")
+            return None, None
+        self.last = resolution
         if resolution.source == "default":
-            return None
-        config = dict(resolution.config)
-        why = self._binds(config, args, kwargs)
+            return None, resolution
+        why = _loader_problem(self.signature, self.key, resolution.config, args, kwargs)
         if why is not None:
-            self._warn(f"{self.declaration.name}: {resolution.file} not served: {why}; FlyDSL's own order decides")
-            return None
+            self._warn(f"{name}: {resolution.file} not served: {why}; FlyDSL's own order decides")
+            return None, resolution
         from flydsl.autotune import Config
 
-        return Config.from_dict(config)
-
-    def _binds(self, config: Mapping[str, Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
-        """Why ``config`` cannot complete this call (FlyDSL would refuse it), or ``None``."""
-        injected = {k: v for k, v in config.items() if k != "waves_per_eu"}
-        try:
-            called = self.signature.bind_partial(*args, **kwargs).arguments
-        except TypeError as exc:
-            return f"the call does not bind ({exc})"
-        overlap = sorted(set(injected) & set(called))
-        if overlap:
-            return f"it would override the call's {', '.join(overlap)}"
-        try:
-            self.signature.bind(*args, **{**kwargs, **injected})
-        except TypeError as exc:
-            return f"it does not complete the kernel's signature ({exc})"
-        return None
+        return Config.from_dict(dict(resolution.config)), resolution
 
     def _warn(self, message: str) -> None:
         if message not in self._warned:
@@ -199,17 +250,22 @@ class RegistryDefault:
             logger.warning(message)
 
 
-def serve(tuner: Any, *, device: DeviceIdentity | DeviceQuery | str | None = None,
-          resolver: Resolver | None = None) -> Any:
+def serve(tuner: Any = None, *, device: DeviceIdentity | DeviceQuery | str | None = None,
+          resolver: Resolver | None = None, borrow: bool = False) -> Any:
     """Make the FlyDSL ``Autotuner`` ``tuner`` ask the registry before its own ``default``
-    and search; returns ``tuner`` (so it also works as a decorator above ``@autotune``).
+    and search; returns ``tuner``.  Used as ``@serve`` or ``@serve(borrow=True)`` above
+    ``@autotune``, or called on a tuner.
 
-    ``tuner`` must have an ``artifact_name`` (the name its artifacts are published under).
-    ``device`` is the device to serve (default: the current one, as
-    :func:`flyconfigs.resolve` detects it or ``FLYCONFIGS_DEVICE`` gives it).  Raises
-    :class:`~flyconfigs.errors.ConfigurationError` for a tuner without an ``artifact_name``."""
+    ``tuner`` must have an ``artifact_name`` (it is served as ``flydsl.<artifact_name>``).
+    ``device`` is the device to serve (default: flyconfigs' current device, else FlyDSL's
+    descriptor of the call's device).  ``borrow`` also serves a config tuned on another
+    device of the same arch (FlyDSL itself serves the exact device only).  Raises
+    :class:`~flyconfigs.errors.ConfigurationError` for a tuner without an
+    ``artifact_name``, or one longer than the namespace holds."""
+    if tuner is None:
+        return lambda actual: serve(actual, device=device, resolver=resolver, borrow=borrow)
     if getattr(tuner, "artifact_name", None) is None:
         raise ConfigurationError("serve() needs a FlyDSL Autotuner with an artifact_name: it is the kernel's name in the registry")
     previous = tuner.default.fallback if isinstance(tuner.default, RegistryDefault) else tuner.default
-    tuner.default = RegistryDefault(tuner, previous, device, resolver)
+    tuner.default = RegistryDefault(tuner, previous, device, resolver, borrow)
     return tuner

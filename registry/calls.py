@@ -8,14 +8,14 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from flyconfigs.errors import InvalidKeyError, KernelPluginError
-from flyconfigs.registry.contract import KernelDecl, KeyValue, normalize_key
+from flyconfigs.registry.contract import DEVICE_MATCHES, DeviceMatch, KernelDecl, KeyValue, normalize_key
 from flyconfigs.registry.kernels import TABLE, kernel_name, origin_of, raised
 from flyconfigs.registry.problems import Problem, ProblemLog
 
 if TYPE_CHECKING:
     from flyconfigs.registry.device import DeviceQuery
 
-__all__ = ["check_config", "check_key", "check_tunables", "default_config", "report_fault"]
+__all__ = ["check_config", "check_key", "check_tunables", "default_config", "device_match", "report_fault"]
 
 def report_fault(decl: KernelDecl, member: str, exc: BaseException, consequence: str,
                   problems: ProblemLog | None) -> None:
@@ -126,3 +126,17 @@ def check_config(decl: KernelDecl, config: object, key: Mapping[str, KeyValue], 
         return f"the kernel's check raised {type(exc).__name__}: {exc}"
 
 
+def device_match(decl: KernelDecl, problems: ProblemLog | None = None) -> DeviceMatch:
+    """``decl.device_match`` checked: ``arch`` or ``product``.  One that raises or answers
+    anything else is reported once (``kernel-error``) and counts as ``product``: a family
+    that declares the member means to narrow what serves it, so where it fails only the
+    asked product's own artifacts serve, never a config the family may have meant to
+    keep from this device."""
+    try:
+        match = decl.device_match
+        if not isinstance(match, str) or match not in DEVICE_MATCHES:
+            raise TypeError(f"it is {match!r}, not one of {', '.join(map(repr, DEVICE_MATCHES))}")
+        return match
+    except Exception as exc:  # noqa: BLE001 - a plugin's member failing must not break serving
+        report_fault(decl, "device_match", exc, "only artifacts of the asked product serve it", problems)
+        return "product"

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from flyconfigs.errors import KernelPluginError, UnknownKernelError
+from flyconfigs.errors import FlyconfigsError, KernelPluginError, UnknownKernelError
 from flyconfigs.registry.binding import binding_problem
-from flyconfigs.registry.calls import check_config
+from flyconfigs.registry.calls import check_config, check_key
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.kernels import TABLE, KernelTable, LoadedKernel
@@ -73,7 +73,7 @@ def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribut
     except (UnknownKernelError, KernelPluginError) as exc:
         decl = record = None
         notes.append(f"winner not checked: {exc}")
-    if decl is not None and sorted(artifact.key) != sorted(axis.name for axis in decl.key_axes):
+    if decl is not None and not _has_axes(decl, artifact.key) and _own_key(decl, artifact.key) is None:
         how = "imported " if artifact.selection.rule == "imported" else ""
         problems.report(Problem(
             "kernel-name-clash", where,
@@ -98,12 +98,30 @@ def winner_refusal(artifact: Artifact, kernels: KernelTable | None = None) -> st
         record = (kernels or TABLE).record(artifact.kernel.name)
     except (UnknownKernelError, KernelPluginError):
         return None
-    if sorted(artifact.key) != sorted(axis.name for axis in record.decl.key_axes):
-        return None  # another kernel under the name: check_winner reports the clash
-    refused = refusal(record, artifact, dict(artifact.key), None)
+    try:
+        key = check_key(record.decl, artifact.key)
+    except FlyconfigsError as exc:
+        if not _has_axes(record.decl, artifact.key):
+            return None  # another kernel under the name: check_winner reports the clash
+        return str(exc)  # the kernel's own axes, a value it refuses: never served
+    refused = refusal(record, artifact, key, None)
     if refused is None or refused[0] == "test-double":
         return None
     return refused[1]
+
+
+def _has_axes(decl: KernelDecl, key: Mapping[str, KeyValue]) -> bool:
+    return sorted(key) == sorted(axis.name for axis in decl.key_axes)
+
+
+def _own_key(decl: KernelDecl, key: Mapping[str, KeyValue]) -> dict[str, KeyValue] | None:
+    """``key`` as the kernel's own ``check_key`` takes it, or ``None`` where it refuses
+    it (a family may take optional axes beyond its ``key_axes``, as FlyDSL's RMSNorm
+    takes ``weight_dtype_str``: such a key is the kernel's, not another kernel's)."""
+    try:
+        return check_key(decl, key)
+    except FlyconfigsError:
+        return None
 
 
 def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:

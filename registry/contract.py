@@ -21,8 +21,8 @@ from flyconfigs.errors import InvalidKeyError
 if TYPE_CHECKING:
     from flyconfigs.registry.device import DeviceQuery
 
-__all__ = ["NAME_PATTERN", "REQUIRED", "Default", "KernelDecl", "KeyAxis", "KeyValue", "SourceBinding",
-           "TunableVariants"]
+__all__ = ["DEVICE_MATCHES", "NAME_PATTERN", "REQUIRED", "Default", "DeviceMatch", "KernelDecl", "KeyAxis", "KeyValue",
+           "SourceBinding", "TunableVariants"]
 
 KeyValue = Any
 """A key or config value: a JSON value as schema 1.1 allows (``flyconfigs.schema.Value``);
@@ -71,6 +71,10 @@ class KeyAxis:
             if not all(v is None or type(v) in (bool, int, float, str) for v in value):
                 raise InvalidKeyError(f"{where} must be a list of scalars, got {value!r}")
 
+
+DeviceMatch = Literal["arch", "product"]
+"""Which devices' artifacts serve a kernel (:attr:`KernelDecl.device_match`)."""
+DEVICE_MATCHES: tuple[DeviceMatch, ...] = ("arch", "product")
 
 SourceBinding = Literal["exact", "version"]
 """How an artifact's ``kernel.source_sha256`` binds it: ``exact`` (a different source is
@@ -177,6 +181,16 @@ class KernelDecl(ABC):
             """Distribution names of the data packages the family's owner publishes:
             they rank as the owner's (see :mod:`flyconfigs.registry.resolve`); default
             none."""
+
+        @property
+        def device_match(self) -> DeviceMatch:
+            """Which devices' artifacts serve: ``arch`` (the default), the same product,
+            then one of the same arch and compute units, then one borrowed from another
+            device of the arch; ``product``: only artifacts of the asked device's own
+            product, arch and compute units (FlyDSL's identity).  A value that is
+            neither, or a property that raises, is reported once and counts as
+            ``product``, the narrower rule a family declaring this member most likely
+            meant (:func:`~flyconfigs.registry.calls.device_match`)."""
     else:
         tunables = Default(_NOTHING)
         tunable_defaults = Default(_NOTHING)
@@ -184,6 +198,7 @@ class KernelDecl(ABC):
         compatible_versions = Default(())
         source_binding = Default("exact")
         data_packages = Default(())
+        device_match = Default("arch")
 
     @abstractmethod
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:

@@ -13,10 +13,18 @@ from typing import Any
 
 from flyconfigs.errors import FlyconfigsError
 from flyconfigs.registry import kernels as _kernels
-from flyconfigs.registry.calls import check_config, check_key, check_tunables, default_config, report_fault
+from flyconfigs.registry.calls import (
+    check_config,
+    check_key,
+    check_tunables,
+    default_config,
+    device_match,
+    report_fault,
+)
 from flyconfigs.registry.contract import (
     NAME_PATTERN,
     Default,
+    DeviceMatch,
     KernelDecl,
     KeyAxis,
     KeyValue,
@@ -44,6 +52,7 @@ __all__ = [
     "NAME_PATTERN",
     "DeclaredKernel",
     "Default",
+    "DeviceMatch",
     "KernelDecl",
     "KeyAxis",
     "KeyValue",
@@ -56,6 +65,7 @@ __all__ = [
     "declared_by",
     "declared_kernels",
     "default_config",
+    "device_match",
     "forget_loaded",
     "kernel_declaration",
     "kernel_name",

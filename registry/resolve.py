@@ -4,7 +4,9 @@ Precedence (the one place it is written down; :mod:`flyconfigs.registry.search` 
 in code, and ``resolve``, ``explain``, ``doctor`` and ``validate`` all call it):
 
 1. the in-process memo (a dictionary lookup; negative results are memoized too), keyed
-   by the kernel's loaded record (never its name), the device and the typed key;
+   by the kernel's loaded record (never its name: a declaration passed in is a record of
+   its own, so two of one name that differ in ``device_match`` never share answers), the
+   device and the typed key;
 2. the steps, most specific first —
 
    a. the same product (vendor, arch, product, compute units, features), exact key;
@@ -17,7 +19,10 @@ in code, and ``resolve``, ``explain``, ``doctor`` and ``validate`` all call it):
    and **within each step standing first** (below): a source of a higher standing
    serves before a lower one even when the lower one's key is nearer; distance decides
    only among sources of one standing; then measured before predicted, then the user's
-   order, then (in a step that accepts other products) the nearer product name;
+   order, then (in a step that accepts other products) the nearer product name.  A
+   kernel whose ``device_match`` is ``product`` (FlyDSL's identity) is served only
+   artifacts of the asked product, arch and compute units: the other products of steps
+   b and c, and step d, are passed over;
 3. the kernel's default heuristic, checked like any served config.
 
 Standing of a source, for one kernel family (``flyconfigs explain`` prints it):

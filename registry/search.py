@@ -6,7 +6,10 @@ catalog index.  ``resolve``, ``explain``, ``doctor`` and ``validate`` all call
 Steps first — exact key, then nearest key, on the device, then on a sibling of the same
 arch — and within each step standing first: a source of a higher standing serves before
 a lower one even when the lower one's key is nearer; distance decides only among sources
-of one standing, then measured before predicted, then the user's order.
+of one standing, then measured before predicted, then the user's order.  A kernel whose
+``device_match`` is ``product`` (FlyDSL's identity) is served only artifacts of the asked
+product, arch and compute units: the other products of the first two layers are passed
+over (``explain`` says how many) and the sibling steps are skipped.
 
 Nearest key: the family's ``key_distance(asked, tuned)`` over tuned keys equal to the
 asked one on every exact axis, the smaller tuple first, ``None`` never served (by default
@@ -35,7 +38,7 @@ from types import MappingProxyType
 from typing import Any
 
 from flyconfigs.errors import KernelPluginError
-from flyconfigs.registry.calls import check_config, default_config
+from flyconfigs.registry.calls import check_config, default_config, device_match
 from flyconfigs.registry.catalog import Index
 from flyconfigs.registry.check import refusal
 from flyconfigs.registry.contract import KeyValue
@@ -54,6 +57,7 @@ logger = logging.getLogger("flyconfigs.registry")
 
 PLAN = ((0, "exact"), (1, "exact"), (0, "nearest"), (1, "nearest"), (2, "exact"), (2, "nearest"))
 """The steps, most specific first: (device layer, key match)."""
+_EXACT_ONLY = "is served configs of its exact device only"
 
 
 def search(kernel: LoadedKernel, key: dict[str, KeyValue], query: DeviceQuery, index: Index,
@@ -125,6 +129,8 @@ class _Search:
         self.problems, self.index, self.kernel, self.decl = problems, index, kernel, kernel.decl
         self.key, self.query, self.trace = key, query, trace
         self.tokens = query.layers()
+        # FlyDSL's identity (``device_match`` "product"): the asked product's artifacts only.
+        self.product_only = device_match(self.decl, problems) == "product"
         self.tried: set[int] = set()
         self.reasons: list[str] = []
 
@@ -177,13 +183,23 @@ class _Search:
         if token is None:
             self.trace.append(Step(what, "skipped: the device's identity is incomplete"))
             return None
+        if self.product_only and layer == 2:
+            if not measured_only:
+                self.trace.append(Step(what, f"skipped: {self.decl.name} {_EXACT_ONLY}"))
+            return None
         pool = self.index.pool(layer, token, self.query.product)
         ranked = ([(e, ()) for e in exact_matches(pool, self.key)] if mode == "exact"
                   else nearest_ranked(pool, self.key, self.decl, self.problems))
         ranked = [(e, d) for e, d in ranked if id(e) not in self.tried]
+        others = 0
+        if self.product_only:
+            own = (self.query.product, self.query.compute_units)
+            exact = [(e, d) for e, d in ranked if (e.device.product, e.device.compute_units) == own]
+            others, ranked = len(ranked) - len(exact), exact
         if not ranked:
             if not measured_only:
-                self.trace.append(Step(what, "no artifact"))
+                passed = f"; {others} of other products passed over: {self.decl.name} {_EXACT_ONLY}" if others else ""
+                self.trace.append(Step(what, "no artifact" + passed))
             return None
         predicted: Found | None = None
         for entry, distance in ranked:

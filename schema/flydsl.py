@@ -6,6 +6,11 @@ identity is serialised with sorted keys, separators ``(",", ":")`` and ASCII esc
 and written with sorted keys, a 2-space indent and a final newline.  Importing is the
 schema's migration step from format ``flydsl-1`` to ``1.0``; exporting writes what
 FlyDSL's own writer would.
+
+A FlyDSL kernel is held in a namespace of its own: the file of ``artifact_name``
+``rmsnorm`` is an artifact of kernel ``flydsl.rmsnorm`` (:data:`NAMESPACE`), never of
+flyconfigs' own ``rmsnorm``, and it is exported back under FlyDSL's name.  An imported file
+records its source (``provenance.source``: the file, and how the device was derived).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from flyconfigs.schema.models import GFX_ARCH, SCHEMA_VERSION, Artifact, wave_si
 from flyconfigs.schema.versions import Migration, register_migration
 
 __all__ = [
+    "NAMESPACE",
+    "SOURCE_PROJECT",
     "check_file_name",
     "export_flydsl",
     "flydsl_file_name",
@@ -31,6 +38,12 @@ __all__ = [
 ]
 
 IMPORTED_KERNEL_VERSION = 1
+NAMESPACE = "flydsl."
+"""A FlyDSL kernel's flyconfigs name is ``flydsl.<artifact_name>``."""
+SOURCE_PROJECT = "FlyDSL offline autotune"
+"""``provenance.source.project`` of an imported FlyDSL file unless the importer is told
+the project that keeps it: FlyDSL's autotuner wrote it (``FLYDSL_AUTOTUNE=1``)."""
+DEVICE_FROM = "identity.device (FlyDSL's descriptor: product name, arch, compute units)"
 
 
 def flydsl_identity_digest(identity: dict[str, Any]) -> str:
@@ -46,8 +59,10 @@ def flydsl_file_name(identity: dict[str, Any]) -> str:
 
 def flydsl_payload(artifact: Artifact) -> bytes:
     """The bytes FlyDSL's writer produces for ``artifact``'s winner."""
+    name = artifact.kernel.name
     identity = {
-        "name": artifact.kernel.name,
+        # FlyDSL's own name: the namespace is flyconfigs' (a kernel outside it keeps its name).
+        "name": name[len(NAMESPACE):] if name.startswith(NAMESPACE) and len(name) > len(NAMESPACE) else name,
         "key": dict(artifact.key),
         "device": {
             "name": artifact.device.product,
@@ -149,9 +164,12 @@ def _from_flydsl(data: dict[str, Any], file: str) -> dict[str, Any]:
     if not GFX_ARCH.match(arch):
         raise ArtifactError(file, [FieldProblem("identity.device.arch", f"expected an AMD gfx arch (gfx, a decimal "
                                                                         f"major, two hex digits), got {arch!r}")])
+    if len(NAMESPACE + name) > 64:
+        raise ArtifactError(file, [FieldProblem("identity.name", f"{name!r} is longer than {64 - len(NAMESPACE)} "
+                                                f"characters: flyconfigs holds it as {NAMESPACE}<name> in at most 64")])
     return {
         "schema_version": SCHEMA_VERSION,
-        "kernel": {"name": name, "version": IMPORTED_KERNEL_VERSION, "source_sha256": None},
+        "kernel": {"name": NAMESPACE + name, "version": IMPORTED_KERNEL_VERSION, "source_sha256": None},
         "device": {
             "vendor": "amd",
             "arch": arch,
@@ -164,7 +182,11 @@ def _from_flydsl(data: dict[str, Any], file: str) -> dict[str, Any]:
         "candidates": [{"config": config, "status": "ok"}],
         "winner": {"config": config},
         "selection": {"rule": "imported"},
-        "provenance": {"tool": "FlyDSL autotune (imported)", "backend": "flydsl"},
+        "provenance": {"tool": "FlyDSL autotune (imported)", "backend": "flydsl", "source": {
+            "project": SOURCE_PROJECT,
+            "file": file.replace("\\", "/").rsplit("/", 1)[-1],
+            "device_from": DEVICE_FROM,
+        }},
     }
 
 

@@ -152,13 +152,111 @@ def test_the_key_is_flydsls_identity_and_the_declaration_checks_what_flydsl_chec
 
     signature = inspect.signature(gemm)
     assert flydsl_key(signature, ("a", "m"), (Tensor((2, 8)), 2, 0.5), {}) == {"a": [2, 8], "m": 2}
-    decl = FlyDSLKernel("acme_gemm", ("a", "m"), signature)
+    decl = FlyDSLKernel.of_signature("acme_gemm", ("a", "m"), signature)
+    assert decl.name == "flydsl.acme_gemm" and decl.device_match == "product"
     assert decl.check_config({"BLOCK": 64, "stages": 2, "num_warps": 4, "waves_per_eu": 2}, {}, None) is None
     assert decl.check_config({"m": 4}, {}, None) == "m is a key parameter; a config cannot set it"
-    assert decl.check_config({"BLOCKS": 4}, {}, None) == "BLOCKS is not a parameter of the kernel"
+    assert decl.check_config({"BLOCKS": 4}, {}, None).startswith("BLOCKS is not a parameter of the kernel")
+    assert decl.check_config({"waves_per_eu": True}, {}, None) == (
+        "waves_per_eu=True is not an int (a FlyDSL compiler option)")
     # FlyDSL checks a value against a parameter's annotation when it is a type (not a string).
     typed = inspect.Signature([inspect.Parameter("BLOCK", inspect.Parameter.KEYWORD_ONLY, annotation=int)])
-    assert FlyDSLKernel("k", (), typed).check_config({"BLOCK": 64.0}, {}, None) == (
+    assert FlyDSLKernel.of_signature("k", (), typed).check_config({"BLOCK": 64.0}, {}, None) == (
         "BLOCK=64.0 is not int, as the kernel's annotation says")
+    # fx.Constexpr[int], as FlyDSL's own __coerce__ checks it: "512", 512.0 and True are refused.
+    fx = pytest.importorskip("flydsl.expr")
+    constexpr = inspect.Signature([inspect.Parameter("BLOCK", inspect.Parameter.KEYWORD_ONLY,
+                                                     annotation=fx.Constexpr[int])])
+    kernel = FlyDSLKernel.of_signature("k", (), constexpr)
+    assert kernel.check_config({"BLOCK": 512}, {}, None) is None
+    for bad in ("512", 512.0, True):
+        assert "does not match its annotation" in kernel.check_config({"BLOCK": bad}, {}, None)
+    assert FlyDSLKernel.of_signature("k", (), constexpr, borrow=True).device_match == "arch"
     with pytest.raises(ConfigurationError, match="artifact_name"):
         serve(autotune.Autotuner(gemm, CONFIGS, ["a", "m"], 1, 1))
+
+
+def test_a_search_in_one_thread_never_makes_another_threads_served_call_skip_the_package(
+        installed: dict[int, dict[str, Any]]) -> None:
+    import threading
+
+    searching, served = threading.Event(), threading.Event()
+    searched_by: list[str] = []
+
+    def bench(call: Any, warmup: int, rep: int) -> float:
+        searched_by.append(threading.current_thread().name)
+        if threading.current_thread().name == "searcher" and not searching.is_set():
+            searching.set()
+            assert served.wait(10), "the served call never finished"
+        call()
+        return {64: 2.0, 128: 1.0}[RAN[-1]]
+
+    tuner = serve(_tuner(bench))  # no FlyDSL default: an untuned key is searched
+    untuned = (Tensor((4096, 4096)), 4096)
+    searcher = threading.Thread(target=tuner.resolve_config, args=(*untuned, 0.5), name="searcher")
+    searcher.start()
+    try:
+        assert searching.wait(10)
+        config = tuner.resolve_config(*TUNED[0], 0.5)  # while the other thread searches
+    finally:
+        served.set()
+        searcher.join(10)
+    assert config.to_dict() == installed[1]
+    assert set(searched_by) == {"searcher"}
+    assert tuner.resolve_config(*untuned, 0.5).to_dict() == CONFIGS[1].to_dict()  # FlyDSL cached the search
+    assert tuner.resolve_config(*TUNED[0], 0.5).to_dict() == installed[1]
+    assert tuner.default.fallback is None and isinstance(tuner.default, type(serve(_tuner(bench)).default))
+
+
+def test_a_warm_served_call_does_not_go_through_the_registry(installed: dict[int, dict[str, Any]],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from flyconfigs.registry import Resolver
+
+    resolver = Resolver()
+    asked: list[object] = []
+    real = resolver.resolve
+    monkeypatch.setattr(resolver, "resolve", lambda *a, **k: asked.append(a) or real(*a, **k))
+    tuner = serve(_tuner(_bench({}, [])), resolver=resolver)
+    first = tuner.resolve_config(*TUNED[1], 0.5)
+    assert first.to_dict() == installed[64]
+    for _ in range(5):
+        assert tuner.resolve_config(*TUNED[1], 0.5) is first
+    assert len(asked) == 1
+    assert tuner.resolve_config(TUNED[1][0], m=64, scale=0.5).to_dict() == installed[64]  # passed otherwise: asked
+    assert len(asked) == 2
+
+
+def test_the_device_is_flydsls_own_identity_when_flyconfigs_knows_none(installed: dict[int, dict[str, Any]],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from flyconfigs.registry import default_resolver
+
+    monkeypatch.delenv("FLYCONFIGS_DEVICE")
+    default_resolver().refresh()
+    assert default_resolver().current_device()[0] is None
+    tuner = serve(_tuner(_bench({}, [])))
+    assert tuner.resolve_config(*TUNED[0], 0.5).to_dict() == installed[1]
+    assert tuner.default.last.device.product == "AMD Instinct MI300X"
+
+
+def test_a_config_of_another_product_of_the_arch_is_served_only_when_borrowing_is_asked(
+        installed: dict[int, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    from flyconfigs.registry import default_resolver
+
+    monkeypatch.setenv("FLYCONFIGS_DEVICE", "gfx942:304:AMD Instinct MI325X")  # the MI300X's arch and CU count
+    default_resolver().refresh()
+    searched: list[int] = []
+    tuner = serve(_tuner(_bench({64: 1.0, 128: 2.0}, searched)))
+    assert tuner.resolve_config(*TUNED[1], 0.5).to_dict() == CONFIGS[0].to_dict() and searched == [64, 128]
+    borrowing = serve(_tuner(_bench({}, [])), borrow=True)
+    assert borrowing.resolve_config(*TUNED[0], 0.5).to_dict() == installed[1]
+    assert borrowing.default.last.matched_device.product == "AMD Instinct MI300X"
+
+
+def test_explain_serves_a_flydsl_kernel_no_package_declares(installed: dict[int, dict[str, Any]],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert main(["explain", "flydsl.acme_gemm", "a=[1,4096]", "m=1", "--device", MI300X_SPEC]) == 0
+    out = capsys.readouterr().out
+    assert "flyconfigs-gfx942" in out and f"BLOCK={installed[1]['BLOCK']}" in out
+    assert main(["explain", "flydsl.acme_gemm", "a=[1,4096]", "m=1", "--device", "gfx942:80:AMD Instinct MI308X"]) == 0
+    assert "exact device only" in capsys.readouterr().out

@@ -69,7 +69,7 @@ def test_an_os_error_is_one_line_and_traceback_works_anywhere(tmp_path: Path, ca
     source.mkdir()
     from flyconfigs.schema.flydsl import write_flydsl
 
-    write_flydsl(make_artifact(device={**H200, "vendor": "amd", "arch": "gfx942", "wave_size": 64}), source)
+    write_flydsl(make_artifact(device={**H200, "vendor": "amd", "arch": "gfx942", "wave_size": 64}, kernel="flydsl.acme"), source)
     assert main(["flydsl", "import", str(source), "--out", str(blocker / "x")]) == 1
     assert str(blocker) in _err_line(capsys)
     with pytest.raises(OSError):
@@ -234,7 +234,7 @@ def test_every_command_that_prints_takes_json(tmp_path: Path, capsys: pytest.Cap
     source.mkdir()
     from flyconfigs.schema.flydsl import write_flydsl
 
-    write_flydsl(make_artifact(device={**H200, "vendor": "amd", "arch": "gfx942", "wave_size": 64}), source)
+    write_flydsl(make_artifact(device={**H200, "vendor": "amd", "arch": "gfx942", "wave_size": 64}, kernel="flydsl.acme"), source)
     (source / "broken.json").write_text("{")
     assert main(["flydsl", "import", str(source), "--out", str(tmp_path / "out"), "--json"]) == 1
     payload = json.loads(capsys.readouterr().out)

@@ -55,7 +55,8 @@ def test_export_then_import_is_the_identity(tmp_path: Path) -> None:
 
 
 def test_import_then_export_reproduces_a_flydsl_file(tmp_path: Path) -> None:
-    identity = {"name": "rmsnorm", "key": {"M": 32768, "N": 8192, "dtype_str": "bf16"}, "device": {"name": "AMD Instinct MI325X", "arch": "gfx942", "compute_units": 304}}
+    identity = {"name": "rmsnorm", "key": {"M": 32768, "N": 8192, "dtype_str": "bf16"},
+                "device": {"name": "AMD Instinct MI325X", "arch": "gfx942", "compute_units": 304}}
     name, text = flydsl_writer(identity, {"BLOCK_THREADS": 256, "waves_per_eu": 2})
     (tmp_path / name).write_text(text)
     assert export_flydsl(import_flydsl_file(tmp_path / name)) == (name, text.encode())
@@ -76,10 +77,14 @@ def test_export_refuses_non_amd_devices() -> None:
         export_flydsl(make_artifact())
 
 
+ACME = "flydsl.acme_norm"
+"""A FlyDSL kernel this environment does not declare (FlyDSL's ``artifact_name`` ``acme_norm``)."""
+
+
 def test_cli_import_and_export(tmp_path: Path) -> None:
     fly = tmp_path / "fly"
     ours = tmp_path / "ours"
-    write_flydsl(make_artifact(device=MI300X), fly)
+    write_flydsl(make_artifact(device=MI300X, kernel=ACME), fly)
     assert main(["flydsl", "import", str(fly), "--out", str(ours)]) == 0
     (imported,) = ours.iterdir()
     assert load_artifact(imported).selection.rule == "imported"
@@ -89,10 +94,12 @@ def test_cli_import_and_export(tmp_path: Path) -> None:
 
 def test_the_digest_check_applies_wherever_a_flydsl_file_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from flyconfigs import resolve
+    from flyconfigs.kernels.flydsl import FlyDSLKernel
     from flyconfigs.registry import default_resolver, refresh
 
-    good = write_flydsl(make_artifact(device=MI300X), tmp_path / "fly")
-    misnamed = good.with_name("rmsnorm-" + "0" * 64 + ".json")
+    good = write_flydsl(make_artifact(device=MI300X, kernel=ACME), tmp_path / "fly")
+    assert good.name.startswith("acme_norm-")  # FlyDSL's name, out of flyconfigs' namespace
+    misnamed = good.with_name("acme_norm-" + "0" * 64 + ".json")
     good.rename(misnamed)
     assert main(["validate", str(misnamed)]) == 1
     with pytest.raises(ArtifactError, match="file name's digest"):
@@ -100,11 +107,12 @@ def test_the_digest_check_applies_wherever_a_flydsl_file_is_read(tmp_path: Path,
     monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path / "fly"))
     refresh()
     key = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
-    assert resolve("rmsnorm", key, "gfx942:304:AMD Instinct MI300X").source == "default"
+    acme = FlyDSLKernel("acme_norm", tuple(key))
+    assert resolve(acme, key, "gfx942:304:AMD Instinct MI300X").source == "default"
     assert any("file name's digest" in p.message for p in default_resolver().problems.problems())
     misnamed.rename(good)
     refresh()
-    assert resolve("rmsnorm", key, "gfx942:304:AMD Instinct MI300X").source == "override"
+    assert resolve(acme, key, "gfx942:304:AMD Instinct MI300X").source == "override"
 
 
 def test_export_never_overwrites_a_different_artifact_of_the_same_flydsl_name(tmp_path: Path) -> None:
@@ -118,29 +126,30 @@ def test_export_never_overwrites_a_different_artifact_of_the_same_flydsl_name(tm
     assert path.read_bytes() == before
 
 
-def test_doctor_reports_an_imported_kernel_whose_name_clashes_with_a_declared_one(
+def test_flydsls_rmsnorm_is_imported_into_its_own_namespace_and_clashes_with_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    # FlyDSL's own RMSNorm is called rmsnorm too, but keyed by dtype_str: another kernel.
-    identity = {"name": "rmsnorm", "key": {"M": 32768, "N": 8192, "dtype_str": "bf16"},
+    # FlyDSL's own RMSNorm is called rmsnorm too, but keyed by m_in, N, dtype_str: another kernel.
+    identity = {"name": "rmsnorm", "key": {"m_in": 32768, "N": 8192, "dtype_str": "bf16"},
                 "device": {"name": "AMD Instinct MI300X", "arch": "gfx942", "compute_units": 304}}
     name, text = flydsl_writer(identity, {"BLOCK_THREADS": 256})
     (tmp_path / "flydsl").mkdir()
     (tmp_path / "flydsl" / name).write_text(text)
     assert main(["flydsl", "import", str(tmp_path / "flydsl"), "--out", str(tmp_path / "imported")]) == 0
+    (imported,) = (tmp_path / "imported").iterdir()
+    assert imported.name.startswith("flydsl.rmsnorm-") and load_artifact(imported).kernel.name == "flydsl.rmsnorm"
     monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path / "imported"))
     from flyconfigs.registry import default_resolver
 
     default_resolver().refresh()
     capsys.readouterr()
-    assert main(["doctor", "--json"]) == 1
-    problems = json.loads(capsys.readouterr().out)["problems"]
-    clash = [p for p in problems if p["kind"] == "kernel-name-clash"]
-    assert len(clash) == 1 and "dtype_str" in clash[0]["message"] and "weight_dtype" in clash[0]["message"]
-    assert "imported artifact" in clash[0]["message"]
+    assert main(["doctor", "--json"]) == 0
+    assert [p for p in json.loads(capsys.readouterr().out)["problems"] if p["kind"] == "kernel-name-clash"] == []
+    device = "gfx942:304:AMD Instinct MI300X:sramecc+,xnack-"
     key = {"M": 32768, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
-    assert main(["explain", "rmsnorm", *(f"{k}={v}" for k, v in key.items()), "--device",
-                 "gfx942:304:AMD Instinct MI300X:sramecc+,xnack-"]) == 0
+    assert main(["explain", "rmsnorm", *(f"{k}={v}" for k, v in key.items()), "--device", device]) == 0
     assert "[default" in capsys.readouterr().out
+    assert main(["explain", "flydsl.rmsnorm", "m_in=32768", "N=8192", "dtype_str=bf16", "--device", device]) == 0
+    assert "=> BLOCK_THREADS=256  [override" in capsys.readouterr().out
 
 
 def _round_trip(artifact: Artifact, tmp_path: Path) -> str:
@@ -153,7 +162,7 @@ def _round_trip(artifact: Artifact, tmp_path: Path) -> str:
 
 
 def test_a_conversion_never_upgrades_a_label(tmp_path: Path) -> None:
-    measured = make_artifact(device=MI300X)
+    measured = make_artifact(device=MI300X, kernel=ACME)
     assert _round_trip(measured, tmp_path / "measured") == "imported"
     imported = import_flydsl_file(write_flydsl(measured, tmp_path / "first"))
     assert _round_trip(imported, tmp_path / "imported") == "imported"
@@ -198,8 +207,8 @@ def test_export_of_a_newer_minor_refuses_to_drop_its_fields(tmp_path: Path, caps
 def test_import_never_replaces_a_measured_or_predicted_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plain = {**MI300X, "features": []}  # the identity a FlyDSL import has
     fly, ours = tmp_path / "fly", tmp_path / "ours"
-    write_flydsl(make_artifact(device=plain, winner_index=2), fly)
-    predicted = Artifact.model_validate(predicted_artifact_dict(device=plain))
+    write_flydsl(make_artifact(device=plain, winner_index=2, kernel=ACME), fly)
+    predicted = Artifact.model_validate(predicted_artifact_dict(device=plain, kernel=ACME))
     path = write_atomic(ours / predicted.file_name(), predicted.to_json_bytes())
     before = path.read_bytes()
     assert main(["flydsl", "import", str(fly), "--out", str(ours)]) == 1
@@ -209,3 +218,61 @@ def test_import_never_replaces_a_measured_or_predicted_artifact(tmp_path: Path, 
     assert main(["flydsl", "import", str(fly), "--out", str(ours)]) == 0
     assert main(["flydsl", "import", str(fly), "--out", str(ours)]) == 0  # an earlier import is replaced
     assert load_artifact(path).selection.rule == "imported"
+
+
+def test_kernel_imports_a_flydsl_kernels_files_as_a_declared_kernel_checked_by_its_declaration(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # flyconfigs' own rmsnorm exported to FlyDSL's format, read back as rmsnorm on purpose.
+    ours = make_artifact(device={**MI300X, "features": []})
+    write_flydsl(ours, tmp_path / "fly")
+    assert main(["import", "flydsl", str(tmp_path / "fly"), "--out", str(tmp_path / "back"),
+                 "--kernel", "rmsnorm=rmsnorm"]) == 0
+    (back,) = (tmp_path / "back").iterdir()
+    assert load_artifact(back).kernel.name == "rmsnorm" and load_artifact(back).winner.config == ours.winner.config
+    # Without --kernel it is FlyDSL's rmsnorm, whose key it is not.
+    assert main(["import", "flydsl", str(tmp_path / "fly"), "--out", str(tmp_path / "refused")]) == 1
+    assert "identity.key" in capsys.readouterr().err
+    # FlyDSL's own RMSNorm file is not flyconfigs' rmsnorm either: --kernel is checked.
+    identity = {"name": "rmsnorm", "key": {"m_in": 1, "N": 8192, "dtype_str": "bf16"},
+                "device": {"name": "AMD Instinct MI300X", "arch": "gfx942", "compute_units": 304}}
+    name, text = flydsl_writer(identity, {"BLOCK_THREADS": 256})
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / name).write_text(text)
+    assert main(["flydsl", "import", str(tmp_path / "theirs"), "--out", str(tmp_path / "x"),
+                 "--kernel", "rmsnorm=rmsnorm"]) == 1
+    assert "key for 'rmsnorm'" in capsys.readouterr().err
+    assert main(["flydsl", "import", str(tmp_path / "theirs"), "--out", str(tmp_path / "x"), "--kernel", "rmsnorm"]) == 2
+
+
+def test_flydsls_rmsnorm_takes_the_merged_adopters_weight_dtype_str_and_no_other_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # PR #786 as merged keys FlyDSL's RMSNorm by weight_dtype_str too.
+    device = {"name": "AMD Instinct MI300X", "arch": "gfx942", "compute_units": 304}
+    for folder, key in (("merged", {"m_in": 8, "N": 8192, "dtype_str": "bf16", "weight_dtype_str": "f32"}),
+                        ("other", {"m_in": 8, "N": 8192, "dtype_str": "bf16", "eps": 1e-6})):
+        name, text = flydsl_writer({"name": "rmsnorm", "key": key, "device": device},
+                                   {"BLOCK_THREADS": 512, "waves_per_eu": 2})
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / name).write_text(text)
+    assert main(["import", "flydsl", str(tmp_path / "merged"), "--out", str(tmp_path / "ok")]) == 0
+    assert main(["validate", str(tmp_path / "ok")]) == 0
+    capsys.readouterr()
+    assert main(["import", "flydsl", str(tmp_path / "other"), "--out", str(tmp_path / "no")]) == 1
+    assert "must name exactly m_in, N, dtype_str" in capsys.readouterr().err
+
+
+def test_validate_reports_a_flydsl_import_of_an_earlier_flyconfigs_under_a_declared_kernels_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before the namespace, FlyDSL's rmsnorm was imported as rmsnorm: another kernel under that name.
+    identity = {"name": "rmsnorm", "key": {"m_in": 8, "N": 8192, "dtype_str": "bf16"},
+                "device": {"name": "AMD Instinct MI300X", "arch": "gfx942", "compute_units": 304}}
+    name, text = flydsl_writer(identity, {"BLOCK_THREADS": 256})
+    (tmp_path / name).write_text(text)
+    data = import_flydsl_file(tmp_path / name).model_dump(mode="json")
+    data["kernel"]["name"] = "rmsnorm"
+    old = Artifact.model_validate(data)
+    write_atomic(tmp_path / "old" / old.file_name(), old.to_json_bytes())
+    capsys.readouterr()
+    assert main(["validate", str(tmp_path / "old")]) == 1
+    out = capsys.readouterr().out
+    assert "kernel-name-clash" in out and "dtype_str" in out and "weight_dtype" in out

@@ -154,7 +154,9 @@ def test_a_third_party_kernel_is_declared_tuned_published_and_served(tmp_path: P
                      {"BLOCK": 256, "num_warps": 8, "online": True})
         _flydsl_file(flydsl, {"rows": 4096, "cols": 1024, "dtype": "bf16", "causal": False},
                      {"BLOCK": 2048, "num_warps": 8, "online": True})  # the kernel refuses it: never served
-        assert main(["flydsl", "import", str(flydsl), "--out", str(tmp_path / "imported")]) == 0
+        # FlyDSL's acme_softmax is this package's acme_softmax (else it would be flydsl.acme_softmax).
+        assert main(["flydsl", "import", str(flydsl), "--out", str(tmp_path / "imported"),
+                     "--kernel", "acme_softmax=acme_softmax"]) == 0
         result = publish(tmp_path / "imported", "gfx942", "1.0.0", tmp_path / "dist")
         upload_files(list(result.files), index.url)
         subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-cache-dir", "--index-url", index.simple,

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flyconfigs.cli._common import emit_json, iter_json_files
+from flyconfigs.cli._common import Usage, emit_json, iter_json_files
 from flyconfigs.errors import ArtifactError
 
-__all__ = ["import_files", "register"]
+__all__ = ["add_import_options", "import_files", "register"]
 
 
 def _report(args: argparse.Namespace, command: str, done: list[dict[str, str]], failed: list[dict[str, str]]) -> int:
@@ -27,16 +27,63 @@ def _report(args: argparse.Namespace, command: str, done: list[dict[str, str]], 
     return 1 if failed or not done else 0
 
 
+def _kernel_map(items: list[str] | None) -> dict[str, str]:
+    """``--kernel FLYDSL_NAME=KERNEL`` values; :class:`Usage` for one of another form."""
+    from flyconfigs.schema.flydsl import NAMESPACE
+
+    mapped: dict[str, str] = {}
+    for item in items or []:
+        name, sep, kernel = item.partition("=")
+        if not sep or not name or not kernel:
+            raise Usage(f"--kernel {item!r}: expected FLYDSL_NAME=KERNEL")
+        mapped[NAMESPACE + name] = kernel
+    return mapped
+
+
+def _as_kernel(artifact: Any, kernel: str, file: str) -> Any:
+    """``artifact`` as an artifact of the declared kernel ``kernel`` (``--kernel``), checked
+    by that kernel's declaration where this environment has it."""
+    from flyconfigs.errors import FieldProblem, FlyconfigsError, InvalidKeyError
+    from flyconfigs.registry.check import refusal
+    from flyconfigs.registry.declarations import kernel_declaration
+    from flyconfigs.schema.load import parse_artifact
+
+    data = artifact.model_dump(mode="json")
+    data["kernel"]["name"] = kernel
+    renamed = parse_artifact(data, file)[0]
+    try:
+        decl = kernel_declaration(kernel)
+    except FlyconfigsError:
+        return renamed  # declared where it is served: the loader checks it there
+    try:
+        key = decl.check_key(renamed.key)
+    except InvalidKeyError as exc:
+        raise ArtifactError(file, [FieldProblem("identity.key", str(exc))]) from None
+    refused = refusal(decl, renamed, key, None)
+    if refused is not None:
+        raise ArtifactError(file, [FieldProblem("config", f"{kernel} cannot serve it: {refused[1]}")])
+    return renamed
+
+
 def import_files(args: argparse.Namespace) -> int:
-    """FlyDSL files -> artifacts in ``args.out`` (``flydsl import``, also ``import flydsl``)."""
+    """FlyDSL files -> artifacts in ``args.out`` (``flydsl import``, also ``import flydsl``).
+    A FlyDSL kernel ``X`` is ``flydsl.X`` unless ``--kernel X=KERNEL`` names a kernel of
+    another name whose configs these are."""
     from flyconfigs.adapters.imported import write_imported
+    from flyconfigs.kernels.flydsl import check_flydsl_artifact
     from flyconfigs.schema.flydsl import import_flydsl_file
 
     out = Path(args.out)
+    mapped = _kernel_map(getattr(args, "kernel", None))
     done, failed = [], []
     for path in iter_json_files(args.paths):
         try:
-            written = write_imported(import_flydsl_file(path), out)
+            artifact = import_flydsl_file(path)
+            if artifact.kernel.name in mapped:
+                artifact = _as_kernel(artifact, mapped[artifact.kernel.name], str(path))
+            else:
+                check_flydsl_artifact(artifact, str(path))  # what FlyDSL's own loader would refuse is not imported
+            written = write_imported(artifact, out)
         except ArtifactError as exc:  # every file that can be imported is, each failure reported
             failed.append({"from": str(path), "error": str(exc)})
             continue
@@ -58,6 +105,13 @@ def _export(args: argparse.Namespace) -> int:
     return _report(args, "flydsl export", done, failed)
 
 
+def add_import_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``flydsl import`` (and ``import flydsl``) beside the paths and ``--out``."""
+    parser.add_argument("--kernel", action="append", metavar="FLYDSL_NAME=KERNEL",
+                        help="import the files of FlyDSL's FLYDSL_NAME as the declared kernel KERNEL (default: "
+                             "flydsl.FLYDSL_NAME, FlyDSL's namespace); repeatable")
+
+
 def register(sub: Any) -> None:
     """Add ``flydsl import`` and ``flydsl export``."""
     fly = sub.add_parser("flydsl", help="import or export FlyDSL offline autotune artifacts")
@@ -68,4 +122,6 @@ def register(sub: Any) -> None:
         p.add_argument("paths", nargs="+", metavar="PATH")
         p.add_argument("--out", required=True, help=out)
         p.add_argument("--json", action="store_true", help="machine-readable output")
+        if name == "import":
+            add_import_options(p)
         p.set_defaults(handler=handler)

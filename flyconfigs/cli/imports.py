@@ -122,4 +122,5 @@ def register(sub: Any) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--out", required=True, help="folder for the artifacts")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    flydsl.add_import_options(p)
     p.set_defaults(handler=flydsl.import_files)

@@ -100,10 +100,12 @@ def _completed(kernel: str, key: dict[str, object]) -> tuple[dict[str, object], 
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from flyconfigs.kernels.flydsl import declaration_of
     from flyconfigs.registry import default_resolver
 
     key, filled = _completed(args.kernel, parse_key(args.key))
-    resolution, steps = default_resolver().explain(args.kernel, key, args.device)
+    # A FlyDSL kernel no package declares is explained by its key as given (flydsl.<name>).
+    resolution, steps = default_resolver().explain(declaration_of(args.kernel, key), key, args.device)
     if args.json:
         emit_json(
             {

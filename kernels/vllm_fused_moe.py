@@ -82,6 +82,8 @@ class VLLMFusedMoESpec(KernelDecl):
     version = 2
     """2: the key axis ``down``; launch-time clamp of ``BLOCK_SIZE_K``; USE_TMA and grf_mode."""
     key_axes = KEY_AXES
+    own_device_first = True
+    """vLLM reads the asked device's own file: its nearest batch size before a sibling's exact one."""
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` validated against the axes; ``block_shape`` is ``None`` or two positive
@@ -102,8 +104,9 @@ class VLLMFusedMoESpec(KernelDecl):
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:
         """``None`` when vLLM can launch ``config`` at ``key`` (see the module's rules), or
-        a down-projection entry is :data:`NO_TMA_DOWN`; else why not."""
-        if key.get("down") is True and dict(config) == NO_TMA_DOWN:
+        a down-projection entry is :data:`NO_TMA_DOWN`, or it is empty (the default: vLLM's
+        own choice); else why not."""
+        if not config or (key.get("down") is True and dict(config) == NO_TMA_DOWN):
             return None
         missing = [n for n in REQUIRED_TUNABLES if n not in config]
         unknown = sorted(str(n) for n in config if n not in REQUIRED_TUNABLES + OPTIONAL_TUNABLES)

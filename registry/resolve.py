@@ -185,6 +185,7 @@ class Resolver:
         try:
             # Typed and order-free: ``M=True`` or ``M=1.0`` never hits the entry of ``M=1``.
             memo_key = (record, _memo_device(device), *[(k, v.__class__, v) for k, v in sorted(key.items())])
+            hash(memo_key)  # before the kernel is known too: a list value must take the canonical form
             hit = self._memo.get(memo_key) if record is not None else None
         except TypeError:  # a list or object value: its canonical JSON is the typed form
             try:

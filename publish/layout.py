@@ -18,8 +18,9 @@ from packaging.utils import InvalidName, canonicalize_name
 
 from flyconfigs.errors import PublishError
 from flyconfigs.schema.canonical import canonical_bytes
-from flyconfigs.schema.manifest import MANIFEST_FILE, Manifest, ManifestRow, target_module
+from flyconfigs.schema.manifest import MANIFEST_FILE, Manifest, ManifestRow, ManifestTable, target_module
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, is_safe_file_name
+from flyconfigs.schema.table import Table
 
 __all__ = ["ARTIFACTS_DIR", "checked_name", "distribution_name", "import_package", "package_files"]
 
@@ -52,11 +53,13 @@ def import_package(target: str, name: str | None = None) -> str:
     return "flyconfigs_data_" + re.sub(r"[^a-z0-9]+", "_", canonicalize_name(name))
 
 
-def build_manifest(target: str, artifacts: Sequence[Artifact]) -> tuple[Manifest, dict[str, bytes]]:
-    """The manifest for ``artifacts`` and each artifact's file bytes by relative path.
+def build_manifest(target: str, artifacts: Sequence[Artifact],
+                   tables: Sequence[Table] = ()) -> tuple[Manifest, dict[str, bytes]]:
+    """The manifest for ``artifacts`` and ``tables`` and each one's file bytes by
+    relative path.
 
     Rows are sorted by file name, so the same artifacts always give the same manifest.
-    Raises :class:`PublishError` if a name is unsafe or two artifacts collide.
+    Raises :class:`PublishError` if a name is unsafe or two artifacts (or tables) collide.
     """
     files: dict[str, bytes] = {}
     rows = []
@@ -79,16 +82,27 @@ def build_manifest(target: str, artifacts: Sequence[Artifact]) -> tuple[Manifest
                 schema_version=artifact.schema_version,
             )
         )
+    listed = []
+    for table in sorted(tables, key=lambda t: t.file_name()):
+        rel = f"{ARTIFACTS_DIR}/{table.file_name()}"
+        if rel in files:
+            raise PublishError(f"two tables of the same kernel, device and upstream file ({table.file_name()})")
+        data = files[rel] = table.to_json_bytes()
+        listed.append(ManifestTable(kernel=table.kernel.name, device=table.device.identity, file=rel,
+                                    sha256=hashlib.sha256(data).hexdigest(), schema_version=table.schema_version,
+                                    rows=len(table.rows)))
     kernels = sorted({row.kernel for row in rows})
-    return Manifest(schema_version=SCHEMA_VERSION, target=target, artifacts=rows, kernels=kernels), files
+    return Manifest(schema_version=SCHEMA_VERSION, target=target, artifacts=rows, kernels=kernels,
+                    tables=listed), files
 
 
-def package_files(target: str, artifacts: Sequence[Artifact], name: str | None = None) -> dict[str, bytes]:
+def package_files(target: str, artifacts: Sequence[Artifact], name: str | None = None,
+                  tables: Sequence[Table] = ()) -> dict[str, bytes]:
     """Every file of the import package of data package ``name`` (default: the official
     one) for ``target`` (see :func:`import_package`), by path relative to the package's
     parent folder."""
     module = import_package(target, name)
-    manifest, files = build_manifest(target, artifacts)
+    manifest, files = build_manifest(target, artifacts, tables)
     out = {
         f"{module}/__init__.py": f'"""Tuned flyconfigs artifacts for {target} (data only)."""\n'.encode(),
         f"{module}/{MANIFEST_FILE}": canonical_bytes(manifest.model_dump(mode="json")) + b"\n",

@@ -16,13 +16,14 @@ from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.kernels import TABLE, KernelTable, LoadedKernel
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
-from flyconfigs.registry.sources import Source, read_package_folder
+from flyconfigs.registry.sources import Entry, Source, read_package_folder
+from flyconfigs.registry.tables import TableRef
 from flyconfigs.schema.jsonio import read_document
 from flyconfigs.schema.load import parse_manifest_report
 from flyconfigs.schema.manifest import MANIFEST_FILE
 from flyconfigs.schema.models import TEST_DEVICE_PRODUCT, Artifact
 
-__all__ = ["check_package_folder", "check_winner", "refusal"]
+__all__ = ["check_entries", "check_package_folder", "check_winner", "refusal"]
 
 _TEST_DOUBLE_MESSAGE = "made by the test backend; never served to a real device"
 
@@ -99,8 +100,22 @@ def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:
         manifest_path = folder / MANIFEST_FILE
         _, report = parse_manifest_report(read_document(manifest_path, schema_bounds_depth=True), str(manifest_path))
         notes.extend(f"ignored field of a newer minor: {f}" for f in report.ignored_fields)
-    for entry in package.entries if package is not None else []:
+    entries: list[Entry] = []
+    if package is not None:
+        entries.extend(package.entries)
+        for row in package.tables:
+            source = package.source or Source("override", str(folder), (0, 0))
+            entries.extend(TableRef.of_manifest(row, source, str(folder)).entries(problems))
+    notes.extend(check_entries(entries, problems))
+    return problems.problems(), notes
+
+
+def check_entries(entries: list[Entry], problems: ProblemLog) -> list[str]:
+    """Load each entry (a table's rows among them) and check its winner; the notes (each
+    said once)."""
+    notes: list[str] = []
+    for entry in entries:
         artifact = entry.load(problems)
         if artifact is not None:
-            notes.extend(check_winner(artifact, str(entry.path), problems))
-    return problems.problems(), notes
+            notes.extend(n for n in check_winner(artifact, str(entry.path), problems) if n not in notes)
+    return notes

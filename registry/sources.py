@@ -28,7 +28,7 @@ from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import parse_document, read_document, read_file_bytes
 from flyconfigs.schema.load import parse_artifact, parse_manifest
-from flyconfigs.schema.manifest import MANIFEST_FILE
+from flyconfigs.schema.manifest import MANIFEST_FILE, ManifestTable
 from flyconfigs.schema.models import Artifact, DeviceIdentity
 
 __all__ = [
@@ -237,6 +237,8 @@ class LoadedPackage:
     info: PackageInfo
     entries: list[Entry]
     source: Source | None = None
+    tables: list[ManifestTable] = field(default_factory=list)
+    """The tables its manifest lists (1.6), of its target; read when their kernel is resolved."""
 
 
 def chosen_packages() -> list[str]:
@@ -329,6 +331,13 @@ def read_package_folder(package_dir: Path, target: str | None, source: Source, p
             )
             continue
         entries.append(Entry(row.kernel, row.key, row.device, row.file, source, row.sha256, root))
-    info = PackageInfo(source.name, source.version or "", manifest.target, manifest.schema_version, len(entries), root,
-                       tuple(manifest.families()))
-    return LoadedPackage(info, entries, source)
+    tables = []
+    for index, table in enumerate(manifest.tables):
+        if table.device.arch != manifest.target:
+            problems.report(Problem("wrong-target", f"{manifest_path}#tables[{index}]", f"device arch "
+                                    f"{table.device.arch!r} does not belong to target {manifest.target!r}", dist_name))
+            continue
+        tables.append(table)
+    info = PackageInfo(source.name, source.version or "", manifest.target, manifest.schema_version,
+                       len(entries) + sum(t.rows for t in tables), root, tuple(manifest.families()))
+    return LoadedPackage(info, entries, source, tables)

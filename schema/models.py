@@ -54,7 +54,7 @@ __all__ = [
     "wave_size_of_arch",
 ]
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 """The schema version this package writes; it reads any ``1.x``."""
 
 TEST_BACKENDS = frozenset({"simulated"})

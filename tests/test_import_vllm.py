@@ -33,7 +33,7 @@ def test_every_batch_size_becomes_an_artifact_with_the_files_config_and_nothing_
     assert sorted(a.key["M"] for a in result.artifacts) == sorted(int(m) for m in shipped)
     for artifact in result.artifacts:
         batch = artifact.key["M"]
-        assert artifact.key == {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128], "down": False,
+        assert artifact.key == {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_n": 128, "block_k": 128, "down": False,
                                 "M": batch}
         assert dict(artifact.winner.config) == shipped[str(batch)]
         assert [dict(c.config) for c in artifact.candidates] == [shipped[str(batch)]]
@@ -67,7 +67,7 @@ def test_the_rocm_file_keeps_each_entrys_own_launch_options() -> None:
     assert by_batch[1024]["kpack"] == 2 and by_batch[1024]["matrix_instr_nonkdim"] == 16
     device = result.artifacts[0].device
     assert (device.arch, device.product, device.features) == ("gfx942", "AMD Instinct MI300X", ["sramecc+", "xnack-"])
-    assert result.artifacts[0].key["dtype"] is None and result.artifacts[0].key["block_shape"] is None
+    assert result.artifacts[0].key["dtype"] is None and result.artifacts[0].key["block_k"] is None
 
 
 def test_validate_accepts_them_and_resolve_serves_them_for_their_device_and_key(tmp_path: Path) -> None:
@@ -76,14 +76,14 @@ def test_validate_accepts_them_and_resolve_serves_them_for_their_device_and_key(
     assert sorted(p.name for p in (tmp_path / "imported").iterdir()) == ["gfx942", "sm90"]
     assert main(["validate", str(tmp_path / "imported")]) == 0
     resolver = Resolver(paths=[str(tmp_path / "imported")], detector=None)
-    key = {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128], "down": False}
+    key = {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_n": 128, "block_k": 128, "down": False}
     shipped = json.loads(H200_FILE.read_text())
     exact = resolver.resolve("vllm_fused_moe", {**key, "M": 96}, device="H200")
     assert (exact.source, exact.key_match, exact.selection) == ("override", "exact", "imported")
     assert dict(exact.config) == shipped["96"]
     nearest = resolver.resolve("vllm_fused_moe", {**key, "M": 100}, device="H200")
     assert nearest.key_match == "nearest" and nearest.matched_key is not None and nearest.matched_key["M"] == 96
-    rocm = resolver.resolve("vllm_fused_moe", {"E": 128, "N": 384, "dtype": None, "block_shape": None,
+    rocm = resolver.resolve("vllm_fused_moe", {"E": 128, "N": 384, "dtype": None, "block_n": None, "block_k": None,
                                                 "down": False, "M": 8192},
                             device="MI300X")
     assert dict(rocm.config) == json.loads(MI300X_FILE.read_text())["8192"]
@@ -151,13 +151,13 @@ def test_a_gpu_the_catalog_does_not_know_is_given_by_the_importer_and_said_to_be
 def test_the_file_name_is_parsed_as_vllm_writes_it_and_written_back() -> None:
     named = parse_file_name(H200_FILE.name)
     assert (named.decl.name, named.axes, named.device_name) == (
-        "vllm_fused_moe", {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128], "down": False},
+        "vllm_fused_moe", {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_n": 128, "block_k": 128, "down": False},
         "NVIDIA_H200")
     assert parse_file_name("E=8,N=14336,device_name=AMD_Instinct_MI300X,block_shape=[128,128].json").axes["dtype"] is None
     down = parse_file_name("E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128]_down.json")
     assert (down.axes["down"], down.device_name) == (True, "NVIDIA_H200")
     assert parse_file_name("E=8,N=64,device_name=NVIDIA_H200_down.json").axes == {
-        "E": 8, "N": 64, "dtype": None, "block_shape": None, "down": True}
+        "E": 8, "N": 64, "dtype": None, "block_n": None, "block_k": None, "down": True}
     flydsl = parse_file_name("E=384,N=256,device_name=AMD_Instinct_MI355X,dtype=int4_w4a16,backend=flydsl.json")
     assert (flydsl.decl.name, flydsl.axes) == ("vllm_flydsl_moe", {"E": 384, "N": 256, "dtype": "int4_w4a16"})
     for name in ("E=384,N=256,device_name=X,dtype=fp8_w8a8,backend=flydsl.json",

@@ -19,7 +19,7 @@ from tests.vllm_corpus import CONFIGS
 
 BARE = CONFIGS / "E=128,N=1024,device_name=NVIDIA_H100,dtype=fp8_w8a8.json"
 H200 = CONFIGS / "E=128,N=1024,device_name=NVIDIA_H200,dtype=fp8_w8a8.json"
-KEY = {"E": 128, "N": 1024, "dtype": "fp8_w8a8", "block_shape": None, "down": False}
+KEY = {"E": 128, "N": 1024, "dtype": "fp8_w8a8", "block_n": None, "block_k": None, "down": False}
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flyconfigs.adapters.as_table import as_table
 from flyconfigs.adapters.imported import Imported, UpstreamFile, imported_artifact
 from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.kernels import vllm_flydsl_moe, vllm_fused_moe
@@ -29,7 +30,7 @@ from flyconfigs.registry.products import find_product, product_catalog
 from flyconfigs.schema.jsonio import read_document
 from flyconfigs.schema.models import Device
 
-__all__ = ["CONFIG_DIR", "PROJECT", "VLLMFile", "import_vllm_file", "parse_file_name", "vllm_file_name"]
+__all__ = ["CONFIG_DIR", "PROJECT", "VLLMFile", "import_vllm_file", "parse_file_name", "tabulated", "vllm_file_name"]
 
 PROJECT = "vllm-project/vllm"
 CONFIG_DIR = "vllm/model_executor/layers/fused_moe/configs"
@@ -136,3 +137,13 @@ def import_vllm_file(path: str | Path, revision: str | None = None, devices: Seq
         except ArtifactError as exc:
             out.refused.append(exc)
     return out
+
+
+def tabulated(imported: Imported) -> Imported:
+    """``imported`` (one vLLM file's) with its entries as one table (schema 1.6), in the
+    file's order; an entry whose tunables differ from most of the file's (a down file's
+    ``{"USE_TMA": false}``) stays an artifact beside it."""
+    table, left = as_table(imported.artifacts, imported.file)
+    if table is None:
+        return imported
+    return Imported(imported.file, left, imported.refused, [table])

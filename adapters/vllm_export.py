@@ -5,15 +5,16 @@ resolver sees (installed packages and ``FLYCONFIGS_PATH``, in their precedence) 
 file per device and key group, named as vLLM 0.34 names the file it reads
 (:func:`~flyconfigs.adapters.vllm.vllm_file_name`, the device as
 :func:`~flyconfigs.registry.products.vllm_device_name` writes it), each mapping the batch
-sizes to their configs in ascending order, with the ``triton_version`` the configs were
-tuned with where they all say one.  A folder of them is what vLLM reads through
-``VLLM_TUNED_CONFIG_FOLDER``.
+sizes to their configs, with the ``triton_version`` the configs were tuned with where
+they all say one.  The batch sizes are in the upstream file's order when they all come
+from one table (vLLM breaks a tie between two equally near batch sizes by that order),
+else ascending.  A folder of them is what vLLM reads through ``VLLM_TUNED_CONFIG_FOLDER``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from flyconfigs.adapters.vllm import TRITON_VERSION, vllm_file_name
 from flyconfigs.kernels import vllm_flydsl_moe, vllm_fused_moe
 from flyconfigs.registry.products import vllm_device_name
+from flyconfigs.registry.tables import TableRowEntry
 from flyconfigs.schema.jsonio import write_atomic
 from flyconfigs.schema.models import Artifact
 
@@ -38,13 +40,16 @@ class Exported:
     skipped: list[str] = field(default_factory=list)
 
 
-def vllm_files(artifacts: Iterable[tuple[Artifact, str]]) -> Exported:
+def vllm_files(artifacts: Iterable[tuple[Artifact, str]], rows: Mapping[int, tuple[str, int]] | None = None) -> Exported:
     """vLLM's files for ``artifacts`` (each with where it was read from, for messages),
-    taken in precedence order: a batch size of a file that an earlier artifact already
+    ``rows`` giving, by ``id`` of an artifact that is a table's row, the table and the
+    row's index; taken in precedence order: a batch size of a file that an earlier artifact already
     gave is skipped, as is an artifact of another family version or of a device whose
     name cannot be a vLLM file name."""
     out = Exported()
+    rows = {} if rows is None else rows  # filled as the artifacts are read
     versions: dict[str, set[str | None]] = {}
+    places: dict[str, dict[str, tuple[str, int] | None]] = {}
     for artifact, where in artifacts:
         kernel = artifact.kernel.name
         if kernel not in KERNELS:
@@ -63,13 +68,19 @@ def vllm_files(artifacts: Iterable[tuple[Artifact, str]]) -> Exported:
             out.skipped.append(f"{where}: {name} batch size {batch} is already given by an artifact before it")
             continue
         entries[batch] = dict(artifact.winner.config)
+        places.setdefault(name, {})[batch] = rows.get(id(artifact))
         versions.setdefault(name, set()).add(artifact.provenance.backend_versions.get("triton"))
     for name, entries in out.files.items():
         ordered: dict[str, Any] = {}
         triton = versions[name]
         if len(triton) == 1 and None not in triton:
             ordered[TRITON_VERSION] = next(iter(triton))
-        ordered.update(sorted(entries.items(), key=lambda item: int(item[0])))
+        found = places[name]
+        rows_of = {batch: place[1] for batch, place in found.items() if place is not None}
+        if len({place[0] for place in found.values() if place is not None}) == 1 and len(rows_of) == len(found):
+            ordered.update(sorted(entries.items(), key=lambda item: rows_of[item[0]]))
+        else:
+            ordered.update(sorted(entries.items(), key=lambda item: int(item[0])))
         out.files[name] = ordered
     return out
 
@@ -80,14 +91,18 @@ def export_vllm(resolver: Any = None) -> Exported:
 
     resolver = resolver or default_resolver()
 
+    rows: dict[int, tuple[str, int]] = {}
+
     def found() -> Iterable[tuple[Artifact, str]]:
         for entry in resolver.all_entries():
             if entry.kernel in KERNELS:
                 artifact = entry.load(resolver.problems)
                 if artifact is not None:
+                    if isinstance(entry, TableRowEntry) and entry.ref is not None:
+                        rows[id(artifact)] = (entry.ref.location, entry.row)
                     yield artifact, str(entry.path)
 
-    return vllm_files(found())
+    return vllm_files(found(), rows)
 
 
 def write_vllm_files(exported: Exported, folder: str | Path) -> list[Path]:

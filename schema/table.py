@@ -96,10 +96,9 @@ class Table(_Model):
             slot = canonical_text(row[:keys])
             if slot in seen:
                 raise ValueError(f"rows[{index}]: the same key as rows[{seen[slot]}]")
+            # A null key cell is a nullable axis's null (vLLM's file without a dtype), as in
+            # an artifact's key: the kernel's check_key says whether its axis takes it.
             seen[slot] = index
-            for offset in range(keys):
-                if row[offset] is None:
-                    raise ValueError(f"rows[{index}][{offset}]: key {self.columns.key[offset]} is null")
         if self.entries is not None and len(self.entries) != len(self.rows):
             raise ValueError(f"entries: {len(self.entries)} entries for {len(self.rows)} rows")
         if self.selection.rule == "predicted" and self.provenance.model is None:

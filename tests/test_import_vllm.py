@@ -15,7 +15,7 @@ from flyconfigs.adapters.vllm import import_vllm_file, parse_file_name, vllm_fil
 from flyconfigs.cli import main
 from flyconfigs.errors import ArtifactError
 from flyconfigs.registry import Resolver
-from flyconfigs.schema import load_artifact
+from flyconfigs.schema import Artifact, load_artifact
 
 UPSTREAM = Path(__file__).parent / "data" / "upstream" / "vllm"
 MI300X_FILE = UPSTREAM / "E=128,N=384,device_name=AMD_Instinct_MI300X.json"
@@ -133,7 +133,8 @@ def test_the_triton_version_a_file_records_is_kept() -> None:
 def test_a_gpu_the_catalog_does_not_know_is_given_by_the_importer_and_said_to_be(tmp_path: Path,
                                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    assert main(["import", "vllm", str(MI308X_FILE), "--out", str(out), "--device", MI308X, "--json"]) == 0
+    assert main(["import", "vllm", str(MI308X_FILE), "--out", str(out), "--device", MI308X, "--json",
+                 "--artifacts"]) == 0
     report = json.loads(capsys.readouterr().out)
     written = [load_artifact(Path(row["to"])) for row in report["files"]]
     device = written[0].device
@@ -169,3 +170,24 @@ def test_the_file_name_is_parsed_as_vllm_writes_it_and_written_back() -> None:
                  "backend=flydsl.json"):
         named = parse_file_name(name)
         assert vllm_file_name(named.decl.name, named.device_name, named.axes) == name
+
+
+def test_a_file_imports_as_one_table_whose_rows_are_its_entries_in_order(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from flyconfigs.schema.load import load_table
+
+    capsys.readouterr()
+    assert main(["import", "vllm", str(H200_FILE), str(MI300X_FILE), "--out", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    tables = {Path(r["from"]).name: load_table(r["to"]) for r in report["files"] if r["entry"].startswith("table")}
+    h200 = tables[H200_FILE.name]
+    shipped = json.loads(H200_FILE.read_text())
+    assert h200.entries == [f'"{m}"' for m in shipped] and len(list((tmp_path / "sm90").iterdir())) == 1
+    per_entry = import_vllm_file(H200_FILE).artifacts
+    for index, artifact in enumerate(per_entry):  # each row means what the entry's artifact means
+        assert Artifact.model_validate(h200.row_artifact_data(index)) == artifact
+    # The MI300X file's "1" sets no ROCm launch options, unlike its other two: it stays an artifact.
+    assert [r["entry"] for r in report["files"] if Path(r["from"]) == MI300X_FILE] == ['"1"', "table of 2 rows"]
+    mi300x = tables[MI300X_FILE.name]
+    assert mi300x.key_of(0)["dtype"] is None and mi300x.key_of(0)["block_n"] is None  # null key cells
+    assert main(["validate", str(tmp_path)]) == 0

@@ -50,9 +50,11 @@ def test_imported_files_export_back_equal_as_json(tmp_path: Path, monkeypatch: p
     for name in SAMPLE:
         ours = (tmp_path / "exported" / name).read_text()
         assert json.loads(ours) == json.loads((CONFIGS / name).read_text()), name
-        # Written as vLLM writes them, batch sizes ascending.
+        # Each file came as one table: its batch sizes keep the upstream order, by which
+        # vLLM breaks ties (out of order in the H100 file), whatever a down file left out.
+        upstream = [m for m in json.loads((CONFIGS / name).read_text()) if m != "triton_version"]
         members = [m for m in json.loads(ours) if m != "triton_version"]
-        assert members == sorted(members, key=int) and ours.endswith("}\n")
+        assert members == (upstream if "_down" not in name else sorted(upstream, key=int)) and ours.endswith("}\n")
 
 
 def test_nothing_to_export_is_said_and_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -29,15 +29,16 @@ def _scalar(value: object) -> bool:
 def as_table(artifacts: Sequence[Artifact], file: str) -> tuple[Table | None, list[Artifact]]:
     """The table of ``artifacts`` (one file's, of one kernel, device and provenance but
     for each entry and its reported figures) and the artifacts left out of it; ``None``
-    and all of them when fewer than two share a set of tunables.  Raises
+    and all of them when no artifact fits a row.  Raises
     :class:`~flyconfigs.errors.ArtifactError` naming ``file`` if the table is invalid."""
     fits = [a for a in artifacts if all(_scalar(v) for v in (*a.key.values(), *a.winner.config.values()))]
-    sets = Counter(tuple(a.winner.config) for a in fits)
-    if not sets or sets.most_common(1)[0][1] < 2:
+    sets = Counter(frozenset(a.winner.config) for a in fits)
+    if not sets:
         return None, list(artifacts)
-    columns = sets.most_common(1)[0][0]
-    rows = [a for a in fits if tuple(a.winner.config) == columns]
+    chosen = sets.most_common(1)[0][0]
+    rows = [a for a in fits if frozenset(a.winner.config) == chosen]
     first = rows[0]
+    columns = list(first.winner.config)  # the first row's order; a config's order means nothing
     measured = sorted({name for a in rows if a.provenance.source for name in a.provenance.source.reported})
     provenance = first.provenance.model_dump(mode="json")
     if provenance.get("source") is not None:
@@ -45,8 +46,8 @@ def as_table(artifacts: Sequence[Artifact], file: str) -> tuple[Table | None, li
     data: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION, "form": TABLE_FORM, "kernel": first.kernel.model_dump(mode="json"),
         "device": first.device.model_dump(mode="json"),
-        "columns": {"key": list(first.key), "config": list(columns), "measured": measured},
-        "rows": [[*a.key.values(), *a.winner.config.values(),
+        "columns": {"key": list(first.key), "config": columns, "measured": measured},
+        "rows": [[*a.key.values(), *(a.winner.config[c] for c in columns),
                   *((a.provenance.source.reported.get(m) if a.provenance.source else None) for m in measured)]
                  for a in rows],
         "entries": [(a.provenance.source.entry if a.provenance.source else None) or f"row {i}"
@@ -54,5 +55,6 @@ def as_table(artifacts: Sequence[Artifact], file: str) -> tuple[Table | None, li
         "selection": first.selection.model_dump(mode="json"), "provenance": provenance,
     }
     table, _ = parse_table(data, file)
-    left = [a for a in artifacts if a not in rows]
+    kept = {id(a) for a in rows}
+    left = [a for a in artifacts if id(a) not in kept]
     return table, left

@@ -93,9 +93,12 @@ def test_the_whole_corpus_exports_back_equal_as_json(tmp_path: Path, monkeypatch
 
 
 @pytest.mark.slow
-def test_published_installed_and_exported_back_equal_as_json(tmp_path: Path) -> None:
-    """Import -> publish (the vLLM package of sm90) -> pip install into a fresh venv ->
-    ``flyconfigs export vllm`` there gives back every sm90 file of the corpus."""
+def test_the_committed_package_published_installed_and_exported_gives_back_every_file(tmp_path: Path) -> None:
+    """The committed folder of flyconfigs-vllm-fused-moe-sm90 -> publish -> pip install
+    into a fresh venv -> ``flyconfigs export vllm`` there gives back every sm90 file of the
+    corpus, equal as JSON; the wheel carries the NOTICE with vLLM's licence."""
+    import zipfile
+
     sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
     from local_index import build_core_wheel, dependency_wheels, fresh_venv
 
@@ -104,10 +107,13 @@ def test_published_installed_and_exported_back_equal_as_json(tmp_path: Path) -> 
         product = find_product(parse_file_name(path.name).device_name)
         if product is not None and product.device.arch == "sm90":
             sm90.append(path)
-    imported = tmp_path / "imported"
-    assert main(["import", "vllm", *map(str, sm90), "--out", str(imported)]) == 0
-    assert main(["publish", str(imported / "sm90"), "--target", "sm90", "--version", "0.34.0",
+    folder = Path(__file__).parents[1] / "artifacts" / "vllm-fused-moe-sm90"
+    assert main(["publish", str(folder), "--target", "sm90", "--version", "0.34.0",
                  "--name", "flyconfigs-vllm-fused-moe-sm90", "--out", str(tmp_path / "dist")]) == 0
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        notice = archive.read("flyconfigs_data_flyconfigs_vllm_fused_moe_sm90/NOTICE").decode()
+    assert "Apache License" in notice and "vllm-project/vllm" in notice
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     dependency_wheels(wheels)

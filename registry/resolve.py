@@ -14,6 +14,9 @@ in code, and ``resolve``, ``explain``, ``doctor`` and ``validate`` all call it):
    d. the same arch only (*borrowed*: the record names the device it came from), exact
       key, then the nearest key;
 
+   a family whose ``own_device_first`` is true (vLLM's: it reads only the running GPU's
+   own file) takes a's nearest key before b: a, a nearest, b, b nearest, d;
+
    and **within each step standing first** (below): a source of a higher standing
    serves before a lower one even when the lower one's key is nearer; distance decides
    only among sources of one standing; then measured before predicted, then the user's

@@ -10,6 +10,7 @@ from typing import Any
 CORPUS = Path(__file__).parents[1] / "corpora" / "vllm-0.34.0"
 CONFIGS = CORPUS / "configs"
 RELEASE = "v0.34.0"
+"""The vLLM release the corpus is (its git tag)."""
 
 
 def config_files() -> list[Path]:

@@ -44,3 +44,4 @@ def probe_sizes(tuned: list[int]) -> list[int]:
         out.update({a, b, mid, mid + 1, max(1, mid - 1)})
     out.update(s)
     return sorted(out)
+

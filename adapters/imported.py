@@ -12,8 +12,9 @@ from urllib.parse import quote
 from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
 from flyconfigs.registry.check import refusal
 from flyconfigs.registry.declarations import KernelDecl, check_key
+from flyconfigs.registry.replacing import replacement_refusal
 from flyconfigs.schema.jsonio import write_atomic
-from flyconfigs.schema.load import load_artifact, parse_artifact
+from flyconfigs.schema.load import parse_artifact
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, Device
 from flyconfigs.schema.table import Table
 
@@ -107,21 +108,17 @@ def write_imported(artifact: Artifact, folder: str | Path) -> Path:
     (atomically); return the path.
 
     An import never replaces what says more than it does: a file of that name holding a
-    measured or predicted artifact with other bytes is not overwritten
-    (:class:`ArtifactError` naming it and its label), so importing cannot turn that slot's
-    label into ``imported`` nor lose its candidates and provenance.  An earlier import,
-    or a file that is not a valid artifact, is replaced."""
+    measured or predicted artifact, or one of a newer schema (whose label this
+    flyconfigs may not know), is not overwritten (:class:`ArtifactError` naming it), so
+    importing cannot turn that slot's label into ``imported`` nor lose its candidates
+    and provenance (:func:`~flyconfigs.registry.replacing.replacement_refusal`).  An
+    earlier import, or a file that is not an artifact, is replaced."""
     target = Path(folder) / artifact.file_name()
     payload = artifact.to_json_bytes()
-    try:
-        existing = load_artifact(target) if target.is_file() else None
-    except ArtifactError:
-        existing = None
-    if existing is not None and existing.selection.rule != "imported" and existing.to_json_bytes() != payload:
-        label = "predicted" if existing.selection.rule == "predicted" else "measured"
-        raise ArtifactError(str(target), [FieldProblem(
-            "selection.rule", f"holds a {label} artifact for the same kernel, device and key; an import never "
-            "replaces it (not overwritten)")])
+    why = replacement_refusal(target, "imported")
+    if why is not None:
+        field = "schema_version" if "schema" in why else "selection.rule"
+        raise ArtifactError(str(target), [FieldProblem(field, why)])
     return write_atomic(target, payload)
 
 
@@ -136,14 +133,9 @@ def write_imported_table(table: Table, folder: str | Path, file: str) -> tuple[P
     for index in range(len(table.rows)):
         row = Artifact.model_validate(table.row_artifact_data(index))
         target = Path(folder) / row.file_name()
-        try:
-            existing = load_artifact(target) if target.is_file() else None
-        except ArtifactError:
-            existing = None
-        if existing is not None and existing.selection.rule != "imported":
-            label = "predicted" if existing.selection.rule == "predicted" else "measured"
-            refused.append(ArtifactError(file, [FieldProblem(table.entry_of(index), f"{target} holds a {label} "
-                                                             "artifact for the same kernel, device and key; an import "
+        why = replacement_refusal(target, "imported") if target.is_file() else None
+        if why is not None:
+            refused.append(ArtifactError(file, [FieldProblem(table.entry_of(index), f"{target}: {why}; an import "
                                                              "never shadows it (row not written)")]))
         else:
             keep.append(index)

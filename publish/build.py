@@ -27,8 +27,8 @@ from packaging.version import InvalidVersion, Version
 from flyconfigs.errors import ArtifactError, PublishError
 from flyconfigs.publish.contents import NOTICE_FILE, Contents, collect, describe
 from flyconfigs.publish.index import index_versions
-from flyconfigs.publish.layout import checked_name, distribution_name, import_package, package_files
-from flyconfigs.schema.jsonio import read_file_bytes, write_atomic
+from flyconfigs.publish.layout import checked_name, distribution_name, import_package, package_files, target_problem
+from flyconfigs.schema.jsonio import read_file_bytes
 from flyconfigs.schema.models import Artifact
 from flyconfigs.schema.versions import CURRENT_MAJOR
 
@@ -191,7 +191,10 @@ def publish(
 def _build_release(folder: Path, target: str, version: str, tmp: Path, upload: str | None,
                    index_url: str | None, name: str | None = None) -> PublishResult:
     """Check and build one release into ``tmp`` (nothing outside it is touched)."""
-    dist = checked_name(name) if name is not None else distribution_name(target)
+    why = target_problem(target)
+    if why is not None:
+        raise PublishError(why)
+    dist = checked_name(name, target) if name is not None else distribution_name(target)
     parsed = _check_version(version)
     contents = collect(folder, target)
     if upload is not None:
@@ -206,18 +209,35 @@ def _build_release(folder: Path, target: str, version: str, tmp: Path, upload: s
 
 
 def _place(releases: Sequence[PublishResult], out: Path, upload: str | None) -> list[PublishResult]:
-    """Move every built file into ``out``, each through a private temporary name and
-    ``os.replace``, so concurrent runs into one folder never collide."""
+    """Move every built file into ``out``: each is first written whole under a private
+    temporary name there, and only when all are written are they renamed into place, so
+    a failure (a full disk) leaves no file of the release in ``out`` and concurrent runs
+    into one folder never collide."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise PublishError(f"cannot create the output folder: {exc.strerror or exc}", str(out)) from None
-    placed = []
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for release in releases:
+            for path in release.files:
+                fd, name = tempfile.mkstemp(dir=out, prefix=f".{path.name}.", suffix=".tmp")
+                staged.append((Path(name), out / path.name))
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(path.read_bytes())
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.chmod(name, 0o644)
+    except OSError as exc:
+        for written, _ in staged:
+            written.unlink(missing_ok=True)
+        raise PublishError(f"cannot write the built files: {exc.strerror or exc}; nothing was placed", str(out)) from None
+    for written, final in staged:
+        os.replace(written, final)
+    placed, done = [], iter(final for _, final in staged)
     for release in releases:
-        final = []
-        for path in release.files:
-            final.append(write_atomic(out / path.name, path.read_bytes()))
-        placed.append(PublishResult(release.distribution, release.version, tuple(final), release.artifacts, upload))
+        final_files = tuple(next(done) for _ in release.files)
+        placed.append(PublishResult(release.distribution, release.version, final_files, release.artifacts, upload))
     return placed
 
 
@@ -241,7 +261,7 @@ def publish_all(root: str | Path, out: str | Path = "dist", upload: str | None =
     each checked against the index as :func:`publish` does (``index_url``, default
     ``<upload>/simple/``).  A folder with a ``TARGET`` file is of that target whatever
     its name, and one with a ``NAME`` file is published under that distribution name
-    (``artifacts/aiter-gfx942/`` holds ``flyconfigs-aiter-gfx942`` of target ``gfx942``).
+    (``imported/aiter-gfx942/`` holds ``flyconfigs-aiter-gfx942`` of target ``gfx942``).
     Every target is checked and built before any file reaches ``out`` (or the index), so
     one failing target leaves nothing behind."""
     base = Path(root)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flyconfigs.errors import ArtifactError, PublishError
+from flyconfigs.registry.check import winner_refusal
 from flyconfigs.schema.jsonio import json_files_under, read_document, read_file_bytes
 from flyconfigs.schema.load import parse_artifact, parse_table, refuse_if_partial
 from flyconfigs.schema.models import Artifact
@@ -40,7 +41,8 @@ class Contents:
 def collect(folder: Path, target: str) -> Contents:
     """Every artifact and table under ``folder``, validated, and its ``NOTICE``; raises
     :class:`PublishError` naming the file for an invalid one, one a test double made, one
-    of another target, two that collide, one of a newer schema minor with fields this
+    of another target, one whose winner (a row's, for a table) its declared kernel
+    refuses (stale, or a config it cannot run), two that collide, one of a newer schema minor with fields this
     flyconfigs does not know (republished, it would keep its label and lose them), or a
     folder with neither."""
     if not folder.is_dir():
@@ -65,6 +67,9 @@ def collect(folder: Path, target: str) -> Contents:
                                "artifacts are published", str(path))
         if item.device.arch != target:
             raise PublishError(f"belongs to {item.device.arch!r}, not to target {target!r}", str(path))
+        why = _refused_winner(item)
+        if why is not None:
+            raise PublishError(f"the loader would never serve its winner: {why}", str(path))
         name = item.file_name()
         if name in found:
             what = "same kernel, device and key" if isinstance(item, Artifact) else "same kernel, device and upstream file"
@@ -83,6 +88,18 @@ def collect(folder: Path, target: str) -> Contents:
         except (ArtifactError, UnicodeDecodeError) as exc:
             raise PublishError(f"cannot read {NOTICE_FILE}: {exc}", str(folder)) from None
     return out
+
+
+def _refused_winner(item: Artifact | Table) -> str | None:
+    """Why the loader would refuse the winner of ``item`` (of any row of a table, named by
+    its entry) for its own key, or ``None``."""
+    if isinstance(item, Artifact):
+        return winner_refusal(item)
+    for index in range(len(item.rows)):
+        why = winner_refusal(Artifact.model_validate(item.row_artifact_data(index)))
+        if why is not None:
+            return f"{item.entry_of(index)}: {why}"
+    return None
 
 
 def _span(values: list[object]) -> str:

@@ -22,7 +22,8 @@ from flyconfigs.schema.manifest import MANIFEST_FILE, Manifest, ManifestRow, Man
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, is_safe_file_name
 from flyconfigs.schema.table import Table
 
-__all__ = ["ARTIFACTS_DIR", "checked_name", "distribution_name", "import_package", "package_files"]
+__all__ = ["ARTIFACTS_DIR", "TARGET", "checked_name", "distribution_name", "import_package", "name_problem", "package_files",
+           "target_problem"]
 
 ARTIFACTS_DIR = "artifacts"
 
@@ -32,15 +33,68 @@ def distribution_name(target: str) -> str:
     return f"flyconfigs-{target}"
 
 
-def checked_name(name: str) -> str:
-    """``name`` if it is a valid distribution name (PEP 508: letters, digits, ``.``,
-    ``_`` and ``-``, starting and ending with a letter or digit); :class:`PublishError`
-    naming it otherwise."""
+TARGET = re.compile(r"^[a-z][a-z0-9]{1,31}$")
+"""A target as a package's name, import package and manifest spell it: an arch token
+(``gfx942``, ``sm90``), lower-case letters and digits."""
+
+
+def target_problem(target: str) -> str | None:
+    """Why ``target`` cannot be a package's target (it is not an arch token: lower-case
+    letters, then letters and digits), or ``None``."""
+    if not TARGET.match(target):
+        return f"--target {target!r} is not an arch such as gfx942 or sm90 (lower-case letters, then letters and digits)"
+    return None
+
+
+IMPORTED_CORPORA = ("aiter",)
+"""The upstream corpora this project publishes imported, each as ``flyconfigs-<corpus>-<target>``
+(``imported/aiter-<arch>``): names of the flyconfigs family it takes for itself."""
+
+
+def name_problem(name: str, target: str) -> str | None:
+    """Why a data package for ``target`` may not be published as ``name``, or ``None``.
+
+    The name must be a valid distribution name (PEP 508) and not one flyconfigs owns:
+    ``flyconfigs`` itself, nor ``flyconfigs-<anything>`` but ``target``'s own official
+    name and its imported corpora's (``flyconfigs-aiter-<target>``; another target's, or a
+    name of that family flyconfigs may take later); nor a
+    distribution installed here that is not a flyconfigs data package (installing the
+    package would replace it: ``pip``, say)."""
     try:
-        canonicalize_name(name, validate=True)
+        norm = canonicalize_name(name, validate=True)
     except InvalidName:
-        raise PublishError(f"--name {name!r} is not a valid distribution name (letters, digits, '.', '_' and '-', "
-                           "starting and ending with a letter or digit)") from None
+        return (f"--name {name!r} is not a valid distribution name (letters, digits, '.', '_' and '-', starting and "
+                "ending with a letter or digit)")
+    official = canonicalize_name(distribution_name(target))
+    imported = {canonicalize_name(f"flyconfigs-{corpus}-{target}") for corpus in IMPORTED_CORPORA}
+    if norm == "flyconfigs" or (norm.startswith("flyconfigs-") and norm != official and norm not in imported):
+        return (f"--name {name!r} is a name flyconfigs owns (the library and its official flyconfigs-<target> "
+                f"packages); this target's official name is {official}")
+    if norm != official and _installed_not_data(norm):
+        return (f"--name {name!r} is the name of a distribution installed here that is not a flyconfigs data "
+                "package: installing the package would replace it")
+    return None
+
+
+def _installed_not_data(norm: str) -> bool:
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(norm)
+    except metadata.PackageNotFoundError:
+        return False
+    try:
+        return not any(ep.group == "flyconfigs.artifacts" for ep in dist.entry_points)
+    except Exception:  # noqa: BLE001 - unreadable metadata: a distribution all the same
+        return True
+
+
+def checked_name(name: str, target: str) -> str:
+    """``name`` if a data package for ``target`` may be published under it (see
+    :func:`name_problem`); :class:`PublishError` saying why not otherwise."""
+    why = name_problem(name, target)
+    if why is not None:
+        raise PublishError(why)
     return name
 
 

@@ -22,16 +22,9 @@ from pathlib import Path
 from flyconfigs.registry.folders import override_directories, scan_directory
 from flyconfigs.registry.matching import Pool, by_product
 from flyconfigs.registry.ownership import Owner
+from flyconfigs.registry.packages import LoadedPackage, PackageRef, find_packages, load_package
 from flyconfigs.registry.problems import ProblemLog
-from flyconfigs.registry.sources import (
-    Entry,
-    LoadedPackage,
-    PackageInfo,
-    PackageRef,
-    Source,
-    find_packages,
-    load_package,
-)
+from flyconfigs.registry.sources import Entry, PackageInfo, Source
 from flyconfigs.registry.tables import TableRef, override_table
 
 __all__ = ["Catalog", "Index", "rank_entries"]

@@ -7,6 +7,24 @@ Steps first — exact key, then nearest key, on the device, then on a sibling of
 arch — and within each step standing first: a source of a higher standing serves before
 a lower one even when the lower one's key is nearer; distance decides only among sources
 of one standing, then measured before predicted, then the user's order.
+
+Nearest key: the family's ``key_distance(asked, tuned)`` over tuned keys equal to the
+asked one on every exact axis, the smaller tuple first, ``None`` never served (by default
+the smallest sum over ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned
+value; :mod:`flyconfigs.registry.nearest`); a neighbour whose winner the family's
+``pass_over_neighbour`` gives a reason against is passed over.  A config is served only
+when :func:`~flyconfigs.registry.check.refusal` accepts it — its artifact bound to the
+installed family (:func:`~flyconfigs.registry.binding.binding_problem`: its family
+version and source), the config one of the declared tunables and accepted by the
+kernel's own ``check_config`` for the asked key and device, and never from an artifact a
+test double made to a real device.  A nearer key's winner that does not fit the asked
+key (a vector width that does not divide the row, say) is adapted by the kernel's
+optional ``adapt_config(config, key, device)`` and served if the check accepts the
+result (the record's ``adapted_from`` keeps the winner as tuned); else the next nearest
+key is tried.  Passing over such a key is routine (one DEBUG line per resolve, the
+reasons in the record); a missing, corrupt, mismatched or invalid artifact, or a winner
+its kernel refuses for the artifact's own key, is skipped with one warning per cause and
+the search goes on; the reasons are kept in the record.
 """
 
 from __future__ import annotations
@@ -68,9 +86,12 @@ def serve_default(kernel: LoadedKernel, key: dict[str, KeyValue], query: DeviceQ
                   problems: ProblemLog) -> Resolution:
     """The family's default for ``key``, checked like any served config (its tunables
     and its own ``check_config``): one it refuses is reported once and raised as
-    :class:`~flyconfigs.errors.KernelPluginError`, as a default that raises is."""
+    :class:`~flyconfigs.errors.KernelPluginError`, as a default that raises is.  An empty
+    default (a family without a heuristic: the caller keeps its own) is not checked."""
     config = default_config(kernel.decl, key, query, problems)
-    why = check_config(kernel.decl, config, key, query)
+    # An empty default is a family's way of saying it has no heuristic (the caller keeps
+    # its own choice, as the vLLM and aiter families do): there is nothing to check.
+    why = check_config(kernel.decl, config, key, query) if config else None
     if why is not None:
         problems.report(Problem("kernel-error", kernel.where, f"default_config returned a config its own checks refuse "
                                 f"for {dict(key)}: {why}", kernel.distribution))

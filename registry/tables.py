@@ -22,14 +22,15 @@ from pydantic import ValidationError
 
 from flyconfigs.errors import ArtifactError, UnsupportedSchemaVersionError
 from flyconfigs.registry.problems import Problem, ProblemLog
-from flyconfigs.registry.sources import Entry, Source, _Bad
+from flyconfigs.registry.sources import Entry, Source, _Bad, _File
+from flyconfigs.schema.canonical import TextedDict, canonical_text, key_texts
 from flyconfigs.schema.jsonio import parse_document, read_file_bytes
 from flyconfigs.schema.load import parse_table
 from flyconfigs.schema.manifest import ManifestTable
 from flyconfigs.schema.models import Artifact, DeviceIdentity
 from flyconfigs.schema.table import Table
 
-__all__ = ["TableRef", "TableRowEntry", "override_table"]
+__all__ = ["TableRef", "TableRowEntry", "installed_tables", "override_table"]
 
 
 @dataclass(eq=False)
@@ -71,12 +72,26 @@ class TableRef:
                 self._entries = []
                 return self._entries
             self.table = table
-            device = table.device.identity
-            rule, created = table.selection.rule, table.provenance.created
-            self._entries = [TableRowEntry(self.kernel, table.key_of(i), device, self.location, self.source,
-                                           root=self.root, rule=rule, created=created, ref=self, row=i)
-                             for i in range(len(table.rows))]
+            self._entries = self._rows(table)
         return self._entries
+
+    def _rows(self, table: Table) -> list[Entry]:
+        """An entry per row, each made as a copy of one made in full (a table has thousands
+        of rows, and a dataclass's initialisation costs more than the copy)."""
+        device = table.device.identity
+        first = TableRowEntry(self.kernel, {}, device, self.location, self.source, root=self.root,
+                              rule=table.selection.rule, created=table.provenance.created, ref=self, row=0)
+        layer = device.layers()[0]
+        names, width = table.columns.key, len(table.columns.key)
+        made: list[Entry] = []
+        texts = key_texts(names, table.rows)
+        for index, (row, text) in enumerate(zip(table.rows, texts, strict=True)):
+            entry = object.__new__(TableRowEntry)
+            entry.__dict__.update(first.__dict__)
+            entry.key, entry.row, entry._file = TextedDict(zip(names, row[:width], strict=True), text), index, _File(None)
+            entry._layer = layer
+            made.append(entry)
+        return made
 
     def _read(self) -> Table:
         if self.root is not None:
@@ -111,6 +126,23 @@ class TableRowEntry(Entry):
 
     ref: TableRef | None = None
     row: int = 0
+    _layer: tuple[object, ...] | None = field(default=None, repr=False)
+    _slot: tuple[object, ...] | None = field(default=None, repr=False)
+
+    def slot(self) -> tuple[object, ...]:
+        """As :meth:`Entry.slot`, computed once: the row's device is its table's."""
+        if self._slot is None:
+            self._slot = (self.kernel, self._layer or self.device.layers()[0], canonical_text(self.key))
+        return self._slot
+
+    def ranked(self, source: Source) -> Entry:
+        """This row as ``source`` offers it, sharing its file (a plain copy: a table's
+        thousands of rows are ranked at once, and ``dataclasses.replace`` re-runs every
+        field's initialisation)."""
+        copied = object.__new__(TableRowEntry)
+        copied.__dict__.update(self.__dict__)
+        copied.source = source
+        return copied
 
     @property
     def path(self) -> Path:
@@ -139,3 +171,22 @@ def override_table(path: Path, data: object, source: Source, problems: ProblemLo
         return None
     return TableRef(table.kernel.name, table.device.identity, str(path), source, rows=len(table.rows), table=table)
 
+
+
+def installed_tables(paths: list[str] | None, problems: ProblemLog) -> list[Table]:
+    """Every valid table the registry would serve from (``FLYCONFIGS_PATH``, or ``paths``
+    instead, and the installed data packages), read now; of several copies of one table
+    (the same kernel, device and file name), the first source's.  Broken ones are reported
+    to ``problems`` and left out."""
+    from flyconfigs.registry.catalog import Catalog
+
+    catalog = Catalog(paths, problems)
+    seen: set[tuple[str, str]] = set()
+    found: list[Table] = []
+    for target in catalog.all_targets():
+        for ref in sorted(catalog.tables_for(target), key=lambda r: r.source.rank):
+            ref.entries(problems)
+            if ref.table is not None and (target, ref.table.file_name()) not in seen:
+                seen.add((target, ref.table.file_name()))
+                found.append(ref.table)
+    return found

@@ -17,11 +17,12 @@ whose values are lists is an artifact, not a row); rows are unique by key; ``ent
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, TypeAdapter, WithJsonSchema, model_validator
 
-from flyconfigs.schema.canonical import canonical_bytes, canonical_text, sha256_hex
+from flyconfigs.schema.canonical import canonical_bytes, sha256_hex
 from flyconfigs.schema.models import (
     AxisName,
     Device,
@@ -41,7 +42,69 @@ TABLE_FORM = "table"
 MAX_TABLE_ROWS = 1_000_000
 """A table holds at most this many rows (the 8 MiB document bound comes first in practice)."""
 
-Row = Annotated[list[Scalar], Field(max_length=512)]
+_ROW_SCHEMA = TypeAdapter(Annotated[list[Scalar], Field(max_length=512)]).json_schema()
+Row = Annotated[list[Any], Field(max_length=512), WithJsonSchema(_ROW_SCHEMA)]
+"""One row's cells, each a scalar (:data:`~flyconfigs.schema.models.Scalar`: bool, 64-bit
+int, finite float, string of at most 1024 characters, null), checked by
+:meth:`Table._rows_fit` in one pass: a table holds thousands of rows, and that check costs
+a third of the scalar union's validation."""
+_LIMIT = 2**63
+_SCALAR_TYPES = {bool, int, float, str, type(None)}
+
+
+def _cell_fits(cell: object) -> bool:
+    kind = type(cell)
+    if kind is int:
+        return -_LIMIT <= cell < _LIMIT  # type: ignore[operator]
+    if kind is str:
+        return len(cell) <= 1024  # type: ignore[arg-type]
+    if kind is float:
+        return math.isfinite(cell)  # type: ignore[arg-type]
+    return kind is bool or cell is None
+
+
+def _rows_plainly_fit(rows: list[list[Any]], width: int, keys: int) -> bool:
+    """Whether every row has ``width`` scalar cells and a key of its own,
+    checked over whole columns at once (a table has hundreds of thousands of cells); when
+    not, :func:`_find_misfit` names the first that does not."""
+    if any(len(row) != width for row in rows):
+        return False
+    cells = [cell for row in rows for cell in row]
+    kinds = set(map(type, cells))
+    if not kinds <= _SCALAR_TYPES:
+        return False
+    if int in kinds:
+        ints = [c for c in cells if type(c) is int]
+        if min(ints) < -_LIMIT or max(ints) >= _LIMIT:
+            return False
+    if str in kinds and max(len(c) for c in cells if type(c) is str) > 1024:
+        return False
+    if float in kinds and not all(map(math.isfinite, (c for c in cells if type(c) is float))):
+        return False
+    # A null key cell is a nullable axis's null (vLLM's file without a dtype), as in an
+    # artifact's key: the kernel's check_key says whether its axis takes it.
+    # Keys that differ as values differ as typed values too (the converse is checked by
+    # _find_misfit: 1 and True are equal values but two keys).
+    return len({tuple(row[:keys]) for row in rows}) == len(rows)
+
+
+def _find_misfit(rows: list[list[Any]], width: int, key: list[str]) -> None:
+    """Raise ``ValueError`` naming the first row or cell that does not fit (a row of
+    another width, a cell that is not a scalar, a key seen before); return
+    when every one fits."""
+    seen: dict[tuple[object, ...], int] = {}
+    for index, row in enumerate(rows):
+        if len(row) != width:
+            raise ValueError(f"rows[{index}]: {len(row)} cells, the columns name {width}")
+        for offset, cell in enumerate(row):
+            if not _cell_fits(cell):
+                raise ValueError(f"rows[{index}][{offset}]: a cell is a bool, a 64-bit int, a finite number, a "
+                                 f"string of at most 1024 characters or null, got {cell!r}")
+        # Typed, as canonical JSON would tell them apart: 1, 1.0 and true are three keys.
+        slot = tuple((type(cell), cell) for cell in row[:len(key)])
+        if slot in seen:
+            raise ValueError(f"rows[{index}]: the same key as rows[{seen[slot]}]")
+        seen[slot] = index
 
 
 class TableColumns(_Model):
@@ -88,17 +151,8 @@ class Table(_Model):
     def _rows_fit(self) -> Table:
         if int(self.schema_version.split(".")[1]) < 6:
             raise ValueError(f"schema_version: the table form begins with 1.6, got {self.schema_version!r}")
-        width, keys = self.columns.width, len(self.columns.key)
-        seen: dict[str, int] = {}
-        for index, row in enumerate(self.rows):
-            if len(row) != width:
-                raise ValueError(f"rows[{index}]: {len(row)} cells, the columns name {width}")
-            slot = canonical_text(row[:keys])
-            if slot in seen:
-                raise ValueError(f"rows[{index}]: the same key as rows[{seen[slot]}]")
-            # A null key cell is a nullable axis's null (vLLM's file without a dtype), as in
-            # an artifact's key: the kernel's check_key says whether its axis takes it.
-            seen[slot] = index
+        if not _rows_plainly_fit(self.rows, self.columns.width, len(self.columns.key)):
+            _find_misfit(self.rows, self.columns.width, self.columns.key)
         if self.entries is not None and len(self.entries) != len(self.rows):
             raise ValueError(f"entries: {len(self.entries)} entries for {len(self.rows)} rows")
         if self.selection.rule == "predicted" and self.provenance.model is None:

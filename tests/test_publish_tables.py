@@ -33,7 +33,7 @@ def test_a_folder_holds_tables_beside_artifacts_and_its_readme_says_where_they_c
     contents = collect(_folder(tmp_path), "gfx942")
     assert (len(contents.artifacts), len(contents.tables), contents.count) == (1, 1, 4)
     readme = describe("flyconfigs-aiter-gfx942", "gfx942", "1.0.0", contents)
-    assert "`aiter_gemm_a8w8_blockscale` (family version 1): 4 keys — K: 7168; M: 1–64; N: 1536" in readme
+    assert "`aiter_gemm_a8w8_blockscale` (family version 2): 4 keys — K: 7168; M: 1–64; N: 1536; cu_num: 304" in readme
     assert ("- ROCm/aiter: `aiter/configs/a8w8_blockscale_tuned_gemm.csv` at "
             "e4048607a535ace3a2b51ded31b1c8c2d45c0879") in readme
     assert "selection rules: imported" in readme and readme.rstrip().endswith(NOTICE.rstrip())

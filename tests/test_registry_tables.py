@@ -27,13 +27,13 @@ def _table(**changes: object) -> Table:
 def _single(m: int, name: str, n: int = 1536) -> Artifact:
     """A single imported artifact of the same kernel and device at ``M=m``: a table's row 0, re-keyed."""
     data = _table().row_artifact_data(0)
-    data["key"] = {"M": m, "N": n, "K": 7168}
+    data["key"] = {"cu_num": 304, "M": m, "N": n, "K": 7168}
     data["winner"]["config"] = data["candidates"][0]["config"] = {**data["winner"]["config"], "kernelName": name}
     return Artifact.model_validate(data)
 
 
 def _key(m: int) -> dict[str, int]:
-    return {"M": m, "N": 1536, "K": 7168}
+    return {"cu_num": 304, "M": m, "N": 1536, "K": 7168}
 
 
 def test_a_table_on_the_path_serves_its_rows_beside_single_artifacts(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_a_table_in_a_package_serves_and_the_path_outranks_it(site: SiteDir, tmp
     assert served.config["kernelName"] == "a8w8_blockscale_1x128x128_256x16x64"
     assert resolver.resolve(KERNEL, _key(64), MI300X).config["kernelName"] == "packaged_file"
     mine = table_dict()
-    mine["rows"] = [[1, 1536, 7168, "ck", 9, 0, "mine", None, None]]
+    mine["rows"] = [[304, 1, 1536, 7168, "ck", 9, 0, "mine", None, None]]
     mine["entries"] = ["line 9"]
     write_atomic(tmp_path / "over" / "mine.json", Table.model_validate(mine).to_json_bytes())
     path_first = Resolver(paths=[str(tmp_path / "over")], detector=None)
@@ -76,13 +76,13 @@ def test_a_table_is_read_only_when_its_kernel_is_resolved(site: SiteDir) -> None
     assert listed["rows"] == 3 and "key" not in listed
     (folder / listed["file"]).write_bytes(b"{}")  # altered after install: its hash no longer matches
     resolver = default_resolver()
-    other = resolver.resolve("aiter_gemm_a8w8_bpreshuffle", {"M": 1, "N": 1, "K": 1, "q_dtype_w": "fp8"}, MI300X)
+    other = resolver.resolve("aiter_gemm_a8w8_bpreshuffle", {"cu_num": 304, "M": 1, "N": 1, "K": 1, "q_dtype_w": "fp8"}, MI300X)
     assert other.source == "default" and resolver.problems.problems() == []
     served = resolver.resolve(KERNEL, _key(1), MI300X)
     assert served.source == "default"
     (problem,) = resolver.problems.problems()
     assert problem.kind == "hash-mismatch" and problem.where.endswith(listed["file"])
-    assert resolver.resolve(KERNEL, {"M": 64, "N": 2048, "K": 7168}, MI300X).config["kernelName"] == "packaged_file"
+    assert resolver.resolve(KERNEL, {"cu_num": 304, "M": 64, "N": 2048, "K": 7168}, MI300X).config["kernelName"] == "packaged_file"
 
 
 def test_doctor_reads_every_table(site: SiteDir, capsys: object) -> None:
@@ -97,11 +97,12 @@ def test_doctor_reads_every_table(site: SiteDir, capsys: object) -> None:
 def test_validate_checks_every_row_of_a_table(tmp_path: Path, capsys: object) -> None:
     write_atomic(tmp_path / "good.json", _table().to_json_bytes())
     bad = table_dict()
-    bad["rows"][1][4] = -5  # kernelId: the family refuses a negative id
+    bad["columns"]["config"][3] = "kernelPath"  # not a column of the family: every row's winner is refused
     write_atomic(tmp_path / "bad.json", Table.model_validate(bad).to_json_bytes())
     assert main(["validate", str(tmp_path), "--json"]) == 1
     out = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
     by_file = {Path(f["file"]).name: f for f in out["files"]}
     assert by_file["good.json"]["valid"] is True
-    (problem,) = by_file["bad.json"]["problems"]
-    assert problem["field"] == "line 3" and "kernelId=-5 is negative" in problem["message"]
+    problems = by_file["bad.json"]["problems"]
+    assert [p["field"] for p in problems] == ["line 2", "line 3", "line 4"]
+    assert all("kernelPath" in p["message"] for p in problems)

@@ -20,19 +20,19 @@ from flyconfigs.schema.table import Table, is_table_document
 
 
 def table_dict(rows: list[list[Any]] | None = None, **changes: Any) -> dict[str, Any]:
-    """A table of aiter's fp8 block-scale GEMM on an MI300X: key M, N, K; config libtype,
-    kernelId, splitK, kernelName; measurements us, tflops."""
+    """A table of aiter's fp8 block-scale GEMM on an MI300X: key cu_num, M, N, K; config
+    libtype, kernelId, splitK, kernelName; measurements us, tflops."""
     data: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "form": "table",
-        "kernel": {"name": "aiter_gemm_a8w8_blockscale", "version": 1, "source_sha256": None},
+        "kernel": {"name": "aiter_gemm_a8w8_blockscale", "version": 2, "source_sha256": None},
         "device": MI300X,
-        "columns": {"key": ["M", "N", "K"], "config": ["libtype", "kernelId", "splitK", "kernelName"],
+        "columns": {"key": ["cu_num", "M", "N", "K"], "config": ["libtype", "kernelId", "splitK", "kernelName"],
                     "measured": ["us", "tflops"]},
         "rows": rows if rows is not None else [
-            [1, 1536, 7168, "ck", 3, 0, "a8w8_blockscale_1x128x128_256x16x64", 8.1, 2.72],
-            [16, 1536, 7168, "ck", 5, 0, "a8w8_blockscale_1x128x128_256x16x128", 9.4, 37.4],
-            [32, 1536, 7168, "cktile", 12, 1, "a8w8_blockscale_cktile_32", None, 61.0],
+            [304, 1, 1536, 7168, "ck", 3, 0, "a8w8_blockscale_1x128x128_256x16x64", 8.1, 2.72],
+            [304, 16, 1536, 7168, "ck", 5, 0, "a8w8_blockscale_1x128x128_256x16x128", 9.4, 37.4],
+            [304, 32, 1536, 7168, "cktile", 12, 1, "a8w8_blockscale_cktile_32", None, 61.0],
         ],
         "entries": ["line 2", "line 3", "line 4"],
         "layout": ["gfx", "cu_num", "M", "N", "K", "libtype", "kernelId", "splitK", "us", "kernelName", "tflops"],
@@ -72,7 +72,7 @@ def test_a_table_is_canonical_hashed_and_reads_back_equal() -> None:
 def test_each_row_is_one_artifact_with_its_entry_and_measurements() -> None:
     table, _ = parse_table(table_dict())
     artifact = Artifact.model_validate(table.row_artifact_data(2))
-    assert artifact.key == {"M": 32, "N": 1536, "K": 7168}
+    assert artifact.key == {"cu_num": 304, "M": 32, "N": 1536, "K": 7168}
     assert artifact.winner.config == {"libtype": "cktile", "kernelId": 12, "splitK": 1,
                                       "kernelName": "a8w8_blockscale_cktile_32"}
     assert artifact.selection.rule == "imported" and artifact.device == table.device
@@ -83,21 +83,23 @@ def test_each_row_is_one_artifact_with_its_entry_and_measurements() -> None:
 
 
 @pytest.mark.parametrize(("change", "field", "words"), [
-    (lambda d: d["rows"][1].pop(), "rows.1", "8 cells, the columns name 9"),
+    (lambda d: d["rows"][1].pop(), "rows.1", "9 cells, the columns name 10"),
     (lambda d: d["rows"].append(list(d["rows"][0])), "rows.3", "the same key as rows[0]"),
     (lambda d: d["columns"]["measured"].append("M"), "columns", "M named twice"),
     (lambda d: d["entries"].pop(), "entries", "2 entries for 3 rows"),
     (lambda d: d.update(schema_version="1.5"), "schema_version", "begins with 1.6"),
     (lambda d: d.update(rows=[]), "rows", "at least 1 item"),
-    (lambda d: d["rows"][0].__setitem__(4, 3.0), "rows.0.4", ""),  # still a row: the kernel says what a cell takes
-    (lambda d: d["rows"][0].__setitem__(4, [1, 2]), "rows.0.4", "valid"),
+    (lambda d: d["rows"][0].__setitem__(5, 3.0), "rows.0.5", ""),  # still a row: the kernel says what a cell takes
+    (lambda d: d["rows"][0].__setitem__(5, [1, 2]), "rows.0.5", "a cell is a bool, a 64-bit int"),
+    (lambda d: d["rows"][0].__setitem__(5, 2**70), "rows.0.5", "a cell is a bool, a 64-bit int"),
+    (lambda d: d["rows"][0].__setitem__(7, "x" * 1025), "rows.0.7", "a cell is a bool, a 64-bit int"),
     (lambda d: d.update(selection={"rule": "beat-default-beyond-noise"}), "provenance.source", "imported selection"),
 ])
 def test_a_broken_table_is_refused_naming_the_field(change: Any, field: str, words: str) -> None:
     data = table_dict()
     change(data)
-    if field == "rows.0.4" and not words:
-        assert parse_table(data)[0].rows[0][4] == 3.0
+    if field == "rows.0.5" and not words:
+        assert parse_table(data)[0].rows[0][5] == 3.0
         return
     problems = _problems(data)
     assert any(f.replace("[", ".").replace("]", "").startswith(field.replace("[", ".").replace("]", "")) and words in m
@@ -134,4 +136,12 @@ def test_the_file_name_is_stable_and_names_kernel_and_arch() -> None:
     table = Table.model_validate(table_dict())
     name = table.file_name()
     assert name.startswith("aiter_gemm_a8w8_blockscale-gfx942-table-") and name.endswith(".json")
-    assert Table.model_validate(table_dict(rows=[[2, 1, 1, "ck", 1, 0, "k", None, None]], entries=None)).file_name() == name
+    assert Table.model_validate(table_dict(rows=[[304, 2, 1, 1, "ck", 1, 0, "k", None, None]], entries=None)).file_name() == name
+
+
+def test_keys_equal_in_python_but_not_in_json_are_two_rows() -> None:
+    rows = [[304, 1, 1536, 7168, "ck", 3, 0, "a", None, None], [304, True, 1536, 7168, "ck", 3, 0, "b", None, None],
+            [304, 1.0, 1536, 7168, "ck", 3, 0, "c", None, None]]
+    assert len(parse_table(table_dict(rows=rows, entries=None))[0].rows) == 3
+    with pytest.raises(ArtifactError, match="the same key as rows"):
+        parse_table(table_dict(rows=[*rows, rows[1]], entries=None))

@@ -57,6 +57,12 @@ def _validate(args: argparse.Namespace) -> int:
             ]
         entry["valid"] = not entry["problems"]
         results.append(entry)
+    by_file = {r["file"]: r for r in results}
+    for problem in _duplicates(args.paths):
+        row = by_file.get(problem.where)
+        if row is not None:
+            row["problems"].append({"field": "key", "message": f"{problem.kind}: {problem.message}"})
+            row["valid"] = False
     bad = sum(not r["valid"] for r in results)
     if args.json:
         emit_json({"command": "validate", "files": results, "invalid": bad})
@@ -71,6 +77,22 @@ def _validate(args: argparse.Namespace) -> int:
         else:
             print(f"no artifact or manifest files found in {', '.join(args.paths)}", file=sys.stderr)
     return 1 if bad or not results else 0
+
+
+def _duplicates(paths: list[str]) -> list[Any]:
+    """Artifacts of one slot twice in one folder named: which one serves is what the
+    loader's search (:mod:`flyconfigs.registry.search`) serves from that folder alone."""
+    from pathlib import Path
+
+    from flyconfigs.registry import Resolver
+
+    found = []
+    for raw in paths:
+        if Path(raw).is_dir():
+            resolver = Resolver([raw], detector=None, packages=False)
+            resolver.collisions()
+            found += [p for p in resolver.problems.problems() if p.kind == "duplicate"]
+    return found
 
 
 def _schema(args: argparse.Namespace) -> int:

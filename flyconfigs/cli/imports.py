@@ -17,30 +17,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from flyconfigs.cli import flydsl
+from flyconfigs.cli import aiter, flydsl
 from flyconfigs.cli._common import Usage, emit_json, iter_json_files
 from flyconfigs.errors import ArtifactError
 
 __all__ = ["register"]
-
-
-def _csv_files(paths: Sequence[str], wanted: Callable[[str], bool]) -> dict[Path, str]:
-    """The files named, and the ``*.csv`` files under the folders named whose name is
-    ``wanted`` (sorted), each with its folder relative to the folder named (``""`` for a
-    file named): a folder such as ``aiter/configs`` also holds untuned shapes and families
-    that are not declared, which are not refused but left out."""
-    files: dict[Path, str] = {}
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            for found in sorted(p for p in path.rglob("*.csv") if p.is_file() and wanted(p.name)):
-                folder = found.parent.relative_to(path).as_posix()
-                files[found] = "" if folder == "." else folder
-        elif path.exists():
-            files[path] = ""
-        else:
-            raise Usage(f"{raw}: no such file or directory")
-    return files
 
 
 def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callable[[Path], Any], wanted: str) -> int:
@@ -132,33 +113,14 @@ def _vllm(args: argparse.Namespace) -> int:
     return _run(args, "import vllm", iter_json_files(args.paths), one, "vLLM config file (*.json)")
 
 
-def _aiter(args: argparse.Namespace) -> int:
-    from flyconfigs.adapters.aiter import CONFIG_DIR, family_of, import_aiter_file
-    from flyconfigs.kernels.aiter_gemm import FAMILIES
-
-    def declared(name: str) -> bool:
-        try:
-            family_of(name)
-        except ArtifactError:
-            return False
-        return True
-
-    where = (args.upstream_dir or CONFIG_DIR).rstrip("/")
-    files = _csv_files(args.paths, declared)
-    # A file found in a subfolder of a folder named (aiter/configs/model_configs under
-    # aiter/configs) has that subfolder upstream too.
-    return _run(args, "import aiter", list(files), lambda p: import_aiter_file(
-        p, args.revision, upstream_dir="/".join(part for part in (where, files[p]) if part)),
-        "CSV of a declared family (" + ", ".join(f"*{f}_tuned_gemm*.csv" for f in FAMILIES) + ")")
-
-
 def register(sub: Any) -> None:
     """Add ``import vllm``, ``import aiter`` and ``import flydsl``."""
     group = sub.add_parser("import", help="import the config files other projects ship as artifacts")
     actions = group.add_subparsers(dest="import_command", required=True, metavar="FORMAT")
     for name, handler, text in (
         ("vllm", _vllm, "vLLM fused-MoE config files (E=…,N=…,device_name=….json) -> OUT/<arch>/, one table each"),
-        ("aiter", _aiter, "aiter tuned GEMM CSVs (<family>_tuned_gemm.csv) -> OUT/<arch>/"),
+        ("aiter", aiter.import_files, "aiter tuned CSVs (aiter/configs, model_configs, FlyDSL ops) -> tables in "
+                                      "OUT/<arch>/"),
     ):
         p = actions.add_parser(name, help=text, description=text)
         p.add_argument("paths", nargs="+", metavar="PATH", help="files, or folders to search")
@@ -172,8 +134,8 @@ def register(sub: Any) -> None:
                            help="a GPU the product catalog does not know, as ARCH:CUS:PRODUCT[:FEATURES]; files whose "
                                 "device_name is PRODUCT with spaces as underscores take it (repeatable)")
         if name == "aiter":
-            p.add_argument("--upstream-dir", help="the files' folder in aiter (default aiter/configs; model configs "
-                                                  "are in aiter/configs/model_configs)")
+            p.add_argument("--upstream-dir", help="the files' folder in aiter (default: aiter/configs, or aiter/ops/flydsl "
+                                                  "for the FlyDSL ops' files; a subfolder found is kept)")
         p.set_defaults(handler=handler)
     p = actions.add_parser("flydsl", help="FlyDSL offline autotune files -> flyconfigs artifacts in OUT",
                            description="FlyDSL offline autotune files -> flyconfigs artifacts in OUT (as `flyconfigs "

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from flyconfigs.adapters.vllm import CONFIG_DIR, PROJECT, parse_file_name
+from flyconfigs.publish.layout import name_problem, target_problem
 from flyconfigs.schema import load_artifact
 from flyconfigs.schema.load import load_table
 from flyconfigs.schema.table import is_table_document
@@ -32,6 +33,7 @@ def test_one_package_per_target_under_its_own_name_with_vllms_licence() -> None:
         assert folder.name == f"vllm-fused-moe-{target}"
         assert (folder / "NAME").read_text().strip() == f"flyconfigs-vllm-fused-moe-{target}"
         assert (folder / "VERSION").read_text().strip() == "0.34.0"
+        assert target_problem(target) is None and name_problem((folder / "NAME").read_text().strip(), target) is None
         notice = (folder / "NOTICE").read_text()
         assert "Apache License, Version 2.0" in notice and notice.endswith(licence) and PROJECT in notice
 

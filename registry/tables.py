@@ -85,11 +85,14 @@ class TableRef:
         names, width = table.columns.key, len(table.columns.key)
         made: list[Entry] = []
         texts = key_texts(names, table.rows)
+        new, fill, base = object.__new__, dict.update, first.__dict__
         for index, (row, text) in enumerate(zip(table.rows, texts, strict=True)):
-            entry = object.__new__(TableRowEntry)
-            entry.__dict__.update(first.__dict__)
-            entry.key, entry.row, entry._file = TextedDict(zip(names, row[:width], strict=True), text), index, _File(None)
-            entry._layer = layer
+            key = TextedDict.__new__(TextedDict)  # filled here: the constructor would encode it again
+            fill(key, zip(names, row[:width], strict=True))
+            key.text = text
+            entry = new(TableRowEntry)
+            fill(entry.__dict__, base)
+            entry.key, entry.row, entry._file, entry._layer = key, index, _File(None), layer
             made.append(entry)
         return made
 

@@ -56,18 +56,18 @@ class TextedDict(dict[str, Any]):
 
 def key_texts(names: list[str], rows: list[list[Any]]) -> list[str]:
     """The canonical text of ``dict(zip(names, row))`` for each row (the cells of ``names``
-    first in each row), made together: the names are sorted and written once."""
+    first in each row), made together: the names are sorted and written once, and each
+    column's cells are written by the encoder's own functions over the whole column."""
     order = sorted(range(len(names)), key=lambda i: names[i])
-    heads = [("{" if n == 0 else ",") + _STRING(names[i]) + ":" for n, i in enumerate(order)]
-    texts = []
-    for row in rows:
-        parts = []
-        for head, i in zip(heads, order, strict=True):
-            cell = row[i]
-            of = type(cell)
-            parts.append(head + (_STRING(cell) if of is str else int.__repr__(cell) if of is int else canonical_text(cell)))
-        texts.append("".join(parts) + "}")
-    return texts
+    # A format string of the sorted names: braces in a name are doubled to stay literal.
+    template = "{{" + ",".join(_STRING(names[i]).replace("{", "{{").replace("}", "}}") + ":{}" for i in order) + "}}"
+    columns = []
+    for i in order:
+        cells = [row[i] for row in rows]
+        kinds = set(map(type, cells))
+        write = int.__repr__ if kinds == {int} else _STRING if kinds == {str} else canonical_text
+        columns.append(list(map(write, cells)))
+    return list(map(template.format, *columns)) if columns else ["{}"] * len(rows)
 
 
 def canonical_text(value: Any) -> str:

@@ -16,8 +16,9 @@ from flyconfigs.registry.replacing import replacement_refusal
 from flyconfigs.schema.jsonio import write_atomic
 from flyconfigs.schema.load import parse_artifact
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, Device
+from flyconfigs.schema.table import Table
 
-__all__ = ["Imported", "UpstreamFile", "imported_artifact", "write_imported"]
+__all__ = ["Imported", "UpstreamFile", "imported_artifact", "write_imported", "write_imported_table"]
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,14 @@ class UpstreamFile:
 
 @dataclass
 class Imported:
-    """One file's import: the artifacts made, and each entry refused with the file, the
-    entry and the field that could not be represented."""
+    """One file's import: the artifacts made, the tables made (schema 1.6: many of its
+    entries in one document), and each entry refused with the file, the entry and the
+    field that could not be represented."""
 
     file: str
     artifacts: list[Artifact] = field(default_factory=list)
     refused: list[ArtifactError] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
 
 
 def imported_artifact(decl: KernelDecl, device: Device, key: Mapping[str, object], config: Mapping[str, object], *,
@@ -117,3 +120,31 @@ def write_imported(artifact: Artifact, folder: str | Path) -> Path:
         field = "schema_version" if "schema" in why else "selection.rule"
         raise ArtifactError(str(target), [FieldProblem(field, why)])
     return write_atomic(target, payload)
+
+
+def write_imported_table(table: Table, folder: str | Path, file: str) -> tuple[Path | None, list[ArtifactError]]:
+    """Write an imported ``table`` into ``folder`` under its own file name (atomically),
+    less the rows whose slot (kernel, device, key) ``folder`` holds a measured or
+    predicted artifact for: those are refused (naming ``file`` and the row's entry), as
+    :func:`write_imported` refuses to replace such an artifact.  The path written
+    (``None`` when no row is left) and the refusals."""
+    keep: list[int] = []
+    refused: list[ArtifactError] = []
+    for index in range(len(table.rows)):
+        row = Artifact.model_validate(table.row_artifact_data(index))
+        target = Path(folder) / row.file_name()
+        why = replacement_refusal(target, "imported") if target.is_file() else None
+        if why is not None:
+            refused.append(ArtifactError(file, [FieldProblem(table.entry_of(index), f"{target}: {why}; an import "
+                                                             "never shadows it (row not written)")]))
+        else:
+            keep.append(index)
+    if not keep:
+        return None, refused
+    if len(keep) < len(table.rows):
+        data = table.model_dump(mode="json")
+        data["rows"] = [data["rows"][i] for i in keep]
+        if data.get("entries") is not None:
+            data["entries"] = [data["entries"][i] for i in keep]
+        table = Table.model_validate(data)
+    return write_atomic(Path(folder) / table.file_name(), table.to_json_bytes()), refused

@@ -33,22 +33,25 @@ def distribution_name(target: str) -> str:
     return f"flyconfigs-{target}"
 
 
-TARGET = re.compile(r"^[a-z][a-z0-9]{1,31}$")
+TARGET = re.compile(r"^[a-z][a-z0-9_]{1,39}$")
 """A target as a package's name, import package and manifest spell it: an arch token
-(``gfx942``, ``sm90``), lower-case letters and digits."""
+(``gfx942``, ``sm90``, oneAPI's ``intel_gpu_bmg_g31``), lower-case letters, digits and
+underscores."""
 
 
 def target_problem(target: str) -> str | None:
     """Why ``target`` cannot be a package's target (it is not an arch token: lower-case
     letters, then letters and digits), or ``None``."""
     if not TARGET.match(target):
-        return f"--target {target!r} is not an arch such as gfx942 or sm90 (lower-case letters, then letters and digits)"
+        return (f"--target {target!r} is not an arch such as gfx942, sm90 or intel_gpu_bmg_g31 (a lower-case letter, "
+                "then lower-case letters, digits and underscores)")
     return None
 
 
-IMPORTED_CORPORA = ("aiter",)
+IMPORTED_CORPORA = ("aiter", "vllm-fused-moe")
 """The upstream corpora this project publishes imported, each as ``flyconfigs-<corpus>-<target>``
-(``imported/aiter-<arch>``): names of the flyconfigs family it takes for itself."""
+(``imported/aiter-<arch>``, ``artifacts/vllm-fused-moe-<arch>``): names of the flyconfigs
+family it takes for itself."""
 
 
 def name_problem(name: str, target: str) -> str | None:
@@ -56,7 +59,8 @@ def name_problem(name: str, target: str) -> str | None:
 
     The name must be a valid distribution name (PEP 508) and not one flyconfigs owns:
     ``flyconfigs`` itself, nor ``flyconfigs-<anything>`` but ``target``'s own official
-    name and its imported corpora's (``flyconfigs-aiter-<target>``; another target's, or a
+    name and its imported corpora's (``flyconfigs-aiter-<target>``,
+    ``flyconfigs-vllm-fused-moe-<target>``; another target's, or a
     name of that family flyconfigs may take later); nor a
     distribution installed here that is not a flyconfigs data package (installing the
     package would replace it: ``pip``, say)."""

@@ -191,6 +191,13 @@ class KernelDecl(ABC):
             neither, or a property that raises, is reported once and counts as
             ``product``, the narrower rule a family declaring this member most likely
             meant (:func:`~flyconfigs.registry.calls.device_match`)."""
+
+        @property
+        def own_device_first(self) -> bool:
+            """``True``: the asked device's nearest tuned key serves before an exact key
+            tuned on a sibling of the same arch and compute units, as a framework that
+            keeps one tuned file per device looks its configs up (vLLM).  Default
+            ``False``: an exact key on a sibling comes first."""
     else:
         tunables = Default(_NOTHING)
         tunable_defaults = Default(_NOTHING)
@@ -199,6 +206,7 @@ class KernelDecl(ABC):
         source_binding = Default("exact")
         data_packages = Default(())
         device_match = Default("arch")
+        own_device_first = Default(False)
 
     @abstractmethod
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:

@@ -49,18 +49,21 @@ __all__ = [
 
 DEVICE_ENV = "FLYCONFIGS_DEVICE"
 DEVICE_ARGUMENT = "the device argument"
-_ARCH = re.compile(r"^(gfx[0-9]{1,2}[0-9a-f]{2}|sm[0-9]{2,3}[a-z]?)$")
+_ARCH = re.compile(r"^(gfx[0-9]{1,2}[0-9a-f]{2}|sm[0-9]{2,3}[a-z]?|intel_gpu_[a-z0-9_]{1,40})$")
 """An arch a device spec may name: an AMD one as LLVM names it (``GFX_ARCH`` of the
-schema: a decimal major, so ``gfxa42`` is none) or an NVIDIA ``smNN``."""
+schema: a decimal major, so ``gfxa42`` is none), an NVIDIA ``smNN``, or an Intel one as
+oneAPI names it (``intel_gpu_bmg_g31``)."""
 _COUNT = re.compile(r"^[0-9]{1,9}$")
 logger = logging.getLogger("flyconfigs.registry")
 
 
 def vendor_of_arch(arch: str) -> str:
-    """``amd`` for ``gfx…``, ``nvidia`` for ``sm…``; ``ValueError`` for anything else."""
+    """``amd`` for ``gfx…``, ``nvidia`` for ``sm…``, ``intel`` for ``intel_gpu_…`` (oneAPI's
+    device architecture names, such as ``intel_gpu_bmg_g31``); ``ValueError`` for anything
+    else."""
     if not _ARCH.match(arch):
-        raise ValueError(f"unknown arch {arch!r}: expected gfxNNN (AMD) or smNN (NVIDIA)")
-    return "amd" if arch.startswith("gfx") else "nvidia"
+        raise ValueError(f"unknown arch {arch!r}: expected gfxNNN (AMD), smNN (NVIDIA) or intel_gpu_NAME (Intel)")
+    return "amd" if arch.startswith("gfx") else "intel" if arch.startswith("intel_gpu_") else "nvidia"
 
 
 @dataclass(frozen=True)

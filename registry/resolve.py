@@ -16,6 +16,9 @@ in code, and ``resolve``, ``explain``, ``doctor`` and ``validate`` all call it):
    d. the same arch only (*borrowed*: the record names the device it came from), exact
       key, then the nearest key;
 
+   a family whose ``own_device_first`` is true (vLLM's: it reads only the running GPU's
+   own file) takes a's nearest key before b: a, a nearest, b, b nearest, d;
+
    and **within each step standing first** (below): a source of a higher standing
    serves before a lower one even when the lower one's key is nearer; distance decides
    only among sources of one standing; then measured before predicted, then the user's
@@ -172,7 +175,7 @@ class Resolver:
         try:
             # Typed and order-free: ``M=True`` or ``M=1.0`` never hits the entry of ``M=1``.
             memo_key = (record, memo_token(device), *[(k, v.__class__, v) for k, v in sorted(key.items())])
-            hash(memo_key)
+            hash(memo_key)  # before the kernel is known too: a list value must take the canonical form
             hit = self._memo.get(memo_key) if record is not None else None
         except TypeError:  # a list or object value: its canonical JSON is the typed form
             try:

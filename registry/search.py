@@ -45,7 +45,7 @@ from flyconfigs.registry.contract import KeyValue
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.kernels import LoadedKernel
 from flyconfigs.registry.matching import exact_matches, nearest_ranked
-from flyconfigs.registry.nearest import passed_over
+from flyconfigs.registry.nearest import own_device_first, passed_over
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import LAYER_NAMES, Resolution, Step
 from flyconfigs.registry.serving import ROUTINE, Found, adapt, changes, how, selection_of
@@ -58,6 +58,8 @@ logger = logging.getLogger("flyconfigs.registry")
 PLAN = ((0, "exact"), (1, "exact"), (0, "nearest"), (1, "nearest"), (2, "exact"), (2, "nearest"))
 """The steps, most specific first: (device layer, key match)."""
 _EXACT_ONLY = "is served configs of its exact device only"
+OWN_DEVICE_PLAN = ((0, "exact"), (0, "nearest"), (1, "exact"), (1, "nearest"), (2, "exact"), (2, "nearest"))
+"""The steps of a family whose ``own_device_first`` is true: the device's own keys first."""
 
 
 def search(kernel: LoadedKernel, key: dict[str, KeyValue], query: DeviceQuery, index: Index,
@@ -136,7 +138,8 @@ class _Search:
 
     def run(self) -> tuple[Found, int, str] | None:
         """What the search serves and the layer and key match it was found at, or ``None``."""
-        for layer, mode in PLAN:
+        plan = OWN_DEVICE_PLAN if own_device_first(self.decl, self.problems) else PLAN
+        for layer, mode in plan:
             what = f"{LAYER_NAMES[layer]} device, {mode} key"
             found = self.step(layer, mode)
             if found is None:

@@ -142,7 +142,8 @@ Config = Annotated[
 ]
 """A kernel configuration: tunable names and their values."""
 
-Vendor = Literal["amd", "nvidia"]
+Vendor = Literal["amd", "nvidia", "intel"]
+"""``intel`` (1.6): Intel GPUs, named by their oneAPI device architecture (``intel_gpu_bmg_g31``)."""
 CandidateStatus = Literal["ok", "compiled", "compile_error", "launch_error", "wrong_result", "timeout", "skipped"]
 """``compiled`` (1.1): compiled for the device and within its budgets, never run or timed."""
 

@@ -64,7 +64,7 @@ def _cell_fits(cell: object) -> bool:
 
 
 def _rows_plainly_fit(rows: list[list[Any]], width: int, keys: int) -> bool:
-    """Whether every row has ``width`` scalar cells, no null key cell and a key of its own,
+    """Whether every row has ``width`` scalar cells and a key of its own,
     checked over whole columns at once (a table has hundreds of thousands of cells); when
     not, :func:`_find_misfit` names the first that does not."""
     if any(len(row) != width for row in rows):
@@ -81,8 +81,8 @@ def _rows_plainly_fit(rows: list[list[Any]], width: int, keys: int) -> bool:
         return False
     if float in kinds and not all(map(math.isfinite, (c for c in cells if type(c) is float))):
         return False
-    if any(None in row[:keys] for row in rows):
-        return False
+    # A null key cell is a nullable axis's null (vLLM's file without a dtype), as in an
+    # artifact's key: the kernel's check_key says whether its axis takes it.
     # Keys that differ as values differ as typed values too (the converse is checked by
     # _find_misfit: 1 and True are equal values but two keys).
     return len({tuple(row[:keys]) for row in rows}) == len(rows)
@@ -90,7 +90,7 @@ def _rows_plainly_fit(rows: list[list[Any]], width: int, keys: int) -> bool:
 
 def _find_misfit(rows: list[list[Any]], width: int, key: list[str]) -> None:
     """Raise ``ValueError`` naming the first row or cell that does not fit (a row of
-    another width, a cell that is not a scalar, a null key cell, a key seen before); return
+    another width, a cell that is not a scalar, a key seen before); return
     when every one fits."""
     seen: dict[tuple[object, ...], int] = {}
     for index, row in enumerate(rows):
@@ -100,9 +100,6 @@ def _find_misfit(rows: list[list[Any]], width: int, key: list[str]) -> None:
             if not _cell_fits(cell):
                 raise ValueError(f"rows[{index}][{offset}]: a cell is a bool, a 64-bit int, a finite number, a "
                                  f"string of at most 1024 characters or null, got {cell!r}")
-        for offset in range(len(key)):
-            if row[offset] is None:
-                raise ValueError(f"rows[{index}][{offset}]: key {key[offset]} is null")
         # Typed, as canonical JSON would tell them apart: 1, 1.0 and true are three keys.
         slot = tuple((type(cell), cell) for cell in row[:len(key)])
         if slot in seen:

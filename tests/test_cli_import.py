@@ -34,7 +34,7 @@ def test_import_reports_every_file_and_entry_it_wrote_and_refused_as_json(tmp_pa
     bad.parent.mkdir()
     bad.write_text(json.dumps(data))
     capsys.readouterr()
-    assert main(["import", "vllm", str(bad), "--out", str(tmp_path / "out"), "--json"]) == 1
+    assert main(["import", "vllm", str(bad), "--out", str(tmp_path / "out"), "--json", "--artifacts"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["command"] == "import vllm"
     assert report["refused"] == [{"file": str(bad), "field": "1",
@@ -82,11 +82,21 @@ def test_an_import_never_replaces_a_measured_artifact_of_the_same_slot(tmp_path:
     target.parent.mkdir(parents=True)
     target.write_bytes(measured.to_json_bytes())
     capsys.readouterr()
-    assert main(["import", "vllm", str(MI300X_FILE), "--out", str(tmp_path / "out"), "--json"]) == 1
+    assert main(["import", "vllm", str(MI300X_FILE), "--out", str(tmp_path / "out"), "--json", "--artifacts"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert len(report["files"]) == 2 and len(report["refused"]) == 1
     assert "holds a measured artifact" in report["refused"][0]["message"]
     assert target.read_bytes() == measured.to_json_bytes()
+    # As a table (the default: "1024" and "8192" set one set of tunables, "1" another and
+    # stays an artifact), the table's other rows are written and the measured slot's left out.
+    row = import_vllm_file(MI300X_FILE).artifacts[1]
+    measured = make_artifact(kernel="vllm_fused_moe", device=row.device.model_dump(mode="json"), key=dict(row.key))
+    (tmp_path / "out" / "gfx942" / row.file_name()).write_bytes(measured.to_json_bytes())
+    assert main(["import", "vllm", str(MI300X_FILE), "--out", str(tmp_path / "out"), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    shadowed = [r for r in report["refused"] if "an import never shadows it" in r["message"]]
+    assert [r["field"] for r in shadowed] == [row.provenance.source.entry]  # type: ignore[union-attr]
+    assert [r["entry"] for r in report["files"] if r["entry"].startswith("table")] == ["table of 1 row"]
 
 
 def test_import_aiter_records_the_revision_and_the_folder_the_file_has_upstream(tmp_path: Path,

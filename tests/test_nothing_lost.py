@@ -111,7 +111,8 @@ def _folder(root: Path, *artifacts: Artifact) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("name", ["flyconfigs", "flyconfigs-gfx942", "Flyconfigs_SM90.x", "pip", "flyconfigs-next"])
+@pytest.mark.parametrize("name", ["flyconfigs", "flyconfigs-gfx942", "Flyconfigs_SM90.x", "pip", "flyconfigs-next",
+                                  "flyconfigs-vllm-fused-moe-gfx942"])
 def test_publish_refuses_the_names_flyconfigs_owns_and_installed_tools(tmp_path: Path, name: str,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     folder = _folder(tmp_path, make_artifact(key=KEY))
@@ -121,10 +122,18 @@ def test_publish_refuses_the_names_flyconfigs_owns_and_installed_tools(tmp_path:
     assert not (tmp_path / "dist").exists()
 
 
-@pytest.mark.parametrize("target", ["../x", "SM90", "", "sm 90"])
+@pytest.mark.parametrize("target", ["../x", "SM90", "", "sm 90", "_sm90", "sm-90"])
 def test_publish_refuses_a_malformed_target_as_usage(tmp_path: Path, target: str) -> None:
     assert main(["publish", str(_folder(tmp_path)), "--target", target, "--version", "1.0",
                  "--out", str(tmp_path / "dist")]) == 2
+
+
+def test_the_vllm_corpus_publishes_under_its_own_name_for_an_intel_target_too(tmp_path: Path) -> None:
+    from flyconfigs.publish.layout import name_problem, target_problem
+
+    assert name_problem("flyconfigs-vllm-fused-moe-sm90", "sm90") is None
+    assert target_problem("intel_gpu_bmg_g31") is None
+    assert name_problem("flyconfigs-vllm-fused-moe-intel_gpu_bmg_g31", "intel_gpu_bmg_g31") is None
 
 
 def test_publish_refuses_a_winner_the_loader_would_refuse(tmp_path: Path) -> None:

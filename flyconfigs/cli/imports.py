@@ -25,7 +25,7 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callable[[Path], Any], wanted: str) -> int:
-    from flyconfigs.adapters.imported import write_imported
+    from flyconfigs.adapters.imported import write_imported, write_imported_table
 
     if not files:
         # Folders named that hold nothing to import are a problem found (exit 1), said as one.
@@ -58,6 +58,21 @@ def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callabl
                 continue
             written[target] = (data, f"{path}: {entry}")
             done.append({"from": str(path), "entry": entry or "", "to": str(to)})
+        for table in result.tables:
+            target = out / table.device.arch / table.file_name()
+            data = table.to_json_bytes()
+            if target in written and written[target][0] != data:
+                refused.append({"file": str(path), "field": "", "message": f"the same table as {written[target][1]}, "
+                                f"with other rows; not written"})
+                continue
+            written[target] = (data, str(path))
+            table_to, shadowing = write_imported_table(table, target.parent, str(path))
+            for error in shadowing:
+                refused.extend({"file": str(path), "field": p.field, "message": p.message} for p in error.problems)
+            if table_to is not None:
+                rows = len(table.rows) - len(shadowing)
+                done.append({"from": str(path), "entry": f"table of {rows} row{'' if rows == 1 else 's'}",
+                             "to": str(table_to)})
     if args.json:
         emit_json({"command": command, "files": done, "refused": refused})
     else:
@@ -87,11 +102,15 @@ def _devices(specs: Sequence[str] | None) -> list[Any]:
 
 
 def _vllm(args: argparse.Namespace) -> int:
-    from flyconfigs.adapters.vllm import import_vllm_file
+    from flyconfigs.adapters.vllm import import_vllm_file, tabulated
 
     devices = _devices(args.device)
-    return _run(args, "import vllm", iter_json_files(args.paths), lambda p: import_vllm_file(p, args.revision, devices),
-                "vLLM config file (*.json)")
+
+    def one(path: Path) -> Any:
+        imported = import_vllm_file(path, args.revision, devices)
+        return imported if args.artifacts else tabulated(imported)
+
+    return _run(args, "import vllm", iter_json_files(args.paths), one, "vLLM config file (*.json)")
 
 
 def register(sub: Any) -> None:
@@ -99,7 +118,7 @@ def register(sub: Any) -> None:
     group = sub.add_parser("import", help="import the config files other projects ship as artifacts")
     actions = group.add_subparsers(dest="import_command", required=True, metavar="FORMAT")
     for name, handler, text in (
-        ("vllm", _vllm, "vLLM fused-MoE config files (E=…,N=…,device_name=….json) -> OUT/<arch>/"),
+        ("vllm", _vllm, "vLLM fused-MoE config files (E=…,N=…,device_name=….json) -> OUT/<arch>/, one table each"),
         ("aiter", aiter.import_files, "aiter tuned CSVs (aiter/configs, model_configs, FlyDSL ops) -> tables in "
                                       "OUT/<arch>/"),
     ):
@@ -109,6 +128,8 @@ def register(sub: Any) -> None:
         p.add_argument("--revision", help="the upstream commit or tag the files were taken from (recorded)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
         if name == "vllm":
+            p.add_argument("--artifacts", action="store_true",
+                           help="one artifact per batch size instead of one table per file (schema 1.6)")
             p.add_argument("--device", action="append", metavar="SPEC",
                            help="a GPU the product catalog does not know, as ARCH:CUS:PRODUCT[:FEATURES]; files whose "
                                 "device_name is PRODUCT with spaces as underscores take it (repeatable)")

@@ -1,16 +1,25 @@
 """vLLM's fused mixture-of-experts Triton kernel, declared so that its shipped configs can be
-imported, published and served (flyconfigs neither runs nor tunes it).
+imported, published, served and exported back (flyconfigs neither runs nor tunes it).
 
-vLLM keeps one JSON file per ``(E, N, device, dtype, block_shape)``
-(``vllm/model_executor/layers/fused_moe/configs/E=…,N=…,device_name=…[,dtype=…][,block_shape=[…]].json``),
-each mapping a batch size ``M`` to the kernel's launch config, and serves the entry of the
-nearest ``M``.  Here that is the key ``E, N, dtype, block_shape, M`` (``M`` ordinal; the
-others exact) and the tunables below.
+vLLM keeps one JSON file per ``(E, N, device, dtype, block_shape)`` and projection
+(``vllm/model_executor/layers/fused_moe/configs/E=…,N=…,device_name=…[,dtype=…][,block_shape=[…]][_down].json``),
+each mapping a batch size ``M`` to the kernel's launch config.  Here that is the key
+``E, N, dtype, block_shape, down, M`` (``M`` ordinal; the others exact; ``down`` true for
+the separate down-projection files, which vLLM 0.34 reads for block-quantized fp8) and
+the tunables below.
 
-Validity is what the kernel and vLLM's own tuner require of a config: every block size a
-power of two, warps a power of two, and for block-quantized weights (``block_shape =
-[block_n, block_k]``) a ``BLOCK_SIZE_K`` that divides ``block_k``, since each K step reads
-one scale (vLLM's ``benchmarks/kernels/benchmark_moe.py`` keeps only such configs).
+**Which entry serves** is vLLM's rule (``_get_configured_moe_config``:
+``configs[min(configs, key=lambda x: abs(x - M))]``): the tuned ``M`` nearest by absolute
+difference, a tie to the smaller (:meth:`VLLMFusedMoESpec.key_distance`).  vLLM itself
+breaks a tie by the file's order, which is ascending in all but three of vLLM 0.34.0's
+files; docs/adapters.md names them.
+
+**What is served** is the file's config unchanged; vLLM adjusts it at launch
+(``invoke_fused_moe_kernel``), and so does :func:`launch_config`: ``SPLIT_K`` is 1,
+``USE_TMA`` is taken out, and for block-quantized weights ``BLOCK_SIZE_K`` is clamped to
+the smaller side of the block.  A config is valid when what it launches is: block sizes
+and warps powers of two, each tile of at most 2**20 elements (Triton's largest tensor),
+at most 1024 threads a program, a clamped ``BLOCK_SIZE_K`` that divides the block's ``k``.
 
 The default is the empty config: flyconfigs does not restate vLLM's heuristic, so a
 resolution that falls back (``source == "default"``) means "no imported config: let vLLM
@@ -24,28 +33,54 @@ from collections.abc import Mapping
 from flyconfigs.errors import InvalidKeyError
 from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue, normalize_key
 from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.schema.models import wave_size_of_arch
 
-__all__ = ["OPTIONAL_TUNABLES", "REQUIRED_TUNABLES", "SPEC", "VLLMFusedMoESpec"]
+__all__ = ["OPTIONAL_TUNABLES", "REQUIRED_TUNABLES", "SPEC", "VLLMFusedMoESpec", "launch_config"]
 
 REQUIRED_TUNABLES = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
-"""What every config of vLLM's files sets."""
-OPTIONAL_TUNABLES = ("SPLIT_K", "waves_per_eu", "matrix_instr_nonkdim", "kpack", "num_ctas")
-"""What some set: ``SPLIT_K`` (older files), and the ROCm backend's launch options."""
-_POWERS_OF_TWO = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_warps")
+"""What every launchable config sets."""
+OPTIONAL_TUNABLES = ("SPLIT_K", "waves_per_eu", "matrix_instr_nonkdim", "kpack", "num_ctas", "USE_TMA", "grf_mode")
+"""What some set: ``SPLIT_K`` (older files), the ROCm backend's launch options
+(``waves_per_eu``, ``matrix_instr_nonkdim``, ``kpack``), Hopper's ``num_ctas``, whether
+the TMA path may run (``USE_TMA``), and Intel XPU's register file mode (``grf_mode``)."""
+NO_TMA_DOWN = {"USE_TMA": False}
+"""A down-projection entry that only says "no TMA path at this batch size": vLLM then
+runs the down GEMM with the up-projection's config (``experts/triton_moe.py``)."""
+MAX_TILE_ELEMENTS = 2**20
+"""Triton's largest tensor (``TRITON_MAX_TENSOR_NUMEL``): no tile of a launch exceeds it."""
+MAX_THREADS = 1024
+"""The most threads one program (a CUDA block, a HIP workgroup) runs."""
+_POWERS_OF_TWO = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_warps", "num_ctas")
+_GRF_MODES = ("128", "256", "auto", "default", "large", "small")
+_ROCM_CHOICES = {"matrix_instr_nonkdim": (0, 4, 16, 32), "kpack": (1, 2)}
 KEY_AXES = (
     KeyAxis("E", int, minimum=1),
     KeyAxis("N", int, minimum=1),
     KeyAxis("dtype", str, nullable=True),
     KeyAxis("block_shape", list, nullable=True),
+    KeyAxis("down", bool),
     KeyAxis("M", int, ordinal=True, minimum=1),
 )
+
+
+def launch_config(config: Mapping[str, KeyValue], key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
+    """What vLLM 0.34's ``invoke_fused_moe_kernel`` launches for ``config`` at ``key``:
+    ``SPLIT_K`` 1, ``USE_TMA`` removed, and ``BLOCK_SIZE_K`` at most the smaller side
+    of a quantization ``block_shape``."""
+    out = {name: value for name, value in config.items() if name != "USE_TMA"}
+    out["SPLIT_K"] = 1
+    shape = key.get("block_shape")
+    if isinstance(shape, list) and len(shape) == 2 and "BLOCK_SIZE_K" in out:
+        out["BLOCK_SIZE_K"] = min(int(out["BLOCK_SIZE_K"]), int(shape[0]), int(shape[1]))
+    return out
 
 
 class VLLMFusedMoESpec(KernelDecl):
     """The declaration of ``vllm_fused_moe`` (a :class:`~flyconfigs.registry.KernelDecl`)."""
 
     name = "vllm_fused_moe"
-    version = 1
+    version = 2
+    """2: the key axis ``down``; launch-time clamp of ``BLOCK_SIZE_K``; USE_TMA and grf_mode."""
     key_axes = KEY_AXES
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
@@ -58,34 +93,69 @@ class VLLMFusedMoESpec(KernelDecl):
                                   f"got {shape!r}")
         return norm
 
+    def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
+        """vLLM's nearest batch size: ``(|M - m|, m)``, nearest by absolute difference, a
+        tie to the smaller tuned ``m``; every tuned ``m`` may serve (never ``None``)."""
+        m = int(tuned["M"])
+        return (float(abs(int(asked["M"]) - m)), float(m))
+
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:
-        """``None`` when ``config`` sets every required tunable, no unknown one, each to
-        an int in range, and fits the key's ``block_shape``; else why not."""
+        """``None`` when vLLM can launch ``config`` at ``key`` (see the module's rules), or
+        a down-projection entry is :data:`NO_TMA_DOWN`; else why not."""
+        if key.get("down") is True and dict(config) == NO_TMA_DOWN:
+            return None
         missing = [n for n in REQUIRED_TUNABLES if n not in config]
         unknown = sorted(str(n) for n in config if n not in REQUIRED_TUNABLES + OPTIONAL_TUNABLES)
         if missing or unknown:
             parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(unknown)}"] if unknown else [])
             return f"not a {self.name} config: {'; '.join(parts)}"
-        for name, value in config.items():
-            if type(value) is not int or value < 0:
-                return f"{name}={value!r} is not a non-negative int"
+        typed = _typed(config)
+        if typed is not None:
+            return typed
+        ints = {n: v for n, v in config.items() if type(v) is int}
         for name in _POWERS_OF_TWO:
-            value = int(config[name])  # type: ignore[call-overload]
-            if value < 1 or value & (value - 1):
+            value = ints.get(name)
+            if value is not None and (value < 1 or value & (value - 1)):
                 return f"{name}={value} is not a power of two"
-        if int(config["GROUP_SIZE_M"]) < 1:  # type: ignore[call-overload]
-            return "GROUP_SIZE_M must be at least 1"
+        for name, least in (("GROUP_SIZE_M", 1), ("SPLIT_K", 1)):
+            if name in ints and ints[name] < least:
+                return f"{name}={ints[name]}: must be at least {least}"
+        for name, choices in _ROCM_CHOICES.items():
+            if name in ints and ints[name] not in choices:
+                return f"{name}={ints[name]}: the ROCm backend takes {', '.join(map(str, choices))}"
+        wave = wave_size_of_arch(device.arch) if device is not None else 32
+        if ints["num_warps"] * wave > MAX_THREADS:
+            return f"num_warps={ints['num_warps']} of {wave} threads is more than {MAX_THREADS} threads a program"
+        block_m, block_n = ints["BLOCK_SIZE_M"], ints["BLOCK_SIZE_N"]
+        block_k = int(launch_config(config, key)["BLOCK_SIZE_K"])
+        for what, size in (("BLOCK_SIZE_M x BLOCK_SIZE_K", block_m * block_k), ("BLOCK_SIZE_K x BLOCK_SIZE_N",
+                           block_k * block_n), ("BLOCK_SIZE_M x BLOCK_SIZE_N", block_m * block_n)):
+            if size > MAX_TILE_ELEMENTS:
+                return f"a {what} tile of {size} elements is more than Triton's {MAX_TILE_ELEMENTS}"
         shape = key.get("block_shape")
-        if shape is not None:
-            block_k = int(shape[1])
-            if block_k % int(config["BLOCK_SIZE_K"]):  # type: ignore[call-overload]
-                return f"BLOCK_SIZE_K={config['BLOCK_SIZE_K']} does not divide the quantization block's {block_k}"
+        if isinstance(shape, list) and int(shape[1]) % block_k:
+            return f"BLOCK_SIZE_K={block_k} (at launch) does not divide the quantization block's {shape[1]}"
         return None
 
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:
         """The empty config: no imported config, so the caller keeps vLLM's own choice."""
         return {}
+
+
+def _typed(config: Mapping[str, object]) -> str | None:
+    """Why a value of ``config`` has the wrong type, or ``None``: ``USE_TMA`` is a bool,
+    ``grf_mode`` one of Intel's modes, every other value a non-negative int."""
+    for name, value in config.items():
+        if name == "USE_TMA":
+            if type(value) is not bool:
+                return f"USE_TMA={value!r} is not true or false"
+        elif name == "grf_mode":
+            if value not in _GRF_MODES:
+                return f"grf_mode={value!r} is not one of {', '.join(_GRF_MODES)}"
+        elif type(value) is not int or value < 0:
+            return f"{name}={value!r} is not a non-negative int"
+    return None
 
 
 SPEC = VLLMFusedMoESpec()

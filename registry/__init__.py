@@ -17,6 +17,7 @@ from flyconfigs.registry.declarations import (
     unregister_kernel,
 )
 from flyconfigs.registry.device import DeviceQuery, parse_device_spec
+from flyconfigs.registry.kernels import TABLE
 from flyconfigs.registry.problems import Problem
 from flyconfigs.registry.resolve import Collision, Resolution, Resolver, Step
 from flyconfigs.registry.sources import ARTIFACT_GROUP, PATH_ENV, PackageInfo
@@ -46,7 +47,7 @@ __all__ = [
     "unregister_kernel",
 ]
 
-_DEFAULT = Resolver()
+_DEFAULT = Resolver(kernels=TABLE)
 
 
 def default_resolver() -> Resolver:

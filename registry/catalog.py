@@ -2,10 +2,12 @@
 lazily and indexed by kernel, arch and device layer, each entry ranked as its source
 ranks for its kernel's owner (see :mod:`flyconfigs.registry.ownership`).
 
-Override directories are scanned whole (they hold local tuning output); a data
-package's manifest is read only when a device of its target is first resolved, since
-every row of a package belongs to its target.  A catalog is never refreshed: the
-resolver replaces it.
+Override directories are indexed from each file's tail (see
+:mod:`flyconfigs.registry.folders`); a data package's manifest is read only when a
+device of its target is first resolved, since every row of a package belongs to its
+target.  An artifact file is read in full only when a call needs it.  A catalog is never
+refreshed: the resolver replaces it.  Its tables are built without a lock: two threads
+that build one at once build the same thing, and the first stored is kept.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flyconfigs.registry.matching import by_product
+from flyconfigs.registry.folders import override_directories, scan_directory
+from flyconfigs.registry.matching import Pool, by_product
 from flyconfigs.registry.ownership import Owner
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import (
@@ -26,8 +29,6 @@ from flyconfigs.registry.sources import (
     Source,
     find_packages,
     load_package,
-    override_directories,
-    scan_directory,
 )
 
 __all__ = ["Catalog", "Index", "rank_entries"]
@@ -38,8 +39,8 @@ class Index:
     """One kernel's entries for one arch, and by device layer token."""
 
     entries: list[Entry]
-    by_layer: tuple[dict[tuple[object, ...], list[Entry]], ...] = field(default_factory=tuple)
-    product_order: dict[tuple[object, ...], list[Entry]] = field(default_factory=dict)
+    by_layer: tuple[dict[tuple[object, ...], Pool], ...] = field(default_factory=tuple)
+    product_order: dict[tuple[object, ...], Pool] = field(default_factory=dict)
     """A layer's entries in the order another product tries them (:func:`by_product`),
     by layer, token and product asked: built on first use."""
     claims: dict[tuple[int, tuple[object, ...]], dict[tuple[object, ...], set[str]]] = field(default_factory=dict)
@@ -51,17 +52,24 @@ class Index:
         slot = (layer, token)
         table = self.claims.get(slot)
         if table is None:
-            table = self.claims[slot] = {}
-            for other in self.by_layer[layer].get(token, []):
+            table = {}
+            for other in self.by_layer[layer].get(token, Pool()):
                 table.setdefault(_claim(other), set()).add(other.source.name)
+            table = self.claims.setdefault(slot, table)
         return table.get(_claim(entry), set())
 
-    def for_product(self, layer: int, token: tuple[object, ...], product: str | None) -> list[Entry]:
+    def pool(self, layer: int, token: tuple[object, ...], product: str | None) -> Pool:
+        """The entries a search step at ``layer`` tries: the exact product's in source
+        order, another layer's with the products nearest ``product`` first."""
+        return self.by_layer[0].get(token, Pool()) if layer == 0 else self.for_product(layer, token, product)
+
+    def for_product(self, layer: int, token: tuple[object, ...], product: str | None) -> Pool:
         """Layer ``layer``'s entries for ``token``, the products nearest ``product`` first."""
         slot = (layer, token, product)
         ordered = self.product_order.get(slot)
         if ordered is None:
-            ordered = self.product_order[slot] = by_product(self.by_layer[layer].get(token, []), product)
+            ordered = self.product_order.setdefault(slot, Pool(by_product(self.by_layer[layer].get(token, Pool()),
+                                                                          product)))
         return ordered
 
 
@@ -73,8 +81,9 @@ class Catalog:
     """Every source a resolver reads, in precedence order, each read once.  Not
     thread-safe by itself: the resolver holds its lock around every call."""
 
-    def __init__(self, paths: list[str] | None, problems: ProblemLog) -> None:
+    def __init__(self, paths: list[str] | None, problems: ProblemLog, packages: bool = True) -> None:
         self._paths = paths
+        self._with_packages = packages
         self.problems = problems
         self._indexes: dict[tuple[Owner, str], Index] = {}
         self._overrides: list[Entry] | None = None
@@ -96,7 +105,7 @@ class Catalog:
     def package_refs(self) -> list[PackageRef]:
         """The installed data packages, the ones the user ranks first (metadata only)."""
         if self._refs is None:
-            self._refs = find_packages(problems=self.problems)
+            self._refs = find_packages(problems=self.problems) if self._with_packages else []
         return self._refs
 
     def packages_for(self, target: str) -> list[LoadedPackage]:
@@ -109,7 +118,7 @@ class Catalog:
                     package = load_package(ref, self.problems)
                     if package is not None:
                         loaded.append(package)
-            self._loaded[target] = loaded
+            loaded = self._loaded.setdefault(target, loaded)
         return loaded
 
     def entries_for(self, arch: str) -> list[Entry]:
@@ -125,11 +134,11 @@ class Catalog:
         index = self._indexes.get((owner, arch))
         if index is None:
             entries = rank_entries([e for e in self.entries_for(arch) if e.kernel == owner.kernel], owner)
-            layers: tuple[dict[tuple[object, ...], list[Entry]], ...] = ({}, {}, {})
+            layers: tuple[dict[tuple[object, ...], Pool], ...] = ({}, {}, {})
             for entry in entries:
                 for layer, token in enumerate(entry.device.layers()):
-                    layers[layer].setdefault(token, []).append(entry)
-            index = self._indexes[(owner, arch)] = Index(entries, layers)
+                    layers[layer].setdefault(token, Pool()).append(entry)
+            index = self._indexes.setdefault((owner, arch), Index(entries, layers))
         return index
 
     def sources_for(self, arch: str, owner: Owner | None = None) -> list[Source]:
@@ -167,13 +176,19 @@ class Catalog:
 
 
 def rank_entries(entries: list[Entry], owner: Owner) -> list[Entry]:
-    """``entries`` (one kernel's) ranked for ``owner``, in precedence order (each source
-    ranked once, however many entries it has)."""
+    """``entries`` (one kernel's) as they rank for ``owner``, in precedence order, new
+    entries sharing the originals' files (each source ranked once, however many entries
+    it has; the originals are never changed, so rankings for two owners never mix).
+    Within one source the most recently made artifact goes first, so of two tuning runs
+    of one key in one folder the newer serves (``doctor`` and ``validate`` report them)."""
     ranked: dict[int, Source] = {}
+    out = []
     for entry in entries:
         base = entry.base_source()
         source = ranked.get(id(base))
         if source is None:
             source = ranked[id(base)] = base.for_family(owner)
-        entry.source = source
-    return sorted(entries, key=lambda e: e.source.rank)
+        out.append(entry if source is entry.source else entry.ranked(source))
+    # Stable: a source's entries keep their order but for the time each was made.
+    by_time = sorted(out, key=lambda e: e.created or "", reverse=True)
+    return sorted(by_time, key=lambda e: e.source.rank)

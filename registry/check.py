@@ -11,8 +11,10 @@ from pathlib import Path
 
 from flyconfigs.errors import KernelPluginError, UnknownKernelError
 from flyconfigs.registry.binding import binding_problem
-from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, kernel_declaration
+from flyconfigs.registry.calls import check_config
+from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.kernels import TABLE, KernelTable, LoadedKernel
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
 from flyconfigs.registry.sources import Source, read_package_folder
 from flyconfigs.schema.jsonio import read_document
@@ -25,7 +27,7 @@ __all__ = ["check_package_folder", "check_winner", "refusal"]
 _TEST_DOUBLE_MESSAGE = "made by the test backend; never served to a real device"
 
 
-def refusal(decl: KernelDecl | None, artifact: Artifact, key: Mapping[str, KeyValue],
+def refusal(kernel: LoadedKernel | KernelDecl | None, artifact: Artifact, key: Mapping[str, KeyValue],
             device: DeviceQuery | None) -> tuple[ProblemKind, str] | None:
     """Why the loader may not serve ``artifact``'s winner for ``key`` on ``device``, as
     a problem kind and message, or ``None`` when it may: made by a test double and the
@@ -38,9 +40,11 @@ def refusal(decl: KernelDecl | None, artifact: Artifact, key: Mapping[str, KeyVa
     identity, as ``validate`` and ``doctor`` do."""
     if artifact.from_test_double and (device is None or device.product != TEST_DEVICE_PRODUCT):
         return "test-double", _TEST_DOUBLE_MESSAGE
-    if decl is None:
+    if kernel is None:
         return None
-    stale = binding_problem(decl, artifact.kernel)
+    decl = kernel.decl if isinstance(kernel, LoadedKernel) else kernel
+    digest = (lambda: kernel.digest) if isinstance(kernel, LoadedKernel) else None
+    stale = binding_problem(decl, artifact.kernel, artifact.selection.rule, digest)
     if stale is not None:
         return "stale-artifact", stale
     why = check_config(decl, artifact.winner.config, key,
@@ -48,7 +52,8 @@ def refusal(decl: KernelDecl | None, artifact: Artifact, key: Mapping[str, KeyVa
     return None if why is None else ("invalid-config", why)
 
 
-def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribution: str | None = None) -> list[str]:
+def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribution: str | None = None,
+                 kernels: KernelTable | None = None) -> list[str]:
     """Report what would make the loader refuse the artifact to a real device of its own
     identity, for its own key (:func:`refusal`: ``test-double``, ``stale-artifact``,
     ``invalid-config``),
@@ -59,10 +64,12 @@ def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribut
     the environment's matter (``doctor`` reports it), never a problem of the artifact."""
     notes: list[str] = []
     decl: KernelDecl | None
+    record: LoadedKernel | None
     try:
-        decl = kernel_declaration(artifact.kernel.name)
+        record = (kernels or TABLE).record(artifact.kernel.name)
+        decl = record.decl
     except (UnknownKernelError, KernelPluginError) as exc:
-        decl = None
+        decl = record = None
         notes.append(f"winner not checked: {exc}")
     if decl is not None and sorted(artifact.key) != sorted(axis.name for axis in decl.key_axes):
         how = "imported " if artifact.selection.rule == "imported" else ""
@@ -71,8 +78,8 @@ def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribut
             f"this {how}artifact names kernel {decl.name!r} but keys it by ({', '.join(sorted(artifact.key))}), "
             f"while the declared {decl.name!r} takes ({', '.join(a.name for a in decl.key_axes)}): another kernel "
             f"under the same name, never served for this one; give it a name of its own", distribution))
-        decl = None
-    refused = refusal(decl, artifact, dict(artifact.key), None)
+        decl = record = None
+    refused = refusal(record, artifact, dict(artifact.key), None)
     if refused is not None:
         kind, why = refused
         message = f"{decl.name} refuses the winner: {why}" if decl is not None and kind == "invalid-config" else why

@@ -1,21 +1,27 @@
 """Matching, as pure functions of their inputs: an exact key, the nearest key on a
-kernel's ordinal axes, the order in which other products' artifacts are tried, and
-collisions between sources (with their labels)."""
+kernel's ordinal axes (standing first), and the order in which other products'
+artifacts are tried."""
 
 from __future__ import annotations
 
-import logging
 import math
 import os
-import threading
 
-from flyconfigs.registry.declarations import KernelDecl, KeyValue
-from flyconfigs.registry.problems import Problem, ProblemLog
-from flyconfigs.registry.records import Collision
-from flyconfigs.registry.sources import PACKAGES_ENV, Entry
+from flyconfigs.registry.contract import KernelDecl, KeyValue
+from flyconfigs.registry.nearest import has_own_distance, neighbour_distance
+from flyconfigs.registry.problems import ProblemLog
+from flyconfigs.registry.sources import Entry
 from flyconfigs.schema.canonical import canonical_text
 
-__all__ = ["by_product", "exact_matches", "find_collisions", "nearest_matches", "source_label"]
+__all__ = ["Pool", "by_product", "exact_matches", "nearest_matches", "nearest_ranked", "source_label"]
+
+
+class Pool(list[Entry]):
+    """A list of entries that keeps its grouping for matching (made on first use) with
+    it, so the grouping lives exactly as long as the pool: a catalog's pools are never
+    changed once built."""
+
+    prepared: _Prepared | None = None
 
 
 def exact_matches(pool: list[Entry], key: dict[str, KeyValue]) -> list[Entry]:
@@ -37,9 +43,21 @@ def by_product(pool: list[Entry], product: str | None) -> list[Entry]:
     return sorted(pool, key=order)
 
 
-def nearest_matches(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl) -> list[Entry]:
-    """Entries equal to ``key`` on every exact axis, nearest first: the smallest sum over
-    ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned value, then pool order."""
+def nearest_matches(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl,
+                    problems: ProblemLog | None = None) -> list[Entry]:
+    """The entries of :func:`nearest_ranked`, in its order."""
+    return [entry for entry, _ in nearest_ranked(pool, key, decl, problems)]
+
+
+def nearest_ranked(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl,
+                   problems: ProblemLog | None = None) -> list[tuple[Entry, tuple[float, ...]]]:
+    """Entries equal to ``key`` on every exact axis with their distance, in the
+    nearest-key step's order: **standing first** (a source's tier), then the family's
+    ``key_distance`` (:mod:`flyconfigs.registry.nearest`; by default the smallest sum over
+    ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned value), then pool
+    order.  A higher-standing source's nearest key so goes before a lower one's nearer
+    key: distance decides only among sources of one standing.  An entry the family's
+    rule answers ``None`` for is left out."""
     ordinal = tuple(a.name for a in decl.key_axes if a.ordinal)
     if not ordinal:
         return []
@@ -51,17 +69,20 @@ def nearest_matches(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDec
         return []
     if not group or not all(type(v) is int for v in asked):
         return []
-    wanted = [_log2(v) for v in asked]
-    if len(wanted) == 2:  # the common case (M and N), without a generator per entry
-        w0, w1 = wanted
-        scored = [(abs(logs[0] - w0) + abs(logs[1] - w1), larger, rank, entry) for logs, larger, rank, entry in group]
+    scored: list[tuple[int, tuple[float, ...], int, Entry]] = []
+    if has_own_distance(decl):
+        for _, _, rank, entry in group:
+            distance = neighbour_distance(decl, key, entry.key, problems)
+            if distance is not None:
+                scored.append((entry.source.rank[0], distance, rank, entry))
     else:
-        scored = [(sum(abs(t - w) for t, w in zip(logs, wanted, strict=True)), larger, rank, entry)
-                  for logs, larger, rank, entry in group]
-    # Ranks are unique, so the tuples order by (distance, larger tuned value, pool order)
-    # and never compare two entries.
-    scored.sort()
-    return [item[3] for item in scored]
+        wanted = [_log2(v) for v in asked]
+        for logs, larger, rank, entry in group:
+            total = sum(abs(t - w) for t, w in zip(logs, wanted, strict=True))
+            scored.append((entry.source.rank[0], (total, *larger), rank, entry))
+    # Ranks are unique, so the tuples never compare two entries.
+    scored.sort(key=lambda item: item[:3])
+    return [(item[3], item[1]) for item in scored]
 
 
 def _signature(key: dict[str, KeyValue], exact: tuple[str, ...]) -> tuple[object, ...]:
@@ -101,65 +122,18 @@ class _Prepared:
         return groups
 
 
-_PREPARED: dict[int, _Prepared] = {}
-_PREPARED_LIMIT = 256
-_PREPARED_LOCK = threading.Lock()
-
-
 def _prepared(pool: list[Entry]) -> _Prepared:
-    """``pool`` grouped (see :class:`_Prepared`), made once per pool.  A resolver's pools
-    are lists its catalog builds once and never changes; the cache holds each pool it
-    grouped, so an id is never reused while cached, and a pool whose length changed is
-    grouped again."""
-    with _PREPARED_LOCK:
-        found = _PREPARED.get(id(pool))
-        if found is None or found.pool is not pool or found.size != len(pool):
-            if len(_PREPARED) >= _PREPARED_LIMIT:
-                _PREPARED.clear()
-            found = _PREPARED[id(pool)] = _Prepared(pool)
-        return found
+    """``pool`` grouped (see :class:`_Prepared`): kept with a :class:`Pool` (whose
+    entries never change), made afresh for a plain list."""
+    if isinstance(pool, Pool):
+        if pool.prepared is None or pool.prepared.size != len(pool):
+            pool.prepared = _Prepared(pool)
+        return pool.prepared
+    return _Prepared(pool)
 
 
 def _log2(value: int) -> float:
     return math.log2(max(value, 1))
-
-
-def find_collisions(entries: list[Entry], problems: ProblemLog) -> list[Collision]:
-    """Every group of entries for one kernel, device and key (ranked for the kernel's
-    owner), the first in the resolver's order winning (standing, then measured before
-    predicted, then the user's order), or none when the best rank is shared (contested);
-    each is reported once (INFO when someone chose the order, else WARNING)."""
-    slots: dict[tuple[object, ...], list[Entry]] = {}
-    for entry in entries:
-        slots.setdefault(entry.slot(), []).append(entry)
-    found = []
-    for group in slots.values():
-        if len(group) < 2:
-            continue
-        group.sort(key=lambda e: _precedence(e, problems))
-        names = [source_label(e) for e in group]
-        contested = any(e.source.rank == group[0].source.rank for e in group[1:])
-        deliberate = not contested and (
-            group[0].source.kind == "override" or all(e.source.standing == "chosen" for e in group))
-        collision = Collision(group[0].kernel, dict(group[0].key), group[0].device, names[0], tuple(names[1:]),
-                              deliberate, contested, tuple(e.source.standing for e in group))
-        found.append(collision)
-        where = f"{group[0].kernel} {dict(group[0].key)} on {group[0].device.describe()}: "
-        if contested:
-            ties = [n for e, n in zip(group, names, strict=True) if e.source.rank == group[0].source.rank]
-            message = (where + f"{' and '.join(ties)} claim it at the same precedence ({group[0].source.standing}); "
-                       f"neither is served: rank them with {PACKAGES_ENV}")
-        else:
-            message = (where + f"{names[0]} ({group[0].source.standing}) wins over "
-                       + ", ".join(f"{n} ({e.source.standing})" for e, n in zip(group[1:], names[1:], strict=True))
-                       + ("" if deliberate else f" (nobody chose this order: rank packages with {PACKAGES_ENV})"))
-        problems.report(Problem("collision", str(group[1].path), message), logging.INFO if deliberate else logging.WARNING)
-    return found
-
-
-def _precedence(entry: Entry, problems: ProblemLog) -> tuple[int, bool, int]:
-    artifact = entry.load(problems)
-    return entry.source.rank[0], artifact is not None and artifact.selection.rule == "predicted", entry.source.rank[1]
 
 
 def source_label(entry: Entry) -> str:

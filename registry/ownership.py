@@ -16,7 +16,9 @@ from typing import Literal
 
 from packaging.utils import canonicalize_name
 
-from flyconfigs.registry.declarations import KernelDecl, declared_by
+from flyconfigs.registry.calls import report_fault
+from flyconfigs.registry.kernels import LoadedKernel
+from flyconfigs.registry.problems import ProblemLog
 
 __all__ = ["OFFICIAL_PREFIX", "TIERS", "Owner", "Standing", "is_official", "owner_of"]
 
@@ -54,11 +56,22 @@ class Owner:
         return who + (f" (with {', '.join(sorted(self.packages))})" if self.packages else "")
 
 
-def owner_of(decl: KernelDecl | None, kernel: str) -> Owner:
-    """The owner of ``kernel`` whose declaration is ``decl`` (``None`` when this
-    environment declares no such kernel: no package is its owner's)."""
-    if decl is None:
+def owner_of(record: LoadedKernel | None, kernel: str, problems: ProblemLog | None = None) -> Owner:
+    """The owner of ``kernel`` whose loaded record is ``record`` (``None`` when this
+    environment declares no such kernel: no package is its owner's); made once per
+    record.  A ``data_packages`` that raises or is not a collection of names is reported
+    once (``kernel-error``) and names no package."""
+    if record is None:
         return Owner(kernel)
-    dist = declared_by(decl)
-    return Owner(kernel, canonicalize_name(dist) if dist else None,
-                 frozenset(canonicalize_name(p) for p in decl.data_packages))
+    if record.owner_cache is None:
+        dist = record.distribution
+        try:
+            named = record.decl.data_packages
+            if isinstance(named, str) or not all(isinstance(p, str) for p in named):
+                raise TypeError(f"it is {named!r}, not a collection of distribution names")
+            packages = frozenset(canonicalize_name(p) for p in named)
+        except Exception as exc:  # noqa: BLE001 - a plugin's member failing must not break serving
+            report_fault(record.decl, "data_packages", exc, "the family's owner names no data package", problems)
+            packages = frozenset()
+        record.owner_cache = Owner(kernel, canonicalize_name(dist) if dist else None, packages)
+    return record.owner_cache

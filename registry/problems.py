@@ -38,6 +38,8 @@ ProblemKind = Literal[
     "observer-error",
     "detector-collision",
     "detector-choice",
+    "bad-setting",
+    "duplicate",
 ]
 
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from flyconfigs.registry.declarations import KeyValue
+from flyconfigs.registry.contract import KeyValue
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import DeviceIdentity
 

@@ -21,12 +21,12 @@ from typing import Literal
 from packaging.utils import canonicalize_name
 
 from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
-from flyconfigs.registry.declarations import KeyValue
+from flyconfigs.registry.contract import KeyValue
 from flyconfigs.registry.entrypoints import find_entry_points
 from flyconfigs.registry.ownership import TIERS, Owner, Standing, is_official
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
 from flyconfigs.schema.canonical import canonical_text
-from flyconfigs.schema.jsonio import json_files_under, parse_document, read_document, read_file_bytes
+from flyconfigs.schema.jsonio import parse_document, read_document, read_file_bytes
 from flyconfigs.schema.load import parse_artifact, parse_manifest
 from flyconfigs.schema.manifest import MANIFEST_FILE
 from flyconfigs.schema.models import Artifact, DeviceIdentity
@@ -42,10 +42,8 @@ __all__ = [
     "Source",
     "find_packages",
     "load_package",
-    "override_directories",
     "package_folder",
     "read_package_folder",
-    "scan_directory",
 ]
 
 ARTIFACT_GROUP = "flyconfigs.artifacts"
@@ -100,12 +98,24 @@ class PackageInfo:
     """The kernel families it serves (its manifest's ``kernels``, or its rows')."""
 
 
+@dataclass
+class _File:
+    """What loading an entry's file gave, shared by every ranking of the entry."""
+
+    artifact: Artifact | None = None
+    failed: bool = False
+
+
 @dataclass(eq=False)
 class Entry:
     """One artifact a source offers, loaded lazily.
 
     ``location`` is the file's path, or its path relative to ``root`` (a package's
-    folder) when ``root`` is set."""
+    folder) when ``root`` is set.  ``rule`` and ``created`` (the selection rule and the
+    provenance's time) are known before the file is loaded for an override directory's
+    entries (read from the file's tail), else ``None`` until it is.  An entry is never
+    changed once made: :meth:`ranked` gives the entry as it ranks for one family, sharing
+    the file it loads."""
 
     kernel: str
     key: dict[str, KeyValue]
@@ -116,7 +126,17 @@ class Entry:
     root: str | None = None
     _artifact: Artifact | None = field(default=None, repr=False)
     _base: Source | None = field(default=None, repr=False)
-    _failed: bool = field(default=False, repr=False)
+    rule: str | None = field(default=None, repr=False)
+    created: str | None = field(default=None, repr=False)
+    _file: _File | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self._file is None:
+            self._file = _File(self._artifact)
+        if self._artifact is not None and self.rule is None:
+            self.rule, self.created = self._artifact.selection.rule, self._artifact.provenance.created
+        if self._base is None:
+            self._base = self.source
 
     @property
     def path(self) -> Path:
@@ -124,26 +144,40 @@ class Entry:
         return Path(self.root, self.location) if self.root is not None else Path(self.location)
 
     def base_source(self) -> Source:
-        """The source as found, before it was ranked for a family (see
-        :func:`~flyconfigs.registry.catalog.rank_entries`, which sets :attr:`source`)."""
-        if self._base is None:
-            self._base = self.source
+        """The source as found, before it was ranked for a family."""
+        assert self._base is not None
         return self._base
+
+    def ranked(self, source: Source) -> Entry:
+        """This entry as ``source`` (its source ranked for one family) offers it: a new
+        entry sharing this one's file, so each file is loaded once."""
+        return replace(self, source=source)
 
     def slot(self) -> tuple[object, ...]:
         """Entries with equal slots (kernel, device identity, key) collide."""
         return (self.kernel, self.device.layers()[0], canonical_text(self.key))
 
+    def predicted(self, problems: ProblemLog) -> bool:
+        """Whether the artifact's winner was predicted (loads it when its rule is not
+        known yet; an unloadable one is not)."""
+        if self.rule is None:
+            artifact = self.load(problems)
+            return artifact is not None and artifact.selection.rule == "predicted"
+        return self.rule == "predicted"
+
     def load(self, problems: ProblemLog) -> Artifact | None:
-        """The artifact, read and checked once; ``None`` (and a problem logged) if bad."""
-        if self._artifact is not None or self._failed:
-            return self._artifact
+        """The artifact, read and checked once; ``None`` (and a problem logged) if bad.
+        Safe to call from several threads (at worst a file is read twice)."""
+        state = self._file
+        assert state is not None
+        if state.artifact is not None or state.failed:
+            return state.artifact
         try:
-            self._artifact = self._read()
+            state.artifact = self._read()
         except _Bad as bad:
-            self._failed = True
+            state.failed = True
             problems.report(Problem(bad.kind, str(self.path), bad.message, self._distribution()))
-        return self._artifact
+        return state.artifact
 
     def _distribution(self) -> str | None:
         return self.source.name if self.source.kind == "package" else None
@@ -171,7 +205,9 @@ class Entry:
         except ArtifactError as exc:
             raise _Bad("invalid-artifact", "; ".join(str(p) for p in exc.problems)) from None
         if (artifact.kernel.name, artifact.device.identity, artifact.key) != (self.kernel, self.device, self.key):
-            raise _Bad("identity-mismatch", "the artifact's kernel, device or key differs from its manifest row")
+            raise _Bad("identity-mismatch", "the artifact's kernel, device or key differs from its manifest row"
+                        if self.root is not None else "the artifact's kernel, device or key differs from what its "
+                        "file's end said when the folder was indexed (the file changed)")
         return artifact
 
 
@@ -180,40 +216,6 @@ class _Bad(Exception):
         super().__init__(message)
         self.kind: ProblemKind = kind
         self.message = message
-
-
-def override_directories(value: str | None = None) -> list[Path]:
-    """The directories of ``FLYCONFIGS_PATH`` (``os.pathsep``-separated), in order."""
-    text = os.environ.get(PATH_ENV, "") if value is None else value
-    return [Path(p) for p in text.split(os.pathsep) if p]
-
-
-def scan_directory(folder: Path, rank: int, problems: ProblemLog) -> list[Entry]:
-    """Every valid artifact under ``folder`` (``*.json``, recursively, dot-files and
-    dot-folders skipped); invalid ones, special files, and folders that are missing or
-    cannot be read are reported and skipped."""
-    source = Source("override", str(folder), (TIERS["override"], rank))
-    entries: list[Entry] = []
-    if not folder.is_dir():
-        problems.report(Problem("unreadable-source", str(folder), f"{PATH_ENV} names a folder that does not exist"))
-        return entries
-
-    def unreadable(exc: OSError) -> None:
-        problems.report(Problem("unreadable-source", str(exc.filename or folder), f"cannot read: {exc.strerror or exc}"))
-
-    for path in json_files_under(folder, unreadable):
-        try:
-            artifact, _ = parse_artifact(read_document(path, schema_bounds_depth=True), str(path))
-        except UnsupportedSchemaVersionError as exc:
-            problems.report(Problem("unsupported-major", str(path), exc.problems[0].message))
-            continue
-        except ArtifactError as exc:
-            problems.report(Problem("invalid-artifact", str(path), "; ".join(str(p) for p in exc.problems)))
-            continue
-        entries.append(
-            Entry(artifact.kernel.name, dict(artifact.key), artifact.device.identity, str(path), source, _artifact=artifact)
-        )
-    return entries
 
 
 @dataclass(frozen=True)

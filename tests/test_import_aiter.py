@@ -59,12 +59,21 @@ def test_the_device_is_derived_from_gfx_and_cu_num_and_names_no_product() -> Non
 def test_a_file_from_before_the_gfx_column_derives_the_arch_from_the_cu_count_where_the_catalog_can(tmp_path: Path) -> None:
     rows = _rows(BEFORE_GFX)
     result = import_aiter_file(BEFORE_GFX)
-    assert len(result.artifacts) == sum(r["cu_num"] == "304" for r in rows) == 32
-    assert {(a.device.arch, a.device.compute_units) for a in result.artifacts} == {("gfx942", 304)}
-    source = result.artifacts[0].provenance.source
+    # 304 CUs (the MI300 class) and 80 (the MI308X) are gfx942, 256 (the MI350 class) gfx950.
+    assert len(result.artifacts) == len(rows) == 550 and result.refused == []
+    assert {(a.device.arch, a.device.compute_units) for a in result.artifacts} == {("gfx942", 304), ("gfx942", 80),
+                                                                                  ("gfx950", 256)}
+    source = next(a for a in result.artifacts if a.device.compute_units == 304).provenance.source
     assert source is not None and "no gfx column" in source.device_from and "304 CUs is gfx942" in source.device_from
-    # 80 CUs (an MI308X) and 256 (an MI355X): no product of the catalog says which arch.
-    assert len(result.refused) == sum(r["cu_num"] in ("80", "256") for r in rows)
+    # A CU count no product of the catalog has: nothing says which arch.
+    text = BEFORE_GFX.read_text().splitlines()
+    header = text[0].split(",")
+    cells = text[1].split(",")
+    cells[header.index("cu_num")] = "77"
+    odd = tmp_path / BEFORE_GFX.name
+    odd.write_text("\n".join([text[0], ",".join(cells), *text[2:]]) + "\n")
+    result = import_aiter_file(odd)
+    assert len(result.refused) == 1 and len(result.artifacts) == len(rows) - 1
     assert {e.problems[0].field.split(".")[1] for e in result.refused} == {"cu_num"}
 
 

@@ -61,7 +61,7 @@ def test_upstream_files_are_imported_published_installed_and_served(tmp_path: Pa
         subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-cache-dir", "--index-url", index.simple,
                         "flyconfigs-gfx942", "flyconfigs-sm90"], check=True, capture_output=True)
 
-    moe = {"E": 128, "N": 384}
+    moe = {"E": 128, "N": 384, "down": False}
     with AITER_FILE.open(newline="") as handle:
         aiter_row = next(r for r in csv.DictReader(handle) if (r["gfx"], r["cu_num"]) == ("gfx942", "304"))
     asks = [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flyconfigs.adapters.vllm import import_vllm_file, parse_file_name
+from flyconfigs.adapters.vllm import import_vllm_file, parse_file_name, vllm_file_name
 from flyconfigs.cli import main
 from flyconfigs.errors import ArtifactError
 from flyconfigs.registry import Resolver
@@ -33,7 +33,8 @@ def test_every_batch_size_becomes_an_artifact_with_the_files_config_and_nothing_
     assert sorted(a.key["M"] for a in result.artifacts) == sorted(int(m) for m in shipped)
     for artifact in result.artifacts:
         batch = artifact.key["M"]
-        assert artifact.key == {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128], "M": batch}
+        assert artifact.key == {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128], "down": False,
+                                "M": batch}
         assert dict(artifact.winner.config) == shipped[str(batch)]
         assert [dict(c.config) for c in artifact.candidates] == [shipped[str(batch)]]
         assert artifact.selection.rule == "imported" and artifact.default is None
@@ -75,14 +76,15 @@ def test_validate_accepts_them_and_resolve_serves_them_for_their_device_and_key(
     assert sorted(p.name for p in (tmp_path / "imported").iterdir()) == ["gfx942", "sm90"]
     assert main(["validate", str(tmp_path / "imported")]) == 0
     resolver = Resolver(paths=[str(tmp_path / "imported")], detector=None)
-    key = {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128]}
+    key = {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128], "down": False}
     shipped = json.loads(H200_FILE.read_text())
     exact = resolver.resolve("vllm_fused_moe", {**key, "M": 96}, device="H200")
     assert (exact.source, exact.key_match, exact.selection) == ("override", "exact", "imported")
     assert dict(exact.config) == shipped["96"]
     nearest = resolver.resolve("vllm_fused_moe", {**key, "M": 100}, device="H200")
     assert nearest.key_match == "nearest" and nearest.matched_key is not None and nearest.matched_key["M"] == 96
-    rocm = resolver.resolve("vllm_fused_moe", {"E": 128, "N": 384, "dtype": None, "block_shape": None, "M": 8192},
+    rocm = resolver.resolve("vllm_fused_moe", {"E": 128, "N": 384, "dtype": None, "block_shape": None,
+                                                "down": False, "M": 8192},
                             device="MI300X")
     assert dict(rocm.config) == json.loads(MI300X_FILE.read_text())["8192"]
     other = resolver.resolve("vllm_fused_moe", {**key, "M": 96}, device="MI300X")
@@ -93,16 +95,17 @@ def test_an_entry_that_cannot_be_represented_is_refused_alone_naming_its_field(t
     data = json.loads(H200_FILE.read_text())
     data["sixty-four"] = data.pop("64")
     data["96"]["num_warps"] = "4"
-    data["128"]["BLOCK_SIZE_K"] = 256  # one scale per 128 columns of K: the kernel cannot take a 256-wide step
+    data["128"]["num_warps"] = 1024  # 32,768 threads a program: nothing launches it
     data["256"]["USE_TMA"] = 1
+    data["512"]["BLOCK_SIZE_K"] = 256  # clamped to the block's 128 at launch, as vLLM does: imported
     data["triton_version"] = "3.4.0"
     bad = tmp_path / H200_FILE.name
     bad.write_text(json.dumps(data))
     result = import_vllm_file(bad)
     refused = {e.problems[0].field: e.problems[0].message for e in result.refused}
-    assert set(refused) == {"sixty-four", "96.num_warps", "128", "256"}
-    assert "not a batch size" in refused["sixty-four"] and "expected an int" in refused["96.num_warps"]
-    assert "BLOCK_SIZE_K=256 does not divide" in refused["128"] and "unknown USE_TMA" in refused["256"]
+    assert set(refused) == {"sixty-four", "96", "128", "256"}
+    assert "not a batch size" in refused["sixty-four"] and "num_warps='4' is not a non-negative int" in refused["96"]
+    assert "more than 1024 threads a program" in refused["128"] and "USE_TMA=1 is not true or false" in refused["256"]
     assert all(str(bad) in str(e) for e in result.refused)
     assert len(result.artifacts) == len(data) - 1 - 4
     assert {a.provenance.backend_versions["triton"] for a in result.artifacts} == {"3.4.0"}
@@ -113,9 +116,11 @@ def test_a_file_that_cannot_be_imported_at_all_is_refused_naming_the_file_and_fi
     with pytest.raises(ArtifactError) as info:
         import_vllm_file(tmp_path / "E=128,N=384.json")
     assert info.value.problems[0].field == "<file name>"
+    unknown = tmp_path / MI308X_FILE.name.replace("MI308X", "MI999X")
+    shutil.copy(MI308X_FILE, unknown)
     with pytest.raises(ArtifactError) as info:
-        import_vllm_file(MI308X_FILE)  # the catalog knows no MI308X
-    assert info.value.problems[0].field == "<file name>.device_name" and info.value.file == str(MI308X_FILE)
+        import_vllm_file(unknown)  # the catalog knows no MI999X
+    assert info.value.problems[0].field == "<file name>.device_name" and info.value.file == str(unknown)
 
 
 def test_the_triton_version_a_file_records_is_kept() -> None:
@@ -128,7 +133,7 @@ def test_the_triton_version_a_file_records_is_kept() -> None:
 def test_a_gpu_the_catalog_does_not_know_is_given_by_the_importer_and_said_to_be(tmp_path: Path,
                                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    assert main(["import", "vllm", str(MI308X_FILE), "--out", str(out), "--device", MI308X, "--json"]) == 1
+    assert main(["import", "vllm", str(MI308X_FILE), "--out", str(out), "--device", MI308X, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     written = [load_artifact(Path(row["to"])) for row in report["files"]]
     device = written[0].device
@@ -136,15 +141,31 @@ def test_a_gpu_the_catalog_does_not_know_is_given_by_the_importer_and_said_to_be
                                                                                      80, 64)
     assert "as the import was told" in written[0].provenance.source.device_from  # type: ignore[union-attr]
     # vLLM ships this file with BLOCK_SIZE_K=256 for 128-wide quantization blocks in 12 of its 18
-    # entries: one scale would cover two blocks, so those are refused and the rest imported.
+    # entries and launches them with BLOCK_SIZE_K 128: all 18 are imported, served as shipped.
     shipped = json.loads(MI308X_FILE.read_text())
-    assert sorted(a.key["M"] for a in written) == sorted(int(m) for m, c in shipped.items() if c["BLOCK_SIZE_K"] == 128)
-    assert len(report["refused"]) == 12
-    assert all("BLOCK_SIZE_K=256 does not divide the quantization block's 128" in r["message"] for r in report["refused"])
+    assert sorted(a.key["M"] for a in written) == sorted(int(m) for m in shipped) and report["refused"] == []
+    assert sum(a.winner.config["BLOCK_SIZE_K"] == 256 for a in written) == 12
     assert main(["import", "vllm", str(MI308X_FILE), "--out", str(out), "--device", "gfx942"]) == 2
 
 
-def test_the_file_name_is_parsed_as_vllm_writes_it() -> None:
-    assert parse_file_name(H200_FILE.name) == ({"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128]},
-                                               "NVIDIA_H200")
-    assert parse_file_name("E=8,N=14336,device_name=AMD_Instinct_MI300X,block_shape=[128,128].json")[0]["dtype"] is None
+def test_the_file_name_is_parsed_as_vllm_writes_it_and_written_back() -> None:
+    named = parse_file_name(H200_FILE.name)
+    assert (named.decl.name, named.axes, named.device_name) == (
+        "vllm_fused_moe", {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128], "down": False},
+        "NVIDIA_H200")
+    assert parse_file_name("E=8,N=14336,device_name=AMD_Instinct_MI300X,block_shape=[128,128].json").axes["dtype"] is None
+    down = parse_file_name("E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128]_down.json")
+    assert (down.axes["down"], down.device_name) == (True, "NVIDIA_H200")
+    assert parse_file_name("E=8,N=64,device_name=NVIDIA_H200_down.json").axes == {
+        "E": 8, "N": 64, "dtype": None, "block_shape": None, "down": True}
+    flydsl = parse_file_name("E=384,N=256,device_name=AMD_Instinct_MI355X,dtype=int4_w4a16,backend=flydsl.json")
+    assert (flydsl.decl.name, flydsl.axes) == ("vllm_flydsl_moe", {"E": 384, "N": 256, "dtype": "int4_w4a16"})
+    for name in ("E=384,N=256,device_name=X,dtype=fp8_w8a8,backend=flydsl.json",
+                 "E=384,N=256,device_name=X,dtype=int4_w4a16,backend=triton.json"):
+        with pytest.raises(ArtifactError, match="backend"):
+            parse_file_name(name)
+    for name in (H200_FILE.name, MI300X_FILE.name, "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,"
+                 "block_shape=[128,128]_down.json", "E=384,N=256,device_name=AMD_Instinct_MI355X,dtype=int4_w4a16,"
+                 "backend=flydsl.json"):
+        named = parse_file_name(name)
+        assert vllm_file_name(named.decl.name, named.device_name, named.axes) == name

@@ -23,7 +23,8 @@ SHIPPED = Path(__file__).parents[1] / "artifacts"
 def test_the_catalog_holds_the_mi300_class_with_their_identity_and_sources() -> None:
     catalog = product_catalog()
     gfx942 = {p.device.product: p for p in catalog.products if p.device.arch == "gfx942"}
-    assert set(gfx942) == {"AMD Instinct MI300X", "AMD Instinct MI325X", "AMD Instinct MI300A"}
+    assert set(gfx942) == {"AMD Instinct MI300X", "AMD Instinct MI325X", "AMD Instinct MI300A", "AMD Instinct MI308X",
+                           "AMD Instinct MI325 OAM"}
     for product in gfx942.values():
         device = product.device
         assert (device.vendor, device.wave_size, device.features) == ("amd", 64, ["sramecc+", "xnack-"])

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from factories import H200, MI300X, make_artifact
 from flyconfigs.kernels.rmsnorm import SPEC
-from flyconfigs.registry.matching import by_product, exact_matches, find_collisions, nearest_matches
+from flyconfigs.registry.contest import find_collisions
+from flyconfigs.registry.matching import by_product, exact_matches, nearest_matches
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry, Source
 

@@ -279,7 +279,9 @@ def test_a_family_that_does_not_adapt_is_served_a_farther_winner_that_fits(
     assert (dict(r.config), r.file, r.adapted_from) == (NARROW, str(far), None)
     assert any("does not fit this key" in reason and "does not divide the row of 1020" in reason for reason in r.reasons)
     # Passing over a key routinely is one DEBUG line, not a warning.
-    assert [(rec.levelname, "passed over" in rec.getMessage()) for rec in caplog.records] == [("DEBUG", True)]
+    # (Registering over flyconfigs' own rmsnorm is itself reported, once.)
+    assert [(rec.levelname, "passed over" in rec.getMessage()) for rec in caplog.records
+            if "kernel-collision" not in rec.getMessage()] == [("DEBUG", True)]
 
 
 @pytest.mark.parametrize("adapt", [

@@ -97,7 +97,8 @@ def _explain(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from flyconfigs.registry import declarations, default_resolver
     from flyconfigs.registry.device import DeviceQuery, parse_device_spec
-    from flyconfigs.registry.sources import PACKAGES_ENV, override_directories
+    from flyconfigs.registry.folders import override_directories
+    from flyconfigs.registry.sources import PACKAGES_ENV
 
     resolver = default_resolver()
     device: DeviceQuery | None

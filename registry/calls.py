@@ -1,0 +1,128 @@
+"""Calling a kernel family's members so that a plugin's fault never breaks a serving
+call: its key check, its config check (after the declared tunables) and its default,
+each fault reported once and naming where the declaration came from."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING
+
+from flyconfigs.errors import InvalidKeyError, KernelPluginError
+from flyconfigs.registry.contract import KernelDecl, KeyValue, normalize_key
+from flyconfigs.registry.kernels import TABLE, kernel_name, origin_of, raised
+from flyconfigs.registry.problems import Problem, ProblemLog
+
+if TYPE_CHECKING:
+    from flyconfigs.registry.device import DeviceQuery
+
+__all__ = ["check_config", "check_key", "check_tunables", "default_config", "report_fault"]
+
+def report_fault(decl: KernelDecl, member: str, exc: BaseException, consequence: str,
+                  problems: ProblemLog | None) -> None:
+    """Log a member of ``decl`` raising once per declaration and member, however many
+    calls meet it and whatever it says each time (a serving loop must not flood logs)."""
+    if (id(decl), member) in TABLE.faults:
+        return
+    TABLE.faults.add((id(decl), member))
+    where, distribution = origin_of(decl)
+    log = problems if problems is not None else TABLE.problems
+    log.report(Problem("kernel-error", where, f"{member} {raised(exc)}; {consequence}", distribution))
+
+
+
+def check_key(decl: KernelDecl, key: object, problems: ProblemLog | None = None) -> dict[str, KeyValue]:
+    """``key`` checked by the kernel's own :meth:`KernelDecl.check_key` (its axes and its
+    family rules); :class:`InvalidKeyError` for anything it refuses.
+
+    A check that raises anything else is the plugin's fault, not the caller's: it is
+    reported once (``kernel-error``, naming the distribution) and the key is checked
+    against the declared axes alone (:func:`normalize_key`), so serving goes on; every
+    config served is still checked by the kernel's ``check_config``.  Raises
+    :class:`KernelPluginError` when the axes cannot be read either."""
+    if not isinstance(key, Mapping):
+        raise InvalidKeyError(f"key for {kernel_name(decl)!r} must be a mapping of axis names to values, "
+                              f"got {type(key).__name__}")
+    try:
+        return decl.check_key(key)
+    except InvalidKeyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plugin's bug must not fail a serving call
+        report_fault(decl, "check_key", exc, "keys are checked against the declared axes only", problems)
+    try:
+        return normalize_key(decl, key)
+    except InvalidKeyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the declared axes themselves cannot be read
+        raise KernelPluginError(kernel_name(decl), origin_of(decl)[0], "key_axes", raised(exc)) from None
+
+
+def default_config(decl: KernelDecl, key: Mapping[str, KeyValue], device: DeviceQuery | None,
+                   problems: ProblemLog | None = None) -> dict[str, KeyValue]:
+    """The kernel's default heuristic for ``key`` on ``device``, as a plain dict.
+
+    It is the last step of every resolution, so there is nothing left to fall back on:
+    a heuristic that raises or returns anything but a mapping is reported once
+    (``kernel-error``) and raised as :class:`KernelPluginError` naming the kernel, its
+    distribution and the member.  A serving engine catches it (or
+    :class:`~flyconfigs.errors.FlyconfigsError`) and runs its own default; an empty or
+    made-up config would only fail later, at launch, with an unrelated error."""
+    try:
+        config = decl.default_config(key, device)
+        if not isinstance(config, Mapping):
+            raise TypeError(f"it returned a {type(config).__name__}, not a mapping")
+        return dict(config)
+    except Exception as exc:  # noqa: BLE001 - whatever the plugin raises becomes one typed error
+        report_fault(decl, "default_config", exc, "calls that no artifact serves fail", problems)
+        raise KernelPluginError(kernel_name(decl), origin_of(decl)[0], "default_config",
+                                f"{raised(exc)}; no artifact serves this call, so there is no config") from None
+
+
+def check_tunables(decl: KernelDecl, config: Mapping[str, object]) -> str | None:
+    """Why ``config`` is not a config of ``decl``'s declared :attr:`~KernelDecl.tunables`
+    (a tunable missing that has no default, one not declared — for a family with
+    :attr:`~KernelDecl.tunable_variants`, one its implementation does not hold — a value outside its set,
+    where a value matches only one of the same JSON type: ``1`` is not ``True``), or
+    ``None``; always ``None`` when the family declares no tunables."""
+    tunables = decl.tunables
+    if not tunables:
+        return None
+    defaults = decl.tunable_defaults
+    names: Collection[str] = tunables
+    variants = decl.tunable_variants
+    if variants is not None:
+        # One implementation's tunables: the selector's value (or its default) says which.
+        chosen = config.get(variants.selector, defaults.get(variants.selector))
+        member = next((held for value, held in variants.members.items()
+                       if type(value) is type(chosen) and value == chosen), None)
+        if member is None:
+            return (f"{variants.selector}={chosen!r} is not one of "
+                    f"{', '.join(map(str, variants.members))}")
+        names = (variants.selector, *member)
+    missing = [name for name in names if name not in config and name not in defaults]
+    extra = sorted(str(name) for name in config if name not in names)
+    if missing or extra:
+        parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(extra)}"] if extra else [])
+        return f"not a {decl.name} config: {'; '.join(parts)}"
+    for name, allowed in tunables.items():
+        if name not in config:
+            continue
+        value = config[name]
+        if not any(type(value) is type(choice) and value == choice for choice in allowed):
+            return f"{name}={value!r} is not one of {', '.join(map(str, allowed))}"
+    return None
+
+
+def check_config(decl: KernelDecl, config: object, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> str | None:
+    """Why ``config`` cannot be served for ``key`` on ``device``, or ``None`` when the
+    kernel accepts it: first its declared tunables (:func:`check_tunables`), then the
+    family's own :meth:`KernelDecl.check_config`.  A check that raises counts as a
+    refusal (with what it raised)."""
+    if not isinstance(config, Mapping):
+        return f"a config must be a mapping, got {type(config).__name__}"
+    try:
+        why = check_tunables(decl, config)
+        return why if why is not None else decl.check_config(config, key, device)
+    except Exception as exc:  # noqa: BLE001 - a kernel's check failing on odd data is a refusal
+        return f"the kernel's check raised {type(exc).__name__}: {exc}"
+
+

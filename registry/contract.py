@@ -1,0 +1,258 @@
+"""The contract of a kernel family: what the registry reads of a declaration.
+
+A kernel family publishes a :class:`KernelDecl` (its name, family version, key axes with
+which ones are ordinal, and a default heuristic) through the entry-point group
+``flyconfigs.kernels``, or registers one in-process with
+:func:`~flyconfigs.registry.kernels.register_kernel`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+from flyconfigs.errors import InvalidKeyError
+
+if TYPE_CHECKING:
+    from flyconfigs.registry.device import DeviceQuery
+
+__all__ = ["NAME_PATTERN", "REQUIRED", "Default", "KernelDecl", "KeyAxis", "KeyValue", "SourceBinding",
+           "TunableVariants"]
+
+KeyValue = Any
+"""A key or config value: a JSON value as schema 1.1 allows (``flyconfigs.schema.Value``);
+each kernel's declaration says which its axes and tunables take."""
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:-]{0,63}$")
+_JSON_KINDS: dict[type, str] = {int: "an int", str: "a name", bool: "a bool", float: "a finite float", list: "a list"}
+
+
+@dataclass(frozen=True)
+class KeyAxis:
+    """One axis of a kernel's key.
+
+    ``kind`` is the JSON type its values take: ``int``, ``str`` (a name), ``bool``,
+    ``float`` or ``list`` (a list of scalars, such as a tensor shape); ``nullable``
+    admits ``None`` as well.  ``ordinal`` int axes (sizes such as ``M``) may be served
+    by the nearest tuned value; other axes never are.  ``choices`` restricts a string
+    axis; ``minimum`` and ``maximum`` bound an int axis.
+    """
+
+    name: str
+    kind: type = int
+    ordinal: bool = False
+    choices: tuple[str, ...] | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    nullable: bool = False
+
+    def check(self, kernel: str, value: object) -> None:
+        """Raise :class:`InvalidKeyError` naming this axis unless ``value`` fits it."""
+        where = f"key axis {self.name!r} of {kernel!r}"
+        if value is None and self.nullable:
+            return
+        if type(value) is not self.kind or (isinstance(value, float) and not math.isfinite(value)):
+            raise InvalidKeyError(f"{where} must be {_JSON_KINDS.get(self.kind, self.kind.__name__)}, got {value!r}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            if self.minimum is not None and value < self.minimum:
+                raise InvalidKeyError(f"{where} must be >= {self.minimum}, got {value}")
+            if self.maximum is not None and value > self.maximum:
+                raise InvalidKeyError(f"{where} must be <= {self.maximum}, got {value}")
+        elif isinstance(value, str):
+            if not NAME_PATTERN.match(value):
+                raise InvalidKeyError(f"{where} must be a name, got {value!r}")
+            if self.choices is not None and value not in self.choices:
+                raise InvalidKeyError(f"{where} must be one of {', '.join(self.choices)}, got {value!r}")
+        elif isinstance(value, list):
+            if not all(v is None or type(v) in (bool, int, float, str) for v in value):
+                raise InvalidKeyError(f"{where} must be a list of scalars, got {value!r}")
+
+
+SourceBinding = Literal["exact", "version"]
+"""How an artifact's ``kernel.source_sha256`` binds it: ``exact`` (a different source is
+stale, never served) or ``version`` (any source of an accepted family version serves)."""
+
+
+REQUIRED = ("name", "version", "key_axes")
+"""The data members a declaration must give (checked when one is loaded or registered)."""
+T = TypeVar("T")
+
+
+class Default(Generic[T]):
+    """A contract member's default value, shadowed by whatever a subclass or an instance gives it
+    (a class attribute, a property, a dataclass field or an assignment in ``__init__``):
+    a descriptor with ``__get__`` only, so an instance's own value always wins."""
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+
+    def __get__(self, obj: object, objtype: type | None = None) -> T:
+        return self.value
+
+
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class TunableVariants:
+    """The implementations of a family whose configs differ in shape: the tunable
+    ``selector`` names one (a config may leave it out where the family's
+    :attr:`~KernelDecl.tunable_defaults` has it), and ``members`` maps each of its values
+    to the other tunables that implementation's configs hold.  Every name in ``members``
+    is one of the family's :attr:`~KernelDecl.tunables`, which list all of them."""
+
+    selector: str
+    members: Mapping[KeyValue, tuple[str, ...]]
+
+
+class KernelDecl(ABC):
+    """The contract of a kernel family: every member the registry reads, in one base
+    class that a plugin subclasses so that ``mypy --strict`` checks it.
+
+    Required: :attr:`name`, :attr:`version`, :attr:`key_axes` and :meth:`default_config`.
+    Everything else has a default that means "nothing more to say".  A data member may
+    be given as a class attribute, a property, a dataclass field or an attribute set in
+    ``__init__``.  The tuner's members are in
+    :class:`flyconfigs.kernels.plugin.TunableKernel`, a subclass of this one.
+
+    Where each member runs (so what it may import): every member here runs in the
+    serving process, in ``explain``, ``doctor`` and ``validate`` and in the tuner's
+    parent; none may import torch, Triton or a GPU runtime at module level or when called.
+    """
+
+    if TYPE_CHECKING:
+        # What a type checker holds a plugin to; at run time the required data members
+        # are checked when a declaration is loaded, and the optional ones default below.
+        @property
+        @abstractmethod
+        def name(self) -> str:
+            """The kernel's name, as artifacts and entry points spell it."""
+
+        @property
+        @abstractmethod
+        def version(self) -> int:
+            """The family version: a change of meaning of the config or key bumps it."""
+
+        @property
+        @abstractmethod
+        def key_axes(self) -> tuple[KeyAxis, ...]:
+            """The key's axes, in order."""
+
+        @property
+        def tunables(self) -> Mapping[str, Sequence[KeyValue]]:
+            """Each tunable and the values it takes.  The registry refuses a config that
+            names another tunable, leaves one out (unless :attr:`tunable_defaults` has
+            it) or gives a value outside its set, before :meth:`check_config` runs.
+            Empty (the default): the registry checks nothing of the config's shape."""
+
+        @property
+        def tunable_defaults(self) -> Mapping[str, KeyValue]:
+            """Tunables added after configs were published, each with the value a config
+            that leaves it out means (default none)."""
+
+        @property
+        def tunable_variants(self) -> TunableVariants | None:
+            """For a family with several implementations, which tunables each one's
+            configs hold (see :class:`TunableVariants`); ``None`` (the default): every
+            config holds every tunable."""
+
+        @property
+        def compatible_versions(self) -> Collection[int]:
+            """Older family versions whose artifacts this version still serves (a
+            ``range`` or a set); default none: only :attr:`version` itself."""
+
+        @property
+        def source_binding(self) -> SourceBinding:
+            """``exact`` (the default): an artifact whose ``source_sha256`` differs from
+            :meth:`source_sha256` is stale; ``version``: the family bumps :attr:`version`
+            whenever a source change changes what a config means, so any source of an
+            accepted version serves."""
+
+        @property
+        def data_packages(self) -> Collection[str]:
+            """Distribution names of the data packages the family's owner publishes:
+            they rank as the owner's (see :mod:`flyconfigs.registry.resolve`); default
+            none."""
+    else:
+        tunables = Default(_NOTHING)
+        tunable_defaults = Default(_NOTHING)
+        tunable_variants: Default[TunableVariants | None] = Default(None)
+        compatible_versions = Default(())
+        source_binding = Default("exact")
+        data_packages = Default(())
+
+    @abstractmethod
+    def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:
+        """The heuristic config for ``key`` on ``device`` (``None`` when unknown)."""
+
+    def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
+        """``key`` validated against the axes (and the family's own rules, where it
+        overrides this), in axis order; :class:`InvalidKeyError` naming the axis."""
+        return normalize_key(self, key)
+
+    def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
+                     device: DeviceQuery | None) -> str | None:
+        """The family's own rules: ``None`` when ``config`` (already a member of the
+        declared :attr:`tunables`) can run for ``key`` on ``device`` (``None`` when
+        unknown), else why not.  Nothing is served without passing it.  Default: no
+        rules beyond the tunables."""
+        return None
+
+    def adapt_config(self, config: Mapping[str, KeyValue], key: Mapping[str, KeyValue],
+                     device: DeviceQuery | None) -> dict[str, KeyValue] | None:
+        """A config tuned for a nearby key made to fit ``key``, or ``None`` (the
+        default) when the family does not adapt configs."""
+        return None
+
+    def source_sha256(self) -> str | None:
+        """sha256 of the kernel's source, which artifacts record; ``None`` (the default)
+        when the family does not say, and then no artifact is stale by its source."""
+        return None
+
+    def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
+        """The family's nearest-key rule: how far the tuned key ``tuned`` is from
+        ``asked`` (both equal on every exact axis), as a tuple compared
+        lexicographically, the smaller served first; ``None``: never serve ``tuned``'s
+        winner for ``asked``.  Default: the sum over ordinal axes of ``|log2 a - log2 b|``,
+        a tie to the larger tuned value (:func:`~flyconfigs.registry.nearest.log_distance`)."""
+        from flyconfigs.registry.nearest import log_distance
+
+        return log_distance(self.key_axes, asked, tuned)
+
+    def pass_over_neighbour(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue],
+                            config: Mapping[str, Any], device: DeviceQuery) -> str | None:
+        """A reason not to serve ``config`` (the winner of the nearer tuned key ``tuned``,
+        as it would be served for ``asked``, after :meth:`adapt_config`) for ``asked`` on
+        ``device``; the next candidate is tried, and in the end :meth:`default_config`.
+        The reason is kept in the resolution's ``reasons``.  Default: ``None``."""
+        return None
+
+
+def normalize_key(decl: KernelDecl, key: object) -> dict[str, KeyValue]:
+    """``key`` checked against ``decl``'s axes, in the declared axis order.
+
+    Raises :class:`InvalidKeyError` naming the axis and the bad value.
+    """
+    if not isinstance(key, Mapping):
+        raise InvalidKeyError(f"key for {decl.name!r} must be a mapping of axis names to values, got {type(key).__name__}")
+    names = [a.name for a in decl.key_axes]
+    missing = [n for n in names if n not in key]
+    extra = [k for k in key if k not in names]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing)}")
+        if extra:
+            parts.append(f"unknown {', '.join(map(repr, extra))}")
+        raise InvalidKeyError(f"key for {decl.name!r}: {'; '.join(parts)} (axes: {', '.join(names)})")
+    out: dict[str, KeyValue] = {}
+    for axis in decl.key_axes:
+        axis.check(decl.name, key[axis.name])
+        out[axis.name] = key[axis.name]
+    return out
+
+

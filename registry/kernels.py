@@ -1,0 +1,316 @@
+"""A kernel, once discovered, is one record: :class:`LoadedKernel`.
+
+Discovery makes the record once — the kernel's name, declaration object, how it arrived
+(an entry point of the group ``flyconfigs.kernels``, a registration in this process, or a
+declaration passed by the caller), its owning distribution — and everything downstream
+(the resolver's memo, ownership and precedence, ``explain``, ``doctor``, ``validate``)
+takes the record, never a name looked up again.  Two declarations of one name are two
+records.  A registration in this process of a name another distribution declares is
+served (it was asked for explicitly) but never silently: it is reported
+(``kernel-collision``) and listed by ``doctor``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
+
+from packaging.utils import canonicalize_name
+
+from flyconfigs.errors import AmbiguousKernelError, FlyconfigsError, KernelPluginError, UnknownKernelError
+from flyconfigs.registry.contract import NAME_PATTERN, REQUIRED, KernelDecl
+from flyconfigs.registry.entrypoints import FoundEntryPoint, find_entry_points
+from flyconfigs.registry.problems import Problem, ProblemLog
+
+if TYPE_CHECKING:
+    from flyconfigs.registry.ownership import Owner
+
+__all__ = ["KERNEL_GROUP", "KERNEL_OWNERS_ENV", "TABLE", "KernelTable", "LoadedKernel", "kernel_name", "origin_of",
+           "register_kernel", "unregister_kernel"]
+
+KERNEL_GROUP = "flyconfigs.kernels"
+KERNEL_OWNERS_ENV = "FLYCONFIGS_KERNELS"
+"""``NAME=DISTRIBUTION[,…]``: which distribution's declaration a kernel name means when
+several distributions declare it."""
+OWN_DISTRIBUTION = "flyconfigs"
+How = Literal["entry-point", "registered", "passed"]
+
+
+@dataclass(eq=False)
+class LoadedKernel:
+    """One kernel as discovered: compared and hashed by identity, so a memo keyed by it
+    never answers for another declaration of the same name.
+
+    ``distribution`` is the distribution whose ``flyconfigs.kernels`` entry point gives
+    this declaration (the family's owner), ``None`` for one made in this process."""
+
+    name: str
+    decl: KernelDecl
+    how: How
+    where: str
+    """Where it came from, for messages."""
+    distribution: str | None = None
+    distribution_version: str | None = None
+    owner_cache: Owner | None = field(default=None, repr=False)
+    settled: bool = field(default=False, repr=False)
+    """For a registration: whether its distribution was looked for (see :func:`_settle`)."""
+
+    @cached_property
+    def digest(self) -> str | None:
+        """The declaration's ``source_sha256()``, asked once (hashing a source on every
+        lookup would make each miss read files); raises what it raises."""
+        return self.decl.source_sha256()
+
+
+def raised(exc: BaseException) -> str:
+    """``raised ValueError: first line`` for messages."""
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return f"raised {type(exc).__name__}" + (f": {first}" if first else "")
+
+
+def _check_members(decl: object, kernel: str, where: str) -> str:
+    """``decl``'s name once it is proven a declaration with every required member;
+    :class:`UnknownKernelError` saying what is wrong, :class:`KernelPluginError` when a
+    member raises."""
+    if not isinstance(decl, KernelDecl):
+        raise UnknownKernelError(f"kernel {kernel!r}: {where} is not a KernelDecl: a plugin's object must be an "
+                                 f"instance of a subclass of flyconfigs.registry.KernelDecl (got {type(decl).__name__})")
+    missing = []
+    for member in REQUIRED:
+        try:
+            getattr(decl, member)
+        except AttributeError:
+            missing.append(member)
+        except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
+            raise KernelPluginError(kernel, where, member, raised(exc)) from None
+    if missing:
+        raise UnknownKernelError(f"kernel {kernel!r}: {where} gives no {', '.join(missing)}")
+    name = decl.name
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise UnknownKernelError(f"kernel {kernel!r}: {where} has name {name!r}, not a kernel name")
+    return name
+
+
+class KernelTable:
+    """The records one resolver (or the process, :data:`TABLE`) has discovered.
+    Registrations are process-wide; what entry points give is per table, so refreshing
+    one resolver's table leaves every other one's alone."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[str, LoadedKernel] = {}
+        self.passed: dict[int, LoadedKernel] = {}
+        self.problems = ProblemLog()
+        self.faults: set[tuple[int, str]] = set()
+        self._lock = threading.RLock()
+
+    def clear(self) -> None:
+        """Forget what entry points gave and the problems met (after an install)."""
+        with self._lock:
+            self.loaded = {}
+            self.passed = {}
+            self.problems = ProblemLog()
+            self.faults = set()
+
+    def known(self, kernel: object) -> LoadedKernel | None:
+        """The record of ``kernel`` already made, without discovering anything (the
+        resolver's hot path); ``None`` when it has to be discovered."""
+        if isinstance(kernel, str):
+            registered = _REGISTERED.get(kernel)
+            if registered is not None:
+                return registered if registered.settled else None
+            return self.loaded.get(kernel)
+        found = self.passed.get(id(kernel))
+        return found if found is not None and found.decl is kernel else None
+
+    def record(self, kernel: object, problems: ProblemLog | None = None) -> LoadedKernel:
+        """The record of ``kernel`` (a name, or a declaration object).
+
+        Raises :class:`UnknownKernelError` naming the kernels that are declared, or
+        saying why a declared one cannot be loaded; :class:`AmbiguousKernelError` when
+        several distributions declare the name and none was chosen;
+        :class:`KernelPluginError` naming the distribution when a required member of the
+        declaration raises."""
+        log = problems if problems is not None else self.problems
+        if not isinstance(kernel, str):
+            return self._of_object(kernel, log)
+        with self._lock:
+            registered = _REGISTERED.get(kernel)
+            if registered is not None:
+                _settle(registered, log)
+                return registered
+            found = self.loaded.get(kernel)
+            if found is None:
+                found = self.loaded[kernel] = _load(kernel, log)
+            return found
+
+    def _of_object(self, decl: object, log: ProblemLog) -> LoadedKernel:
+        if not isinstance(decl, KernelDecl):
+            raise UnknownKernelError(f"kernel must be a name or a KernelDecl, got {type(decl).__name__}")
+        with self._lock:
+            known = self.known(decl)
+            if known is not None:
+                return known
+            name = kernel_name(decl)
+            for candidate in (_REGISTERED.get(name), self.loaded.get(name)):
+                if candidate is not None and candidate.decl is decl:
+                    return candidate
+            try:  # the declaration an entry point gives, passed as an object: its owner's record
+                named = self.record(name, log)
+            except FlyconfigsError:
+                named = None
+            if named is not None and named.decl is decl:
+                return named
+            if len(self.passed) >= 256:
+                self.passed.clear()
+            record = self.passed[id(decl)] = LoadedKernel(name, decl, "passed",
+                                                         f"a {type(decl).__name__} passed by the caller")
+            return record
+
+
+_REGISTERED: dict[str, LoadedKernel] = {}
+TABLE = KernelTable()
+"""The process-wide table (the default resolver's, and :func:`kernel_declaration`'s)."""
+
+
+def register_kernel(decl: KernelDecl) -> KernelDecl:
+    """Declare ``decl`` in this process; it is served under its name instead of an
+    entry point's declaration.  When another distribution declares that name, the first
+    lookup reports it (``kernel-collision``); a declaration that is its entry point's
+    own object keeps its distribution (and so its owner's packages).
+
+    Raises :class:`TypeError` for an object that is not a
+    :class:`~flyconfigs.registry.KernelDecl` with a kernel name and every required
+    member."""
+    try:
+        name = _check_members(decl, getattr(decl, "name", "?") if isinstance(decl, KernelDecl) else "?",
+                              f"a {type(decl).__name__} registered in this process")
+    except FlyconfigsError as exc:
+        raise TypeError(str(exc)) from None
+    _REGISTERED[name] = LoadedKernel(name, decl, "registered", f"a {type(decl).__name__} registered in this process")
+    return decl
+
+
+def unregister_kernel(name: str) -> None:
+    """Forget an in-process declaration (tests use this)."""
+    _REGISTERED.pop(name, None)
+
+
+def _settle(record: LoadedKernel, log: ProblemLog) -> None:
+    """Find, once, whether a registered declaration is the object some distribution's
+    entry point names (then it keeps that distribution) and report a registration that
+    replaces another distribution's declaration of its name.  Done at first lookup, not
+    at registration: a decorator registers while its module is still being imported."""
+    if record.settled:
+        return
+    record.settled = True
+    found = [f for f in find_entry_points(KERNEL_GROUP, log) if f.entry_point.name == record.name]
+    for item in found:
+        if _object_of(item) is record.decl:
+            record.distribution, record.distribution_version = item.distribution, item.version
+            record.where = f"entry point {item.entry_point.value!r} of {item.distribution} {item.version}"
+            return
+    for item in found:
+        log.report(Problem("kernel-collision", record.where,
+                           f"replaces kernel {record.name!r} of {item.distribution} {item.version} "
+                           f"({item.entry_point.value}) in this process", item.distribution))
+
+
+def _object_of(item: FoundEntryPoint) -> object:
+    """What ``item``'s entry point names, only if its module is already imported (never
+    importing a distribution's code for this)."""
+    module = sys.modules.get(item.entry_point.module)
+    target: Any = module
+    for part in (item.entry_point.attr or "").split(".") if module is not None else ():
+        target = getattr(target, part, None)
+    return target if module is not None else None
+
+
+def _owners(log: ProblemLog) -> dict[str, str]:
+    owners = {}
+    for item in os.environ.get(KERNEL_OWNERS_ENV, "").split(","):
+        name, sep, dist = item.partition("=")
+        if sep and name.strip() and dist.strip():
+            owners[name.strip()] = dist.strip()
+        elif item.strip():
+            log.report(Problem("bad-setting", KERNEL_OWNERS_ENV, f"item {item.strip()!r} is not NAME=DISTRIBUTION; "
+                                                                 f"ignored"))
+    return owners
+
+
+def _choose(kernel: str, found: list[FoundEntryPoint], log: ProblemLog) -> FoundEntryPoint:
+    """The one declaration ``kernel`` means: the distribution ``FLYCONFIGS_KERNELS``
+    names, else the only one, else flyconfigs' own; the shadowed ones are reported and
+    never loaded.  A choice naming a distribution that declares no such kernel is
+    reported and ignored; several third-party declarations and no choice is an error."""
+    owner = _owners(log).get(kernel)
+    chosen = [f for f in found if owner is not None and canonicalize_name(f.distribution) == canonicalize_name(owner)]
+    if owner is not None and not chosen:
+        log.report(Problem("bad-setting", KERNEL_OWNERS_ENV,
+                           f"says kernel {kernel!r} comes from {owner!r}, which declares no such kernel; ignored"))
+    if chosen:
+        winner = chosen[0]
+    elif len(found) == 1:
+        return found[0]
+    else:
+        own = [f for f in found if canonicalize_name(f.distribution) == OWN_DISTRIBUTION]
+        if not own:
+            names = ", ".join(sorted(f"{f.distribution} {f.version}" for f in found))
+            raise AmbiguousKernelError(
+                f"kernel {kernel!r} is declared by several distributions ({names}); choose one with "
+                f"{KERNEL_OWNERS_ENV}={kernel}=DISTRIBUTION")
+        winner = own[0]
+    for other in found:
+        if other is not winner:
+            log.report(Problem(
+                "kernel-collision", f"{other.distribution} {other.version}",
+                f"also declares kernel {kernel!r} ({other.entry_point.value}); not loaded: {winner.distribution} "
+                f"owns it (set {KERNEL_OWNERS_ENV}={kernel}=DISTRIBUTION to choose)", other.distribution))
+    return winner
+
+
+def _load(kernel: str, log: ProblemLog) -> LoadedKernel:
+    found = find_entry_points(KERNEL_GROUP, log)
+    matching = [f for f in found if f.entry_point.name == kernel]
+    if not matching:
+        known = sorted({*_REGISTERED, *(f.entry_point.name for f in found)})
+        raise UnknownKernelError(f"unknown kernel {kernel!r}; declared kernels: {', '.join(known) or 'none'}")
+    chosen = _choose(kernel, matching, log)
+    where = f"entry point {chosen.entry_point.value!r} of {chosen.distribution} {chosen.version}"
+    try:
+        decl = chosen.entry_point.load()
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever a plugin raises on import is one clear error
+        raise UnknownKernelError(f"kernel {kernel!r}: {where} cannot be loaded ({type(exc).__name__}: {exc})") from None
+    try:
+        name = _check_members(decl, kernel, where)
+    except KernelPluginError as exc:
+        log.report(Problem("kernel-error", where, f"{exc.member} {exc.what}; kernel {kernel!r} cannot be served",
+                           chosen.distribution))
+        raise
+    if name != kernel:
+        raise UnknownKernelError(f"kernel {kernel!r}: {where} declares a kernel named {name!r}")
+    return LoadedKernel(kernel, decl, "entry-point", where, chosen.distribution, chosen.version)
+
+
+def origin_of(decl: object) -> tuple[str, str | None]:
+    """Where ``decl`` came from, for messages, and its distribution when known."""
+    for record in (*_REGISTERED.values(), *TABLE.loaded.values(), *TABLE.passed.values()):
+        if record.decl is decl:
+            return record.where, record.distribution
+    return f"a {type(decl).__name__} passed by the caller", None
+
+
+def kernel_name(decl: KernelDecl) -> str:
+    """``decl.name``; :class:`KernelPluginError` naming where the declaration came from
+    when reading it raises or gives anything but a string."""
+    try:
+        name = decl.name
+    except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
+        raise KernelPluginError(f"<{type(decl).__name__}>", origin_of(decl)[0], "name", raised(exc)) from None
+    if not isinstance(name, str):
+        raise KernelPluginError(f"<{type(decl).__name__}>", origin_of(decl)[0], "name",
+                                f"is a {type(name).__name__}, not a str")
+    return name

@@ -1,0 +1,262 @@
+"""The precedence rule in code: one search for a kernel at a key on a device over one
+catalog index.  ``resolve``, ``explain``, ``doctor`` and ``validate`` all call
+:func:`search`, so they cannot disagree; the rule is written out in
+:mod:`flyconfigs.registry.resolve`'s docstring.
+
+Steps first — exact key, then nearest key, on the device, then on a sibling of the same
+arch — and within each step standing first: a source of a higher standing serves before
+a lower one even when the lower one's key is nearer; distance decides only among sources
+of one standing, then measured before predicted, then the user's order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from flyconfigs.errors import KernelPluginError
+from flyconfigs.registry.calls import check_config, default_config
+from flyconfigs.registry.catalog import Index
+from flyconfigs.registry.check import refusal
+from flyconfigs.registry.contract import KeyValue
+from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.kernels import LoadedKernel
+from flyconfigs.registry.matching import exact_matches, nearest_ranked
+from flyconfigs.registry.nearest import passed_over
+from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.records import LAYER_NAMES, Resolution, Step
+from flyconfigs.registry.serving import ROUTINE, Found, adapt, changes, how, selection_of
+from flyconfigs.registry.sources import PACKAGES_ENV, Entry
+
+__all__ = ["search", "serve_default"]
+
+logger = logging.getLogger("flyconfigs.registry")
+
+PLAN = ((0, "exact"), (1, "exact"), (0, "nearest"), (1, "nearest"), (2, "exact"), (2, "nearest"))
+"""The steps, most specific first: (device layer, key match)."""
+
+
+def search(kernel: LoadedKernel, key: dict[str, KeyValue], query: DeviceQuery, index: Index,
+           problems: ProblemLog, trace: list[Step]) -> Resolution:
+    """What ``kernel`` serves at ``key`` on ``query`` from ``index``: the first usable
+    artifact in the precedence order, else the family's default; every step taken is
+    appended to ``trace``."""
+    run = _Search(problems, index, kernel, key, query, trace)
+    hit = run.run()
+    run.log_passed_over()
+    if hit is None:
+        return serve_default(kernel, key, query, [*run.reasons, f"no artifact for {kernel.name} on {query.describe()}"],
+                             problems)
+    found, layer, mode = hit
+    entry, artifact = found.entry, found.artifact
+    return Resolution(
+        kernel=kernel.name, key=_frozen(key), device=query,
+        config=_frozen(found.config), source=entry.source.kind, layer=LAYER_NAMES[layer],
+        key_match=mode,  # type: ignore[arg-type]
+        borrowed=layer == 2, matched_key=_frozen(entry.key), matched_device=entry.device,
+        origin=entry.source.name, version=entry.source.version, file=str(entry.path), reasons=tuple(run.reasons),
+        selection=selection_of(artifact),
+        adapted_from=None if found.adapted_from is None else _frozen(found.adapted_from),
+    )
+
+
+def serve_default(kernel: LoadedKernel, key: dict[str, KeyValue], query: DeviceQuery | None, reasons: list[str],
+                  problems: ProblemLog) -> Resolution:
+    """The family's default for ``key``, checked like any served config (its tunables
+    and its own ``check_config``): one it refuses is reported once and raised as
+    :class:`~flyconfigs.errors.KernelPluginError`, as a default that raises is."""
+    config = default_config(kernel.decl, key, query, problems)
+    why = check_config(kernel.decl, config, key, query)
+    if why is not None:
+        problems.report(Problem("kernel-error", kernel.where, f"default_config returned a config its own checks refuse "
+                                f"for {dict(key)}: {why}", kernel.distribution))
+        raise KernelPluginError(kernel.name, kernel.where, "default_config",
+                                f"returned a config its own checks refuse ({why}); no artifact serves this call, so "
+                                f"there is no config")
+    return Resolution(kernel=kernel.name, key=_frozen(key), device=query, config=_frozen(config),
+                      source="default", layer="default", key_match="none",
+                      reasons=(*reasons, "served the kernel's default heuristic"))
+
+
+def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A read-only copy sharing nothing with the catalog or the caller: a list or object
+    in a config or key is copied, so mutating what the record holds cannot change what
+    later calls serve."""
+    return MappingProxyType({k: _deep(v) for k, v in value.items()})
+
+
+def _deep(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_deep(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _deep(v) for k, v in value.items()}
+    return value
+
+
+class _Search:
+    """One search: the entries it has tried, the reasons it keeps for the record and the
+    steps it appends to ``trace``."""
+
+    def __init__(self, problems: ProblemLog, index: Index, kernel: LoadedKernel, key: dict[str, KeyValue],
+                 query: DeviceQuery, trace: list[Step]) -> None:
+        self.problems, self.index, self.kernel, self.decl = problems, index, kernel, kernel.decl
+        self.key, self.query, self.trace = key, query, trace
+        self.tokens = query.layers()
+        self.tried: set[int] = set()
+        self.reasons: list[str] = []
+
+    def run(self) -> tuple[Found, int, str] | None:
+        """What the search serves and the layer and key match it was found at, or ``None``."""
+        for layer, mode in PLAN:
+            what = f"{LAYER_NAMES[layer]} device, {mode} key"
+            found = self.step(layer, mode)
+            if found is None:
+                continue
+            if found.predicted and layer == 0:
+                # Measured beats predicted: a measurement on a device of the same arch and
+                # compute units (the same silicon, e.g. an MI325X for an MI300X) outranks a
+                # prediction made for this one, from a source of the same standing or a
+                # higher one.  A borrowed same-arch measurement does not.
+                better = self.step(1, mode, measured_only=True, within=found.entry.source.rank[0])
+                if better is not None:
+                    self._say(what, f"{found.entry.path}: predicted, not served: {better.entry.path} was measured "
+                                    f"on {better.entry.device.describe()}, of the same arch and compute units")
+                    found, layer = better, 1
+            entry, artifact = found.entry, found.artifact
+            adapted = "" if found.adapted_from is None else (
+                f"; its winner adapted to this key by {self.decl.name}: {changes(found.adapted_from, found.config)}")
+            self.trace.append(Step(f"{LAYER_NAMES[layer]} device, {mode} key",
+                                   f"found {entry.path} ({entry.source.describe()})"
+                                   + ("" if artifact.selection.measured else f", {how(artifact)}") + adapted))
+            return found, layer, mode
+        return None
+
+    def log_passed_over(self) -> None:
+        """One DEBUG line for the tuned keys this search passed over because their winners
+        do not fit the asked key: routine away from the tuned grid, not a problem."""
+        routine = [r for r in self.reasons if ROUTINE in r]
+        if routine:
+            logger.debug("%s %s on %s: %d nearer tuned key(s) passed over; first: %s", self.decl.name,
+                         dict(self.key), self.query.describe(), len(routine), routine[0])
+
+    def _say(self, what: str, reason: str) -> None:
+        self.reasons.append(reason)
+        self.trace.append(Step(what, reason))
+
+    def step(self, layer: int, mode: str, measured_only: bool = False, within: int | None = None) -> Found | None:
+        """What one step serves: its candidates standing first (then distance, for the
+        nearest key, then the source's order); within a standing the first usable
+        measured artifact, else (unless ``measured_only``) the first usable predicted
+        one; ``within`` admits standings of that tier or better only.  A contested entry
+        is never served."""
+        token = self.tokens[layer]
+        what = f"{LAYER_NAMES[layer]} device, {mode} key"
+        if token is None:
+            self.trace.append(Step(what, "skipped: the device's identity is incomplete"))
+            return None
+        pool = self.index.pool(layer, token, self.query.product)
+        ranked = ([(e, ()) for e in exact_matches(pool, self.key)] if mode == "exact"
+                  else nearest_ranked(pool, self.key, self.decl, self.problems))
+        ranked = [(e, d) for e, d in ranked if id(e) not in self.tried]
+        if not ranked:
+            if not measured_only:
+                self.trace.append(Step(what, "no artifact"))
+            return None
+        predicted: Found | None = None
+        for entry, distance in ranked:
+            tier = entry.source.rank[0]
+            if within is not None and tier > within:
+                continue
+            if predicted is not None and tier > predicted.entry.source.rank[0]:
+                break  # a label a source wrote never lifts it above a source of a better standing
+            rivals = sorted(self.index.claimants(layer, token, entry) - {entry.source.name})
+            if rivals:
+                self.tried.add(id(entry))
+                self._say(what, f"{entry.path}: contested: {', '.join(rivals)} also claim this key at the same "
+                                f"precedence ({entry.source.describe()}); neither is served until {PACKAGES_ENV} "
+                                f"ranks them")
+                continue
+            if entry.predicted(self.problems):
+                if predicted is None and not measured_only:
+                    predicted = self._usable(entry, what, distance)
+                continue
+            found = self._usable(entry, what, distance)
+            if found is not None:
+                self._lower_was_nearer(found, ranked, what)
+                return found
+        if predicted is not None:
+            self._lower_was_nearer(predicted, ranked, what)
+        return predicted
+
+    def _lower_was_nearer(self, found: Found, ranked: list[tuple[Entry, tuple[float, ...]]], what: str) -> None:
+        """Say when a source of a lower standing had a nearer key than the one served."""
+        if found.entry.key == self.key:
+            return
+        tier = found.entry.source.rank[0]
+        nearer = next((e for e, d in ranked if e.source.rank[0] > tier and d < found.distance), None)
+        if nearer is not None:
+            self._say(what, f"{nearer.path} ({nearer.source.describe()}) has a nearer key {dict(nearer.key)}, but "
+                            f"{found.entry.source.describe()} ranks above it: within a step standing comes first")
+
+    def _usable(self, entry: Entry, what: str, distance: tuple[float, ...]) -> Found | None:
+        self.tried.add(id(entry))
+        artifact = entry.load(self.problems)
+        if artifact is None:
+            self._say(what, f"{entry.path}: unusable ({self._last_problem(entry)})")
+            return None
+        found = self._serve(artifact, entry, distance)
+        if isinstance(found, Found):
+            return found
+        self._say(what, f"{entry.path}: {found}")
+        return None
+
+    def _serve(self, artifact: Any, entry: Entry, distance: tuple[float, ...]) -> Found | str:
+        """What a loaded artifact serves for this call: its winner unless the one rule
+        :func:`~flyconfigs.registry.check.refusal` (which validate applies too) refuses
+        it for the key; at a nearer key's artifact whose winner the rule accepts for its
+        own key, the winner as the kernel adapts it to the key (its optional
+        ``adapt_config``), checked again, unless the family passes it over; else why
+        not.  A winner refused for the artifact's own key is a problem of the artifact
+        (logged once); one that only does not fit the key is routine."""
+        kernel, key, query = self.kernel, self.key, self.query
+        refused = refusal(kernel, artifact, key, query)
+        if refused is None:
+            return self._neighbour(Found(entry, artifact, dict(artifact.winner.config), None, distance))
+        kind, why = refused
+        dist = entry.source.name if entry.source.kind == "package" else None
+        if kind == "test-double":
+            self.problems.report(Problem(kind, str(entry.path), why, dist))
+            return "refused (made by a test double)"
+        if kind == "stale-artifact":
+            self.problems.report(Problem(kind, str(entry.path), why, dist))
+            return f"stale: {why}"
+        own = refused if entry.key == key else refusal(kernel, artifact, entry.key, query)
+        if own is None:
+            winner = dict(artifact.winner.config)
+            adapted = adapt(self.decl, winner, key, query)
+            if adapted is not None and check_config(self.decl, adapted, key, query) is None:
+                return self._neighbour(Found(entry, artifact, adapted, winner, distance))
+            return f"{ROUTINE} ({self.decl.name}: {why})"
+        # Reported for the artifact's own key, not the asked one: the problem is the
+        # artifact's, so every row asked gives the same problem and it is logged once.
+        self.problems.report(Problem(own[0], str(entry.path), f"{self.decl.name} refuses its winner for its own key "
+                                     f"{dict(entry.key)} on {query.describe()}: {own[1]}", dist))
+        return f"refused by {self.decl.name}: {why}"
+
+    def _neighbour(self, found: Found) -> Found | str:
+        """``found``, unless it is a nearer key's winner the family passes over for the
+        asked key (its optional ``pass_over_neighbour``): then why."""
+        if found.entry.key == self.key:
+            return found
+        why = passed_over(self.decl, self.key, found.entry.key, found.config, self.query, self.problems)
+        return found if why is None else f"{ROUTINE} ({self.decl.name} passes it over: {why})"
+
+    def _last_problem(self, entry: Entry) -> str:
+        for problem in reversed(self.problems.problems()):
+            if problem.where == str(entry.path):
+                return problem.kind
+        return "unreadable"
+
+

@@ -1,0 +1,73 @@
+"""Small pieces of what a search serves: the found artifact, a kernel's adaptation of a
+nearer key's winner, and how the record names an artifact's selection."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from flyconfigs.registry.contract import KernelDecl, KeyValue
+from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources import Entry
+
+__all__ = ["ROUTINE", "Found", "adapt", "changes", "how", "selection_of"]
+
+logger = logging.getLogger("flyconfigs.registry")
+
+ROUTINE = "its winner does not fit this key"
+"""The reason a nearer tuned key is passed over for a routine cause."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """What one step serves: the entry, its artifact, the config, the winner as tuned
+    when the kernel adapted it to the asked key, and the key's distance (empty for an
+    exact key)."""
+
+    entry: Entry
+    artifact: Any
+    config: dict[str, KeyValue]
+    adapted_from: dict[str, KeyValue] | None
+    distance: tuple[float, ...] = ()
+
+    @property
+    def predicted(self) -> bool:
+        """Whether the served winner was predicted rather than measured."""
+        return bool(self.artifact.selection.rule == "predicted")
+
+
+def selection_of(artifact: Any) -> Literal["measured", "predicted", "imported"]:
+    """How the record names ``artifact``'s selection."""
+    rule = artifact.selection.rule
+    if rule == "predicted":
+        return "predicted"
+    return "imported" if rule == "imported" else "measured"
+
+
+def how(artifact: Any) -> str:
+    """What ``explain`` says of an artifact that was not measured on its device."""
+    if artifact.selection.rule == "predicted":
+        model = artifact.provenance.model
+        return f"predicted (not measured on this device; model {model.name} {model.version})" if model else "predicted"
+    return "imported (measured by another tool)"
+
+
+def adapt(decl: KernelDecl, config: Mapping[str, KeyValue], key: dict[str, KeyValue],
+          device: DeviceQuery) -> dict[str, KeyValue] | None:
+    """The kernel's optional ``adapt_config(config, key, device)``: ``config`` changed to
+    fit ``key``, or ``None``.  A kernel without it adapts nothing; one that raises or
+    answers something other than a mapping adapts nothing either (serving goes on)."""
+    try:
+        adapted = decl.adapt_config(config, key, device)
+    except Exception:  # noqa: BLE001 - a kernel's optional hook failing must not break a serving call
+        logger.debug("%s: adapt_config raised for %s", decl.name, dict(key), exc_info=True)
+        return None
+    return dict(adapted) if isinstance(adapted, Mapping) else None
+
+
+def changes(before: Mapping[str, KeyValue], after: Mapping[str, KeyValue]) -> str:
+    """``vector_bytes 16 -> 4``: what an adaptation changed."""
+    names = [n for n in {**before, **after} if before.get(n) != after.get(n)]
+    return ", ".join(f"{n} {before.get(n)!r} -> {after.get(n)!r}" for n in names) or "nothing"

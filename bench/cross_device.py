@@ -124,7 +124,7 @@ def cross_check(source: Sequence[KeyRows], target: Sequence[KeyRows], region: Re
         device = rows.device
         lender = by_key.get(_text(key)) if region is None else _nearest(key, artifacts)
         configs = {
-            "predicted": fit_model.pick(model, table, artifact, device).config,
+            "predicted": fit_model.pick(model, artifact, device, table).config,
             "ridge": ridge.pick(weights, rows).config,
             "default": artifact.default.config if artifact.default else None,
             "default_refit": learned_default.choose(refit, key, device.compute_units,
@@ -134,7 +134,9 @@ def cross_check(source: Sequence[KeyRows], target: Sequence[KeyRows], region: Re
         row: dict[str, Any] = {"key": key, "winner": dict(artifact.winner.config)}
         for method, config in configs.items():
             ratio, stage = _time_on(artifact, config) if config is not None else (None, None)
-            row[method] = {"config": dict(config) if config is not None else None, "ratio": ratio, "timed_in": stage}
+            row[method] = {"ratio": ratio, "timed_in": stage}
+            if method in ("predicted", "borrowed") or ratio is None:  # the rest are in the tunings
+                row[method]["config"] = dict(config) if config is not None else None
         if region is not None and lender is not None:
             row["borrowed"]["from_key"] = dict(lender.key)
         out.append(row)
@@ -151,7 +153,7 @@ def _rows(folder: Path, product: str) -> list[KeyRows]:
     ``flyconfigs predict`` sees of a device it has never measured)."""
     found = find_product(product)
     device = found.device if found is not None else None
-    return [ridge.key_rows(a, device) for _, a in artifacts_of(folder, "rmsnorm", product) if ridge.usable(a)]
+    return [ridge.key_rows(a, device) for _, a in artifacts_of(folder, "rmsnorm", product) if fit_model.usable(a)]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

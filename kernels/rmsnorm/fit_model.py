@@ -27,20 +27,19 @@ import argparse
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from flyconfigs.errors import FitError, FlyconfigsError
 from flyconfigs.kernels.measured import artifacts_of, timed_in
 from flyconfigs.kernels.rmsnorm.default import DefaultTable, Shape, encode, shape_of
-from flyconfigs.kernels.rmsnorm.model import MISSING, SIGMA, TIE_BREAK, RMSNormCostModel
-from flyconfigs.kernels.rmsnorm.ridge import timed, usable
+from flyconfigs.kernels.rmsnorm.model import MISSING, OWN_WEIGHT, SIGMA, TIE_BREAK, RMSNormCostModel
 from flyconfigs.schema import Artifact, Candidate, write_atomic
 from flyconfigs.schema.models import Device
 
 __all__ = ["LOSER_FLOOR", "NAME", "SCREEN_MARGIN", "cell_of", "dumps", "fit", "fit_artifacts", "main", "pick",
-           "table_of"]
+           "refit_document", "table_of", "timed", "usable"]
 
 NAME = "rmsnorm-neighbours"
 """The model's name as predicted artifacts record it."""
@@ -50,6 +49,18 @@ SCREEN_MARGIN = 0.005
 """How much slower than the slowest finalist a screen-only candidate counts, at least."""
 
 Cell = tuple[tuple[str, str, int, int], dict[Shape, float]]
+
+
+def timed(artifact: Artifact) -> list[Candidate]:
+    """``artifact``'s timed candidates that a prediction may serve: a spilling candidate is
+    never served by a prediction (predict skips it), so it must not teach the model either."""
+    return [c for c in artifact.candidates if c.timing and c.resources and not c.resources.spill_bytes]
+
+
+def usable(artifact: Artifact) -> bool:
+    """Whether ``artifact`` can teach the model: measured, its winner timed, and at least
+    one servable timed candidate."""
+    return bool(artifact.selection.measured and artifact.winner.timing and timed(artifact))
 
 
 def cell_of(artifact: Artifact) -> Cell:
@@ -94,13 +105,15 @@ def table_of(cells: Sequence[Cell], compute_units: int) -> DefaultTable:
     return DefaultTable(compute_units, dict(cells))
 
 
-def pick(model: RMSNormCostModel, table: DefaultTable, artifact: Artifact, device: Device | None = None) -> Candidate:
-    """The timed, spill-free candidate of ``artifact`` that ``table`` ranks first on
-    ``device`` (the artifact's own by default: a prediction for a product passes the
-    catalog's descriptor of it)."""
+def pick(model: RMSNormCostModel, artifact: Artifact, device: Device | None = None,
+         table: DefaultTable | None = None) -> Candidate:
+    """The timed, spill-free candidate of ``artifact`` that ``model`` (with ``table`` as
+    its reference, when given) ranks first on ``device`` (the artifact's own by default: a
+    prediction for a product passes the catalog's descriptor of it)."""
     candidates = timed(artifact)
     scores = model.scores([c.config for c in candidates], artifact.key, device or artifact.device,
-                          [c.resources for c in candidates], table)  # type: ignore[misc]
+                          [c.resources for c in candidates],  # type: ignore[misc]
+                          [(table, 1.0)] if table is not None else None)
     return candidates[scores.index(min(scores))]
 
 
@@ -150,7 +163,7 @@ def fit_artifacts(artifacts: Sequence[Artifact], files: Sequence[str] = (), vers
             table = table_of([c for c in cells if c[0][3] != held], units)
             for a in artifacts:
                 if _n(a) == held:
-                    chosen = pick(model, table, a)
+                    chosen = pick(model, a, table=table)
                     assert chosen.timing is not None and a.winner.timing is not None
                     picks.append((chosen.timing.median_us / a.winner.timing.median_us, timed_in(chosen, a)))
         document["leave_one_row_length_out"] = _figures(picks)
@@ -159,6 +172,25 @@ def fit_artifacts(artifacts: Sequence[Artifact], files: Sequence[str] = (), vers
 
 _FLAT_LIST = re.compile(r"\[\n([^\[\]{}]*?)\n *\]")
 """A list of scalars as ``json.dumps(indent=1)`` writes it: one element a line."""
+
+
+def refit_document(document: Mapping[str, Any], artifacts: Sequence[Artifact], files: Sequence[str] = ()
+                   ) -> dict[str, Any]:
+    """``document`` (a fitted model) with ``artifacts``, one device's measured tunings, as
+    that device's own keys (``refit``; they weigh
+    :data:`~flyconfigs.kernels.rmsnorm.model.OWN_WEIGHT` times the reference's), named
+    ``<model>-refit``.  Raises :class:`~flyconfigs.errors.FitError` when none is usable or
+    they are several devices'."""
+    kept = [a for a in artifacts if a.kernel.name == "rmsnorm" and usable(a)]
+    if not kept:
+        raise FitError("no measured RMSNorm tuning to refit on")
+    devices = {a.device.identity.describe() for a in kept}
+    if len(devices) > 1:
+        raise FitError(f"tunings of several devices ({', '.join(sorted(devices))}): refit on one device's")
+    base = str(document["model"]).removesuffix("-refit")
+    return {**document, "model": f"{base}-refit",
+            "refit": {"device": devices.pop(), "keys": len(kept), "own_weight": OWN_WEIGHT, "files": list(files),
+                      "table": encode(table_of([cell_of(a) for a in kept], kept[0].device.compute_units))}}
 
 
 def dumps(document: dict[str, Any]) -> str:

@@ -40,9 +40,9 @@ from typing import Any
 from flyconfigs.kernels.rmsnorm.default import DefaultTable, Shape, decode, shape_of
 from flyconfigs.kernels.rmsnorm.tunables import cluster_of
 from flyconfigs.kernels.rownorm import ELEMENT_BYTES
-from flyconfigs.schema.models import Device, Resources
+from flyconfigs.schema.models import Artifact, Device, Resources
 
-__all__ = ["MISSING", "MODEL", "ROOFLINE", "SIGMA", "TIE_BREAK", "RMSNormCostModel", "RooflineModel", "neighbour_scores"]
+__all__ = ["MISSING", "MODEL", "ROOFLINE", "OWN_WEIGHT", "SIGMA", "TIE_BREAK", "RMSNormCostModel", "RooflineModel", "neighbour_scores"]
 
 MEMORY_LATENCY_US = 0.7
 """Round trip of a load that misses every cache, on HBM GPUs of this class."""
@@ -147,23 +147,34 @@ of the neighbours listed them, as on a GPU whose space holds shapes the referenc
 not), and moves no table score by more than a fraction of a percent."""
 
 
-def neighbour_scores(table: DefaultTable, key: Mapping[str, Any], compute_units: int) -> Callable[[Shape], float]:
-    """The table's predicted log slowdown of each shape at ``key`` on a device of
-    ``compute_units``: the Gaussian-weighted mean (:data:`SIGMA`) over the table's keys of
-    the same dtypes (else bf16's) of each one's log slowdown of the shape
-    (:data:`MISSING` where it is not listed), its row count scaled by the reference's
-    compute units over the device's (a device twice as wide reads the keys of half the
-    rows)."""
-    m = int(key["M"]) * table.compute_units / max(1, compute_units)
+OWN_WEIGHT = 10.0
+"""How much more a refit's own measured key weighs than the reference's key at the same
+distance: at a key the device measured, its own ranking decides; a few keys away, the
+reference's nearer keys do."""
+
+
+def neighbour_scores(tables: Sequence[tuple[DefaultTable, float]], key: Mapping[str, Any],
+                     compute_units: int) -> Callable[[Shape], float]:
+    """The predicted log slowdown of each shape at ``key`` on a device of
+    ``compute_units``: the weighted mean over the keys of ``tables`` (each with its
+    share) of the same dtypes (else bf16's) of each one's log slowdown of the shape
+    (:data:`MISSING` where it is not listed), a key's weight a Gaussian (:data:`SIGMA`)
+    of its distance in ``log2`` M and N times its table's share.  Row counts are scaled
+    by each table's compute units over the device's (a device twice as wide reads the
+    keys of half the rows)."""
     n, dtype, weight = int(key["N"]), str(key["dtype"]), str(key["weight_dtype"])
-    cells = [(k, c) for k, c in table.cells.items() if k[:2] == (dtype, weight)] or \
-            [(k, c) for k, c in table.cells.items() if k[:2] == ("bf16", "bf16")]
-    if not cells:
+    logits: list[tuple[float, Mapping[Shape, float]]] = []
+    for table, share in tables:
+        m = int(key["M"]) * table.compute_units / max(1, compute_units)
+        cells = [(k, c) for k, c in table.cells.items() if k[:2] == (dtype, weight)] or \
+                [(k, c) for k, c in table.cells.items() if k[:2] == ("bf16", "bf16")]
+        lm, ln = math.log2(max(m, 1.0)), math.log2(n)
+        logits += [(math.log(share) - ((math.log2(k[2]) - lm) ** 2 + (math.log2(k[3]) - ln) ** 2) / (2 * SIGMA * SIGMA),
+                    c) for k, c in cells]
+    if not logits:
         return lambda shape: MISSING
-    lm, ln = math.log2(max(m, 1.0)), math.log2(n)
-    logits = [-((math.log2(k[2]) - lm) ** 2 + (math.log2(k[3]) - ln) ** 2) / (2 * SIGMA * SIGMA) for k, _ in cells]
-    top = max(logits)
-    weighted = [(math.exp(g - top), c) for g, (_, c) in zip(logits, cells, strict=True) if g - top > -7.0]
+    top = max(g for g, _ in logits)
+    weighted = [(math.exp(g - top), c) for g, c in logits if g - top > -7.0]
     total = sum(w for w, _ in weighted)
 
     def score(shape: Shape) -> float:
@@ -182,6 +193,9 @@ class RMSNormCostModel:
     compute units scale the row count; the roofline reads the compute units, wave size,
     L2 and bandwidth, and the compiled resources.
 
+    A refit (:meth:`refit`) adds the device's own measured keys, which weigh
+    :data:`OWN_WEIGHT` times the reference's.
+
     Version 1 (``rmsnorm-ridge``, :mod:`flyconfigs.kernels.rmsnorm.ridge`) was a ridge
     regression over the config's features; version 2 replaced it when the cross-device
     check (``bench/cross_device.py``) found it further from the other card's winners than
@@ -196,30 +210,48 @@ class RMSNormCostModel:
 
     @property
     def name(self) -> str:
-        """The model's name as predicted artifacts record it."""
+        """The model's name as predicted artifacts record it (``…-refit`` after a refit)."""
         return str(self._doc["model"])
 
     @property
     def version(self) -> int:
-        """The fitted table's version (a refit is a new version)."""
+        """The fitted table's version (a refit keeps its reference's)."""
         return int(self._doc["version"])
 
-    @property
-    def table(self) -> DefaultTable:
-        """The reference device's measured slowdowns by key and shape."""
-        return _shipped_table() if self.document is None else decode(self._doc["table"])
+    @functools.cached_property
+    def tables(self) -> list[tuple[DefaultTable, float]]:
+        """The reference device's measured slowdowns by key and shape, and a refit's own."""
+        out = [(_shipped_table() if self.document is None else decode(self._doc["table"]), 1.0)]
+        if "refit" in self._doc:
+            out.append((decode(self._doc["refit"]["table"]), OWN_WEIGHT))
+        return out
+
+    def refit(self, artifacts: Sequence[Artifact], files: Sequence[str] = ()) -> RMSNormCostModel:
+        """This model with ``artifacts`` (measured RMSNorm tunings of the device it will
+        predict for) added as the device's own keys.  Raises
+        :class:`~flyconfigs.errors.FitError` when none of them can be used."""
+        from flyconfigs.kernels.rmsnorm.fit_model import refit_document
+
+        return RMSNormCostModel(refit_document(self._doc, artifacts, files))
 
     def block_threads(self, config: Mapping[str, Any]) -> int:
         """Threads per block of ``config`` (what occupancy is computed for)."""
         return ROOFLINE.block_threads(config)
 
-    def scores(self, configs: Sequence[Mapping[str, Any]], key: Mapping[str, Any], device: Device,
-               resources: Sequence[Resources], table: DefaultTable | None = None) -> list[float]:
-        """Each config's predicted log slowdown against the key's best (lower is faster)."""
-        score = neighbour_scores(table or self.table, key, device.compute_units)
+    def prescores(self, configs: Sequence[Mapping[str, Any]], key: Mapping[str, Any], device: Device,
+                  tables: Sequence[tuple[DefaultTable, float]] | None = None) -> list[float]:
+        """Each config's predicted log slowdown from its shape alone, before it is compiled
+        (what ``flyconfigs predict --shortlist`` ranks by)."""
+        score = neighbour_scores(tables or self.tables, key, device.compute_units)
         n, dtype = int(key["N"]), str(key["dtype"])
+        return [score(shape_of(c, n, dtype)) for c in configs]
+
+    def scores(self, configs: Sequence[Mapping[str, Any]], key: Mapping[str, Any], device: Device,
+               resources: Sequence[Resources], tables: Sequence[tuple[DefaultTable, float]] | None = None
+               ) -> list[float]:
+        """Each config's predicted log slowdown against the key's best (lower is faster)."""
         roofline = [math.log(ROOFLINE.predict_us(c, key, device, r)) for c, r in zip(configs, resources, strict=True)]
-        return [score(shape_of(c, n, dtype)) + TIE_BREAK * r for c, r in zip(configs, roofline, strict=True)]
+        return [s + TIE_BREAK * r for s, r in zip(self.prescores(configs, key, device, tables), roofline, strict=True)]
 
     def predict(self, configs: Sequence[Mapping[str, Any]], key: Mapping[str, Any], device: Device,
                 resources: Sequence[Resources]) -> list[float]:

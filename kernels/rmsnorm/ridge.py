@@ -16,13 +16,14 @@ from typing import Any
 
 import torch
 
+from flyconfigs.kernels.rmsnorm.fit_model import timed
 from flyconfigs.kernels.rmsnorm.model import ROOFLINE
 from flyconfigs.kernels.rmsnorm.tunables import cluster_of
 from flyconfigs.kernels.rownorm import ELEMENT_BYTES
 from flyconfigs.schema import Artifact, Candidate
 from flyconfigs.schema.models import Device, Resources
 
-__all__ = ["KeyRows", "features", "key_rows", "pick", "solve", "timed", "usable"]
+__all__ = ["KeyRows", "features", "key_rows", "pick", "solve"]
 
 
 def features(config: Mapping[str, Any], key: Mapping[str, Any], device: Device, resources: Resources) -> list[float]:
@@ -52,12 +53,6 @@ def features(config: Mapping[str, Any], key: Mapping[str, Any], device: Device, 
     scale_m, scale_n = math.log2(m) / 16, math.log2(n) / 16
     return [1.0, *base, *(scale_m * f for f in base), *(scale_n * f for f in base)]
 
-
-
-def timed(artifact: Artifact) -> list[Candidate]:
-    """``artifact``'s timed candidates that a prediction may serve: a spilling candidate is
-    never served by a prediction (predict skips it), so it must not teach the model either."""
-    return [c for c in artifact.candidates if c.timing and c.resources and not c.resources.spill_bytes]
 
 
 def _median(candidate: Candidate) -> float:
@@ -102,9 +97,3 @@ def solve(rows: Sequence[KeyRows], lam: float) -> torch.Tensor:
 def pick(weights: torch.Tensor, rows: KeyRows) -> Candidate:
     """The candidate of ``rows`` the weights predict fastest."""
     return rows.candidates[int(torch.argmin(rows.x @ weights))]
-
-
-def usable(artifact: Artifact) -> bool:
-    """Whether ``artifact`` can teach a model: measured, its winner timed, and at least
-    one servable timed candidate."""
-    return bool(artifact.selection.measured and artifact.winner.timing and timed(artifact))

@@ -34,11 +34,11 @@ from typing import Any
 from flyconfigs.errors import FitError, FlyconfigsError
 from flyconfigs.kernels.measured import artifacts_of, timed_in
 from flyconfigs.kernels.rmsnorm.default import DefaultTable, Shape, encode, shape_of
-from flyconfigs.kernels.rmsnorm.model import MISSING, OWN_WEIGHT, SIGMA, TIE_BREAK, RMSNormCostModel
+from flyconfigs.kernels.rmsnorm.model import MISSING, OWN_WEIGHT, ROOFLINE, SIGMA, RMSNormCostModel
 from flyconfigs.schema import Artifact, Candidate, write_atomic
 from flyconfigs.schema.models import Device
 
-__all__ = ["LOSER_FLOOR", "NAME", "SCREEN_MARGIN", "cell_of", "dumps", "fit", "fit_artifacts", "main", "pick",
+__all__ = ["LOSER_FLOOR", "NAME", "ROOFLINE_WEIGHTS", "SCREEN_MARGIN", "cell_of", "dumps", "fit", "fit_artifacts", "main", "pick",
            "refit_document", "table_of", "timed", "usable"]
 
 NAME = "rmsnorm-neighbours"
@@ -47,6 +47,9 @@ LOSER_FLOOR = 0.002
 """The least log slowdown of a finalist that is not the winner."""
 SCREEN_MARGIN = 0.005
 """How much slower than the slowest finalist a screen-only candidate counts, at least."""
+ROOFLINE_WEIGHTS = (0.001, 0.03, 0.1, 0.2, 0.4)
+"""The roofline weights cross-validation chooses from: the most held-out picks within 3%
+of their winners, the smaller geometric mean breaking ties."""
 
 Cell = tuple[tuple[str, str, int, int], dict[Shape, float]]
 
@@ -138,36 +141,51 @@ def fit(folder: str | Path, product: str | None = None, version: int = 2) -> dic
     return fit_artifacts([a for _, a in found], [p.name for p, _ in found], version)
 
 
-def fit_artifacts(artifacts: Sequence[Artifact], files: Sequence[str] = (), version: int = 2,
-                  cross_validate: bool = True) -> dict[str, Any]:
+def fit_artifacts(artifacts: Sequence[Artifact], files: Sequence[str] = (), version: int = 2) -> dict[str, Any]:
     """The model document fitted on ``artifacts`` (one device's measured keys, read from
-    ``files``), with its leave-one-row-length-out figures unless ``cross_validate`` is
-    false."""
+    ``files``): the table of every key, and the roofline weight that leave-one-row-length-out
+    cross-validation on them chooses, with each weight's figures."""
     cells = [cell_of(a) for a in artifacts]
     units = artifacts[0].device.compute_units
-    document: dict[str, Any] = {
+    figures = _cross_validate(artifacts, cells, units)
+    chosen = max(ROOFLINE_WEIGHTS, key=lambda w: (figures[str(w)]["within_3pct_of_tuned"],
+                                                  -figures[str(w)]["geomean_slowdown_vs_tuned"]))
+    return {
         "model": NAME,
         "version": version,
         "sigma": SIGMA,
         "missing": MISSING,
-        "tie_break": TIE_BREAK,
+        "roofline_weight": chosen,
         "loser_floor": LOSER_FLOOR,
         "screen_margin": SCREEN_MARGIN,
         "fitted_on": {"device": artifacts[0].device.identity.describe(), "keys": len(artifacts),
                       "row_lengths": sorted({_n(a) for a in artifacts}), "files": list(files)},
+        "leave_one_row_length_out": figures,
         "table": encode(table_of(cells, units)),
     }
-    if cross_validate:
-        model, picks = RMSNormCostModel(document), []
-        for held in document["fitted_on"]["row_lengths"]:
-            table = table_of([c for c in cells if c[0][3] != held], units)
-            for a in artifacts:
-                if _n(a) == held:
-                    chosen = pick(model, a, table=table)
-                    assert chosen.timing is not None and a.winner.timing is not None
-                    picks.append((chosen.timing.median_us / a.winner.timing.median_us, timed_in(chosen, a)))
-        document["leave_one_row_length_out"] = _figures(picks)
-    return document
+
+
+def _cross_validate(artifacts: Sequence[Artifact], cells: Sequence[Cell], units: int) -> dict[str, dict[str, float]]:
+    """Each roofline weight's figures when every row length is held out in turn and the
+    table of the others picks a config for each of its keys."""
+    shapes_only = RMSNormCostModel({})  # prescores reads only the tables it is given
+    picks: dict[float, list[tuple[float, str]]] = {w: [] for w in ROOFLINE_WEIGHTS}
+    for held in sorted({_n(a) for a in artifacts}):
+        table = [(table_of([c for c in cells if c[0][3] != held], units), 1.0)]
+        for a in artifacts:
+            if _n(a) != held:
+                continue
+            candidates = timed(a)
+            winner = a.winner.timing
+            assert winner is not None
+            prescores = shapes_only.prescores([c.config for c in candidates], a.key, a.device, table)
+            roofline = [math.log(ROOFLINE.predict_us(c.config, a.key, a.device, c.resources))  # type: ignore[arg-type]
+                        for c in candidates]
+            for w in ROOFLINE_WEIGHTS:
+                scores = [p + w * r for p, r in zip(prescores, roofline, strict=True)]
+                chosen = candidates[scores.index(min(scores))]
+                picks[w].append((math.exp(_slowdown(chosen, winner.median_us)), timed_in(chosen, a)))
+    return {str(w): _figures(p) for w, p in picks.items()}
 
 
 _FLAT_LIST = re.compile(r"\[\n([^\[\]{}]*?)\n *\]")

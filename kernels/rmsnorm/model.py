@@ -10,7 +10,7 @@ descriptor (the product catalog's, for a device that was never measured).
 default's :func:`~flyconfigs.kernels.rmsnorm.default.shape_of`: vectors per thread, rows
 per block, vector width, row storage, occupancy hint, cluster, cache hints) had at the
 nearest measured keys of a reference device, weighted by distance
-(:func:`neighbour_scores`), the roofline breaking ties.  The roofline's parts:
+(:func:`neighbour_scores`), plus the roofline's log estimate at a weight the fit chooses.  The roofline's parts:
 
 * traffic: ``2·M·N`` elements of ``x`` and ``y`` plus the weight; a ``reread`` config
   reads ``x`` a second time, from L2 when the block's rows fit in it;
@@ -42,7 +42,7 @@ from flyconfigs.kernels.rmsnorm.tunables import cluster_of
 from flyconfigs.kernels.rownorm import ELEMENT_BYTES
 from flyconfigs.schema.models import Artifact, Device, Resources
 
-__all__ = ["MISSING", "MODEL", "ROOFLINE", "OWN_WEIGHT", "SIGMA", "TIE_BREAK", "RMSNormCostModel", "RooflineModel", "neighbour_scores"]
+__all__ = ["MISSING", "MODEL", "ROOFLINE", "OWN_WEIGHT", "SIGMA", "RMSNormCostModel", "RooflineModel", "neighbour_scores"]
 
 MEMORY_LATENCY_US = 0.7
 """Round trip of a load that misses every cache, on HBM GPUs of this class."""
@@ -141,10 +141,6 @@ SIGMA = 0.3
 """Width, in ``log2`` of M and N, of the Gaussian that weighs neighbouring keys: the key
 itself counts fully, a key twice as long or as tall about 0.4%, so a measured key is
 served its own ranking and a key never measured the average of the nearest."""
-TIE_BREAK = 1e-3
-"""Weight of the roofline's log estimate: it orders shapes the table scores alike (none
-of the neighbours listed them, as on a GPU whose space holds shapes the reference's did
-not), and moves no table score by more than a fraction of a percent."""
 
 
 OWN_WEIGHT = 2.0
@@ -191,8 +187,8 @@ class RMSNormCostModel:
     """Ranks compiled configs of one key by their measured slowdowns at the nearest
     measured keys of a reference device (:func:`neighbour_scores` over the table that
     :mod:`flyconfigs.kernels.rmsnorm.fit_model` fits on measured tunings and ships as
-    ``model.json``, with the data and the cross-validation it came from), the roofline
-    breaking ties.  What it reads of the device it predicts for is the descriptor:
+    ``model.json``, with the data and the cross-validation it came from), plus the
+    roofline's log estimate (:attr:`roofline_weight`).  What it reads of the device it predicts for is the descriptor:
     compute units scale the row count; the roofline reads the compute units, wave size,
     L2 and bandwidth, and the compiled resources.
 
@@ -220,6 +216,14 @@ class RMSNormCostModel:
     def version(self) -> int:
         """The fitted table's version (a refit keeps its reference's)."""
         return int(self._doc["version"])
+
+    @property
+    def roofline_weight(self) -> float:
+        """Weight of the roofline's log estimate beside the table's score, chosen by the fit's
+        cross-validation: it orders the shapes the neighbours did not list (a GPU whose
+        space holds shapes the reference's did not, a key beyond the measured ones) and
+        leans, where the table is unsure, toward what the device's figures favour."""
+        return float(self._doc["roofline_weight"])
 
     @functools.cached_property
     def tables(self) -> list[tuple[DefaultTable, float]]:
@@ -254,7 +258,8 @@ class RMSNormCostModel:
                ) -> list[float]:
         """Each config's predicted log slowdown against the key's best (lower is faster)."""
         roofline = [math.log(ROOFLINE.predict_us(c, key, device, r)) for c, r in zip(configs, resources, strict=True)]
-        return [s + TIE_BREAK * r for s, r in zip(self.prescores(configs, key, device, tables), roofline, strict=True)]
+        weight = self.roofline_weight
+        return [s + weight * r for s, r in zip(self.prescores(configs, key, device, tables), roofline, strict=True)]
 
     def predict(self, configs: Sequence[Mapping[str, Any]], key: Mapping[str, Any], device: Device,
                 resources: Sequence[Resources]) -> list[float]:

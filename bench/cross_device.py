@@ -105,13 +105,14 @@ tunings, so it has seen every key of the H200 and of the held-out regions);
 the held-out region; ``borrowed``: see the module docstring."""
 
 
-def cross_check(source: Sequence[KeyRows], target: Sequence[KeyRows], region: Region | None) -> list[dict[str, Any]]:
+def cross_check(source: Sequence[KeyRows], target: Sequence[KeyRows], region: Region | None
+                ) -> tuple[list[dict[str, Any]], float]:
     """Per key of ``target`` (in ``region``, or every key): each of :data:`METHODS`'s
     configs, fitted on ``source`` outside ``region``, with its time over the target's
-    winner."""
+    winner; and the roofline weight the model's fit chose."""
     train = [r for r in source if region is None or not region(dict(r.artifact.key))]
     artifacts = [r.artifact for r in train]
-    document = fit_model.fit_artifacts(artifacts, cross_validate=False)
+    document = fit_model.fit_artifacts(artifacts)
     model, table = RMSNormCostModel(document), learned_default.decode(document["table"])
     weights = ridge.solve(train, RIDGE_LAMBDA)
     refit = fit_default._table(artifacts, {id(a): fit_default._timed(a) for a in artifacts})
@@ -140,7 +141,7 @@ def cross_check(source: Sequence[KeyRows], target: Sequence[KeyRows], region: Re
         if region is not None and lender is not None:
             row["borrowed"]["from_key"] = dict(lender.key)
         out.append(row)
-    return out
+    return out, float(document["roofline_weight"])
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -167,10 +168,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     results: list[dict[str, Any]] = []
     for scenario, region in SCENARIOS.items():
         for source, target in (args.products, args.products[::-1]):
-            per_key = cross_check(rows[source], rows[target], region)
+            per_key, weight = cross_check(rows[source], rows[target], region)
             summary = summarize(per_key)
             results.append({"scenario": scenario, "fitted_on": source, "predicted_for": target,
-                            "summary": summary, "per_key": per_key})
+                            "roofline_weight": weight, "summary": summary, "per_key": per_key})
             for method, s in summary.items():
                 print(f"{scenario:>18} {source[:11]:>11} -> {target[:11]:<11} {method:>9}: "
                       f"{s.get('within_3pct')}/{s['timed']} within 3%, {s.get('within_10pct')} within 10%, "

@@ -143,13 +143,14 @@ itself counts fully, a key twice as long or as tall about 0.4%, so a measured ke
 served its own ranking and a key never measured the average of the nearest."""
 
 
-OWN_WEIGHT = 2.0
+OWN_WEIGHT = 4.0
 """How much more a refit's own measured key weighs than the reference's key at the same
-distance: at a key the device measured, its own ranking mostly decides; at a key next to
-it, the reference's own measurement of that key counts about as much.  On the H100's
-tunings treated as unmeasured, a refit on two of its row lengths (weight 2) served 55 of
-those 56 keys within 3% of their winners (48 before) and moved the row lengths beside
-them by +0.1% (geometric mean); weight 10 served 56 but moved the others by +0.7%."""
+distance: at a key the device measured, its own ranking decides; at a key next to it, the
+reference's own measurement of that key still counts.  On the H100's tunings treated as
+unmeasured, a refit on two of its row lengths (weight 4) served 55 of those 56 keys within
+3% of their winners (49 before) and 73 of the 81 keys of the row lengths beside them (71
+before; geometric mean +0.2%); weight 2 served 53, weight 10 served 56 but moved the others
+by +0.5%."""
 
 
 def neighbour_scores(tables: Sequence[tuple[DefaultTable, float]], key: Mapping[str, Any],

@@ -82,6 +82,7 @@ def test_a_kernels_registers_shared_memory_and_local_bytes_are_read_from_its_cub
     assert resources.max_blocks_per_cu == max_blocks_per_sm(LIMITS[arch], resources.registers, 256, 256)
 
 
+@pytest.mark.slow
 @nvrtc
 @pytest.mark.nvrtc
 def test_sm90_cubins_give_what_the_tuning_drivers_read(tmp_path: Path) -> None:

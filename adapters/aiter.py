@@ -1,13 +1,16 @@
-"""aiter's tuned GEMM CSVs as ``imported`` artifacts of ``aiter_gemm_<family>``.
+"""aiter's tuned CSVs as ``imported`` tables, one per (file, device).
 
-A file (``aiter/configs/<family>_tuned_gemm.csv``, or a model's
-``aiter/configs/model_configs/…<family>_tuned_gemm….csv``) has a header and one row per
-shape: ``gfx`` (files before mid-2026 omit it) and ``cu_num``, which aiter matches against
-the running GPU, the family's key columns, its config columns, and what aiter measured
-(``us``, ``tflops``, ``bw``, ``errRatio``, kept as the source's reported figures).  Each
-row becomes one artifact.  The device is derived from ``gfx`` and ``cu_num``: aiter's
-files name no product, so the artifact names none either (its product reads
-``AMD <gfx>, <cu_num> CUs``) and is served to every GPU of that arch and CU count.
+A file (``aiter/configs/<name>.csv``, a model's ``aiter/configs/model_configs/…csv`` or a
+FlyDSL op's ``aiter/ops/flydsl/…_tuned.csv``) has a header and one row per shape: the
+device columns aiter matches against the running GPU (``gfx`` or ``arch``, and ``cu_num``
+where the family has it), the family's key columns, its config columns and what aiter's
+tuner measured (``us``, ``tflops``, ``errRatio``, …, kept as the table's measurements).
+The family is the one aiter reads the file for (:func:`~flyconfigs.kernels.aiter_gemm.family_of`).
+The device is derived from ``gfx`` and ``cu_num``, or, in files without ``gfx``, from
+``cu_num`` through flyconfigs' product catalog (as aiter's ``gfx_from_cu_num`` does): the
+file names no product, so the table names none either (its product reads ``AMD <gfx>,
+<cu_num> CUs``; a file keyed by the arch alone, ``AMD <gfx>``).  Rows are kept exactly:
+key cells typed as aiter's lookup compares them, the other cells as pandas reads them.
 """
 
 from __future__ import annotations
@@ -15,19 +18,25 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-import math
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from flyconfigs.adapters.imported import Imported, UpstreamFile, imported_artifact
-from flyconfigs.errors import ArtifactError, FieldProblem
-from flyconfigs.kernels.aiter_gemm import FAMILIES, AiterGemmSpec
+from flyconfigs.adapters.imported import UpstreamFile
+from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
+from flyconfigs.kernels.aiter_family import COLUMN_TYPES, FALLBACK_AXIS, MEASURED, AiterFamily, cell_value
+from flyconfigs.kernels.aiter_gemm import family_of
+from flyconfigs.registry.contract import normalize_key
 from flyconfigs.registry.products import product_catalog
+from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import read_file_bytes
-from flyconfigs.schema.models import Device, wave_size_of_arch
+from flyconfigs.schema.load import parse_table
+from flyconfigs.schema.models import SCHEMA_VERSION, Device, wave_size_of_arch
+from flyconfigs.schema.table import Table
 
-__all__ = ["CONFIG_DIR", "PROJECT", "family_of", "import_aiter_file"]
+__all__ = ["CONFIG_DIR", "PROJECT", "ImportedTables", "import_aiter_file"]
 
 PROJECT = "ROCm/aiter"
 CONFIG_DIR = "aiter/configs"
@@ -35,15 +44,15 @@ _INT = re.compile(r"^-?[0-9]{1,18}$")
 _GFX = re.compile(r"^gfx[0-9a-f]{3,4}$")
 
 
-def family_of(file_name: str) -> AiterGemmSpec:
-    """The declared family a file's name says (``…<family>_tuned_gemm….csv``, the longest
-    family that fits); :class:`ArtifactError` on ``<file name>`` when none does."""
-    stem = file_name.removesuffix(".csv")
-    fits = [spec for family, spec in FAMILIES.items() if re.search(rf"(^|_){re.escape(family)}_tuned_gemm($|_)", stem)]
-    if not fits:
-        raise ArtifactError(file_name, [FieldProblem("<file name>", "names no declared aiter GEMM family (declared: "
-                                                     f"{', '.join(f'{f}_tuned_gemm.csv' for f in FAMILIES)})")])
-    return max(fits, key=lambda spec: len(spec.family))
+@dataclass
+class ImportedTables:
+    """One file's import: its tables (one per device), the rows they hold, and each row
+    refused with the file, the line and the field."""
+
+    file: str
+    family: AiterFamily
+    tables: list[Table] = field(default_factory=list)
+    refused: list[ArtifactError] = field(default_factory=list)
 
 
 def _arch_of_cus(cus: int) -> str | None:
@@ -52,28 +61,31 @@ def _arch_of_cus(cus: int) -> str | None:
     return arches.pop() if len(arches) == 1 else None
 
 
-def _typed(text: str, kind: type, where: str, file: str) -> object:
+def _cus_of_arch(arch: str) -> int | None:
+    """The most compute units of the catalog's products of ``arch`` (a file keyed by the
+    arch alone serves them all), if the catalog has one."""
+    counts = [p.device.compute_units for p in product_catalog().products if p.device.arch == arch]
+    return max(counts) if counts else None
+
+
+def _key_cell(text: str, column: str, where: str, file: str) -> Any:
+    kind = COLUMN_TYPES.get(column, str)
     if kind is int:
         if not _INT.match(text):
             raise ArtifactError(file, [FieldProblem(where, f"expected an int, got {text!r}")])
         return int(text)
-    if kind is float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value):
-            raise ArtifactError(file, [FieldProblem(where, f"expected a finite number, got {text!r}")])
-        return value
+    if kind is bool:
+        if text not in ("True", "False"):
+            raise ArtifactError(file, [FieldProblem(where, f"expected True or False, got {text!r}")])
+        return text == "True"
     if not text:
         raise ArtifactError(file, [FieldProblem(where, "is empty")])
     return text
 
 
 def _numbered(rows: Iterator[list[str]], file: str, refused: list[ArtifactError]) -> Iterator[tuple[int, list[str]]]:
-    """The rows after the header, each with its line number.  A row the csv module cannot
-    read (a cell over its size limit) is refused and ends the file: where the next row
-    starts is unknown."""
+    """The rows after the header, each with its line number; a row the csv module cannot
+    read is refused and ends the file (where the next row starts is unknown)."""
     for number in itertools.count(2):
         try:
             row = next(rows)
@@ -86,23 +98,59 @@ def _numbered(rows: Iterator[list[str]], file: str, refused: list[ArtifactError]
         yield number, row
 
 
-def import_aiter_file(path: str | Path, revision: str | None = None, family: AiterGemmSpec | None = None,
-                      upstream_dir: str = CONFIG_DIR) -> Imported:
-    """Every row of the aiter tuned CSV at ``path`` as an artifact.
+def _device(cells: dict[str, str], spec: AiterFamily, at: str, file: str) -> tuple[Device, str]:
+    """The row's device and how it was derived."""
+    cus_text = cells.get("cu_num")
+    cus = _key_cell(cus_text, "cu_num", at + "cu_num", file) if cus_text is not None else None
+    if cus is not None and cus < 1:
+        raise ArtifactError(file, [FieldProblem(at + "cu_num", f"must be positive, got {cus}")])
+    arch = cells.get(spec.arch_column)
+    if arch is not None:
+        if not _GFX.match(arch):
+            raise ArtifactError(file, [FieldProblem(at + spec.arch_column, f"expected an AMD gfx arch, got {arch!r}")])
+        how = f"{spec.arch_column}={arch}" + (f" and cu_num={cus}" if cus is not None else "")
+    elif cus is not None:
+        arch = _arch_of_cus(cus)
+        if arch is None:
+            raise ArtifactError(file, [FieldProblem(at + "cu_num", f"{cus} CUs: no gfx column, and flyconfigs' catalog "
+                                                    "has no one AMD arch with that many CUs")])
+        how = f"cu_num={cus}; no gfx column, and every AMD product of flyconfigs' catalog with {cus} CUs is {arch}"
+    else:
+        raise ArtifactError(file, [FieldProblem(at.rstrip("."), f"no {spec.arch_column} and no cu_num: no device")])
+    if cus is None:
+        cus = _cus_of_arch(arch)
+        if cus is None:
+            raise ArtifactError(file, [FieldProblem(at + spec.arch_column, f"{arch}: the file names only the arch, and "
+                                                    "flyconfigs' catalog knows no product of it")])
+        product = f"AMD {arch}"
+        how += (f", which aiter matches against the running GPU's arch alone: served to every {arch} GPU (the compute "
+                f"units are the most of the catalog's {arch} products)")
+    else:
+        product = f"AMD {arch}, {cus} CUs"
+        how += ", which aiter matches against the running GPU"
+    device = Device(vendor="amd", arch=arch, product=product, compute_units=cus, features=[],
+                    wave_size=wave_size_of_arch(arch))  # type: ignore[arg-type]
+    return device, how + "; the file names no product"
 
-    ``family`` defaults to the one the file name says (:func:`family_of`); ``revision`` is
-    the aiter commit the file was taken from and ``upstream_dir`` its folder there, both
-    recorded with its address.  Raises :class:`ArtifactError` naming the file and field
-    for a file that cannot be imported at all (its name, encoding or header); a row that
-    cannot be represented (a missing or mistyped cell, a device that cannot be derived, a
-    second row for one device and key) is refused alone, naming its line and column; a row
-    the csv module cannot read is refused and ends the file."""
+
+def import_aiter_file(path: str | Path, revision: str | None = None, family: AiterFamily | None = None,
+                      upstream_dir: str = CONFIG_DIR) -> ImportedTables:
+    """The rows of the aiter tuned CSV at ``path`` as tables, one per device.
+
+    ``family`` defaults to the one aiter reads the file for; ``revision`` is the aiter
+    commit the file was taken from and ``upstream_dir`` its folder there, both recorded.
+    Raises :class:`ArtifactError` naming the file and field for a file that cannot be
+    imported at all (no family, its encoding or header); a row that cannot be
+    represented (a missing or mistyped cell, a device that cannot be derived, a second
+    row for one device and key, which aiter's lookup cannot tell apart) is refused
+    alone, naming its line and column."""
     p = Path(path)
     file = str(p)
     spec = family or family_of(p.name)
+    if spec is None:
+        raise ArtifactError(file, [FieldProblem("<file name>", "not a tuned file aiter reads for a declared family")])
     try:
-        # A leading byte-order mark (a CSV saved by a spreadsheet) is not part of the first
-        # column's name: pandas, with which aiter reads these files, drops it too.
+        # A leading byte-order mark is not part of the first column's name: pandas drops it too.
         text = read_file_bytes(p).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ArtifactError(file, [FieldProblem("", f"not UTF-8 text: {exc}")]) from None
@@ -113,58 +161,71 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
         raise ArtifactError(file, [FieldProblem("line 1", f"not readable as CSV ({exc})")]) from None
     if header is None:
         raise ArtifactError(file, [FieldProblem("line 1", "no header")])
-    key_columns, config_columns = dict(spec.key_columns), dict(spec.config_columns)
-    known = {"gfx", "cu_num", *key_columns, *config_columns, *spec.reported_columns}
-    problems = [FieldProblem(f"line 1.{c}", f"not a column of {spec.name} files") for c in header if c not in known]
-    problems += [FieldProblem("line 1", f"missing column {c}") for c in ("cu_num", *key_columns, *config_columns)
-                 if c not in header]
-    if len(set(header)) != len(header):
-        problems.append(FieldProblem("line 1", "a column is named twice"))
-    if problems:
-        raise ArtifactError(file, problems)
-    upstream = UpstreamFile(PROJECT, f"{upstream_dir.rstrip('/')}/{p.name}", revision)
-    out = Imported(file)
-    seen: dict[str, int] = {}
+    wrong = spec.layout_problem(header)
+    if wrong is not None or len(set(header)) != len(header):
+        raise ArtifactError(file, [FieldProblem("line 1", wrong or "a column is named twice")])
+    out = ImportedTables(file, spec)
+    config = [c for c in header if c in spec.config]
+    measured = [c for c in header if c in MEASURED]
+    groups: dict[str, tuple[Device, str, dict[str, tuple[int, list[Any]]]]] = {}
     for number, row in _numbered(rows, file, out.refused):
         if not row:
             continue
         try:
-            if len(row) != len(header):
-                raise ArtifactError(file, [FieldProblem(f"line {number}", f"{len(row)} cells, the header has {len(header)}")])
-            cells = dict(zip(header, row, strict=True))
+            if len(row) > len(header):
+                raise ArtifactError(file, [FieldProblem(f"line {number}", f"{len(row)} cells, the header has {len(header)}: "
+                                                        "pandas, with which aiter reads the file, refuses it")])
+            # A short row's missing cells are empty, as pandas reads them (NaN).
+            cells = dict(zip(header, row + [""] * (len(header) - len(row)), strict=True))
             at = f"line {number}."
-            cus = _typed(cells["cu_num"], int, at + "cu_num", file)
-            assert isinstance(cus, int)
-            if cus < 1:
-                raise ArtifactError(file, [FieldProblem(at + "cu_num", f"must be positive, got {cus}")])
-            if "gfx" in cells:
-                arch = cells["gfx"]
-                if not _GFX.match(arch):
-                    raise ArtifactError(file, [FieldProblem(at + "gfx", f"expected an AMD gfx arch, got {arch!r}")])
-                device_from = (f"line {number}: gfx={arch} and cu_num={cus}, which aiter matches against the running "
-                               f"GPU; the file names no product")
+            device, how = _device(cells, spec, at, file)
+            key = {c: _key_cell(cells[c], c, at + c, file) for c in spec.key}
+            if FALLBACK_AXIS in (a.name for a in spec.key_axes):
+                key[FALLBACK_AXIS] = cells.get("_tag") == "flydsl_fallback"
+            try:
+                normalize_key(spec, key)
+            except InvalidKeyError as exc:
+                raise ArtifactError(file, [FieldProblem(f"line {number}", str(exc))]) from None
+            values = [*key.values(), *(cell_value(cells[c]) for c in config), *(cell_value(cells[c]) for c in measured)]
+            group = groups.setdefault(canonical_text(device.identity.model_dump(mode="json")), (device, how, {}))
+            slot = canonical_text(list(key.values()))
+            kept = group[2].get(slot)
+            if kept is None:
+                group[2][slot] = (number, values)
+            elif spec.on_duplicate == "lowest-us" and _us(values, config, measured) < _us(kept[1], config, measured):
+                group[2][slot] = (number, values)
+                raise ArtifactError(file, [FieldProblem(f"line {kept[0]}", f"the same key as line {number}, which aiter "
+                                                        "serves instead (the lowest us of the rows that match)")])
             else:
-                found = _arch_of_cus(cus)
-                if found is None:
-                    raise ArtifactError(file, [FieldProblem(at + "cu_num", f"{cus} CUs: no gfx column, and flyconfigs' "
-                                                            "catalog has no one AMD arch with that many CUs")])
-                arch = found
-                device_from = (f"line {number}: cu_num={cus}; the file has no gfx column, and every AMD product of "
-                               f"flyconfigs' catalog with {cus} CUs is {arch}; the file names no product")
-            key = {c: _typed(cells[c], kind, at + c, file) for c, kind in key_columns.items()}
-            config = {c: _typed(cells[c], kind, at + c, file) for c, kind in config_columns.items()}
-            reported = {c: _typed(cells[c], float, at + c, file) for c in spec.reported_columns if c in cells}
-            device = Device(vendor="amd", arch=arch, product=f"AMD {arch}, {cus} CUs", compute_units=cus, features=[],
-                            wave_size=wave_size_of_arch(arch))  # type: ignore[arg-type]
-            artifact = imported_artifact(
-                spec, device, key, config, upstream=upstream, entry=f"line {number}", device_from=device_from,
-                tool="flyconfigs import aiter", backend="aiter", reported=reported, file=file, field=f"line {number}")
-            slot = repr((arch, cus, sorted(artifact.key.items())))
-            if slot in seen:
-                raise ArtifactError(file, [FieldProblem(f"line {number}", f"the same gfx, cu_num and key as line "
-                                                        f"{seen[slot]}: aiter reads one config per shape")])
-            seen[slot] = number
-            out.artifacts.append(artifact)
+                why = ("which aiter serves instead (the lowest us of the rows that match)" if spec.on_duplicate ==
+                       "lowest-us" else "aiter's lookup cannot tell them apart")
+                raise ArtifactError(file, [FieldProblem(f"line {number}", f"the same device and key as line {kept[0]}, "
+                                                        f"{why}")])
+        except ArtifactError as exc:
+            out.refused.append(exc)
+    upstream = UpstreamFile(PROJECT, f"{upstream_dir.rstrip('/')}/{p.name}", revision)
+    for device, how, found in groups.values():
+        ordered = sorted(found.values(), key=lambda pair: pair[0])
+        data = {
+            "schema_version": SCHEMA_VERSION, "form": "table",
+            "kernel": {"name": spec.name, "version": spec.version, "source_sha256": None},
+            "device": device.model_dump(mode="json"),
+            "columns": {"key": [a.name for a in spec.key_axes], "config": config, "measured": measured},
+            "rows": [values for _, values in ordered], "entries": [f"line {n}" for n, _ in ordered], "layout": header,
+            "selection": {"rule": "imported"},
+            "provenance": {"tool": "flyconfigs import aiter", "backend": "aiter", "source": {
+                "project": upstream.project, "file": upstream.path, "revision": upstream.revision, "url": upstream.url,
+                "device_from": how}},
+        }
+        try:
+            out.tables.append(parse_table(data, file)[0])
         except ArtifactError as exc:
             out.refused.append(exc)
     return out
+
+
+def _us(values: list[Any], config: list[str], measured: list[str]) -> float:
+    if "us" not in measured:
+        return float("inf")
+    value = values[len(values) - len(measured) + measured.index("us")]
+    return float(value) if isinstance(value, (int, float)) else float("inf")

@@ -12,11 +12,13 @@ from urllib.parse import quote
 from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
 from flyconfigs.registry.check import refusal
 from flyconfigs.registry.declarations import KernelDecl, check_key
+from flyconfigs.registry.replacing import replacement_refusal
 from flyconfigs.schema.jsonio import write_atomic
-from flyconfigs.schema.load import load_artifact, parse_artifact
+from flyconfigs.schema.load import parse_artifact
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, Device
+from flyconfigs.schema.table import Table
 
-__all__ = ["Imported", "UpstreamFile", "imported_artifact", "write_imported"]
+__all__ = ["Imported", "UpstreamFile", "imported_artifact", "write_imported", "write_imported_table"]
 
 
 @dataclass(frozen=True)
@@ -38,12 +40,14 @@ class UpstreamFile:
 
 @dataclass
 class Imported:
-    """One file's import: the artifacts made, and each entry refused with the file, the
-    entry and the field that could not be represented."""
+    """One file's import: the artifacts made, the tables made (schema 1.6: many of its
+    entries in one document), and each entry refused with the file, the entry and the
+    field that could not be represented."""
 
     file: str
     artifacts: list[Artifact] = field(default_factory=list)
     refused: list[ArtifactError] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
 
 
 def imported_artifact(decl: KernelDecl, device: Device, key: Mapping[str, object], config: Mapping[str, object], *,
@@ -104,19 +108,43 @@ def write_imported(artifact: Artifact, folder: str | Path) -> Path:
     (atomically); return the path.
 
     An import never replaces what says more than it does: a file of that name holding a
-    measured or predicted artifact with other bytes is not overwritten
-    (:class:`ArtifactError` naming it and its label), so importing cannot turn that slot's
-    label into ``imported`` nor lose its candidates and provenance.  An earlier import,
-    or a file that is not a valid artifact, is replaced."""
+    measured or predicted artifact, or one of a newer schema (whose label this
+    flyconfigs may not know), is not overwritten (:class:`ArtifactError` naming it), so
+    importing cannot turn that slot's label into ``imported`` nor lose its candidates
+    and provenance (:func:`~flyconfigs.registry.replacing.replacement_refusal`).  An
+    earlier import, or a file that is not an artifact, is replaced."""
     target = Path(folder) / artifact.file_name()
     payload = artifact.to_json_bytes()
-    try:
-        existing = load_artifact(target) if target.is_file() else None
-    except ArtifactError:
-        existing = None
-    if existing is not None and existing.selection.rule != "imported" and existing.to_json_bytes() != payload:
-        label = "predicted" if existing.selection.rule == "predicted" else "measured"
-        raise ArtifactError(str(target), [FieldProblem(
-            "selection.rule", f"holds a {label} artifact for the same kernel, device and key; an import never "
-            "replaces it (not overwritten)")])
+    why = replacement_refusal(target, "imported")
+    if why is not None:
+        field = "schema_version" if "schema" in why else "selection.rule"
+        raise ArtifactError(str(target), [FieldProblem(field, why)])
     return write_atomic(target, payload)
+
+
+def write_imported_table(table: Table, folder: str | Path, file: str) -> tuple[Path | None, list[ArtifactError]]:
+    """Write an imported ``table`` into ``folder`` under its own file name (atomically),
+    less the rows whose slot (kernel, device, key) ``folder`` holds a measured or
+    predicted artifact for: those are refused (naming ``file`` and the row's entry), as
+    :func:`write_imported` refuses to replace such an artifact.  The path written
+    (``None`` when no row is left) and the refusals."""
+    keep: list[int] = []
+    refused: list[ArtifactError] = []
+    for index in range(len(table.rows)):
+        row = Artifact.model_validate(table.row_artifact_data(index))
+        target = Path(folder) / row.file_name()
+        why = replacement_refusal(target, "imported") if target.is_file() else None
+        if why is not None:
+            refused.append(ArtifactError(file, [FieldProblem(table.entry_of(index), f"{target}: {why}; an import "
+                                                             "never shadows it (row not written)")]))
+        else:
+            keep.append(index)
+    if not keep:
+        return None, refused
+    if len(keep) < len(table.rows):
+        data = table.model_dump(mode="json")
+        data["rows"] = [data["rows"][i] for i in keep]
+        if data.get("entries") is not None:
+            data["entries"] = [data["entries"][i] for i in keep]
+        table = Table.model_validate(data)
+    return write_atomic(Path(folder) / table.file_name(), table.to_json_bytes()), refused

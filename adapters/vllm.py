@@ -7,7 +7,7 @@ the separate down-projection configs), or, for the FlyDSL int4 kernel,
 ``E=<E>,N=<N>,device_name=<device>,dtype=int4_w4a16,backend=flydsl.json``.  Each maps a
 batch size ``M`` (a JSON member such as ``"64"``) to the kernel's config; a member
 ``triton_version`` records the Triton it was tuned with.  Each batch size becomes one
-artifact of ``vllm_fused_moe`` (key ``E, N, dtype, block_shape, down, M``) or of
+artifact of ``vllm_fused_moe`` (key ``E, N, dtype, block_n, block_k, down, M``) or of
 ``vllm_flydsl_moe`` (key ``E, N, dtype, M``).  The device is the product the file name
 names: one the importer was given, else one of flyconfigs' catalog; the artifact says
 which.
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flyconfigs.adapters.as_table import as_table
 from flyconfigs.adapters.imported import Imported, UpstreamFile, imported_artifact
 from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.kernels import vllm_flydsl_moe, vllm_fused_moe
@@ -29,7 +30,7 @@ from flyconfigs.registry.products import find_product, product_catalog
 from flyconfigs.schema.jsonio import read_document
 from flyconfigs.schema.models import Device
 
-__all__ = ["CONFIG_DIR", "PROJECT", "VLLMFile", "import_vllm_file", "parse_file_name", "vllm_file_name"]
+__all__ = ["CONFIG_DIR", "PROJECT", "VLLMFile", "import_vllm_file", "parse_file_name", "tabulated", "vllm_file_name"]
 
 PROJECT = "vllm-project/vllm"
 CONFIG_DIR = "vllm/model_executor/layers/fused_moe/configs"
@@ -67,8 +68,8 @@ def parse_file_name(name: str) -> VLLMFile:
             raise ArtifactError(name, [FieldProblem("<file name>.backend", "vLLM names one backend file: "
                                                     "…,dtype=int4_w4a16,backend=flydsl.json")])
         return VLLMFile(vllm_flydsl_moe.SPEC, {"E": E, "N": N, "dtype": dtype}, match["device"])
-    shape = [int(match["bn"]), int(match["bk"])] if match["bn"] else None
-    return VLLMFile(vllm_fused_moe.SPEC, {"E": E, "N": N, "dtype": dtype, "block_shape": shape,
+    block_n, block_k = (int(match["bn"]), int(match["bk"])) if match["bn"] else (None, None)
+    return VLLMFile(vllm_fused_moe.SPEC, {"E": E, "N": N, "dtype": dtype, "block_n": block_n, "block_k": block_k,
                                           "down": match["down"] is not None}, match["device"])
 
 
@@ -78,8 +79,7 @@ def vllm_file_name(kernel: str, device_name: str, key: dict[str, Any]) -> str:
     dtype = f",dtype={key['dtype']}" if key.get("dtype") else ""
     if kernel == vllm_flydsl_moe.SPEC.name:
         return f"E={key['E']},N={key['N']},device_name={device_name}{dtype},backend={FLYDSL_BACKEND}.json"
-    shape = key.get("block_shape")
-    block = f",block_shape=[{shape[0]},{shape[1]}]" if shape and all(shape) else ""
+    block = f",block_shape=[{key['block_n']},{key['block_k']}]" if key.get("block_n") and key.get("block_k") else ""
     return f"E={key['E']},N={key['N']},device_name={device_name}{dtype}{block}{'_down' if key.get('down') else ''}.json"
 
 
@@ -137,3 +137,13 @@ def import_vllm_file(path: str | Path, revision: str | None = None, devices: Seq
         except ArtifactError as exc:
             out.refused.append(exc)
     return out
+
+
+def tabulated(imported: Imported) -> Imported:
+    """``imported`` (one vLLM file's) with its entries as one table (schema 1.6), in the
+    file's order; an entry whose tunables differ from most of the file's (a down file's
+    ``{"USE_TMA": false}``) stays an artifact beside it."""
+    table, left = as_table(imported.artifacts, imported.file)
+    if table is None:
+        return imported
+    return Imported(imported.file, left, imported.refused, [table])

@@ -199,6 +199,8 @@ class RegistryAutotuner:
         self.fallback = fallback
         self.arg_names: list[str] = list(fn.arg_names)
         self._options = dict(triton_options)
+        prune = (self._options.get("prune_configs_by") or {})
+        self._prune: Callable[..., Any] | None = prune.get("early_config_prune") if isinstance(prune, Mapping) else None
         self._triton: Any = None
         self._lock = threading.Lock()
         self._logged: set[str] = set()
@@ -268,25 +270,55 @@ class RegistryAutotuner:
 
     def choose(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         """The ``triton.Config`` to run for a call with ``args`` and ``kwargs`` without a
-        search, or ``None`` when Triton's autotune decides (sets :attr:`resolution`)."""
+        search, or ``None`` when Triton's autotune decides (sets :attr:`resolution`).
+
+        A served config the author's own ``prune_configs_by`` ``early_config_prune``
+        removes for this call's arguments is never run (Triton would never run it for
+        them: a config tuned at a nearby key may not fit this one); the call falls back
+        as if nothing were served, with one warning per key."""
         key, tensor = self._key(args, kwargs)
         resolution = self.resolution = self._resolve(key, tensor)
         if resolution is not None and resolution.source != "default":
-            # The resolver memoizes a key's resolution: look its config up once.
+            # The resolver memoizes a key's resolution: look its config up (and prune) once.
             served = self._served.get(id(resolution))
             if served is None or served[0] is not resolution:
                 index = self.family.index_of(resolution.config)
-                served = (resolution, self.family.triton_configs[index] if index is not None else None)
+                chosen = self.family.triton_configs[index] if index is not None else None
+                if chosen is not None and not self._survives_prune(chosen, args, kwargs, key):
+                    chosen = None
+                served = (resolution, chosen)
                 if len(self._served) > 4096:
                     self._served.clear()
                 self._served[id(resolution)] = served
-            return served[1]
+            if served[1] is not None:
+                return served[1]
         if self.fallback == "default":
             try:
-                return self.family.default_triton_config(resolution.key if resolution is not None else key)
+                default = self.family.default_triton_config(resolution.key if resolution is not None else key)
             except TuneError as exc:
                 self._warn(f"{exc}; falling back to triton")
+                return None
+            return default if self._prune is None or self._survives_prune(default, args, kwargs, key) else None
         return None
+
+    def _survives_prune(self, chosen: Any, args: Sequence[Any], kwargs: Mapping[str, Any],
+                        key: Mapping[str, object]) -> bool:
+        """Whether the author's ``early_config_prune`` keeps ``chosen`` for this call, as
+        Triton's autotuner calls it (the configs, the arguments by name, the keywords)."""
+        if self._prune is None:
+            return True
+        named = dict(zip(self.arg_names, args, strict=False))
+        try:
+            kept = list(self._prune(list(self.family.triton_configs), named, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - the author's function failing: serve nothing it did not approve
+            self._warn(f"{self.family.name}: prune_configs_by raised {type(exc).__name__}: {exc}; falling back to "
+                       f"{self.fallback}")
+            return False
+        if any(c is chosen for c in kept):
+            return True
+        self._warn(f"{self.family.name} {dict(key)}: the served config {self.family.configs[self.family.triton_configs.index(chosen)]} "
+                   f"is pruned by the kernel's own prune_configs_by for this call; falling back to {self.fallback}")
+        return False
 
     def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
         """Launch with the registry's config for this call's key, else the fallback."""

@@ -48,6 +48,8 @@ class VLLMFlyDSLMoESpec(KernelDecl):
     name = "vllm_flydsl_moe"
     version = 1
     key_axes = KEY_AXES
+    own_device_first = True
+    """vLLM reads the asked device's own file: its nearest batch size before a sibling's exact one."""
 
     def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
         """vLLM's nearest batch size: ``(|M - m|, m)``, a tie to the smaller ``m``."""
@@ -56,7 +58,10 @@ class VLLMFlyDSLMoESpec(KernelDecl):
 
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:
-        """``None`` when ``config`` sets exactly the five tiles, each a positive int."""
+        """``None`` when ``config`` sets exactly the five tiles, each a positive int, or is
+        empty (the default: vLLM's own table)."""
+        if not config:
+            return None
         missing = [n for n in TUNABLES if n not in config]
         unknown = sorted(str(n) for n in config if n not in TUNABLES)
         if missing or unknown:

@@ -2,11 +2,13 @@
 imported, published, served and exported back (flyconfigs neither runs nor tunes it).
 
 vLLM keeps one JSON file per ``(E, N, device, dtype, block_shape)`` and projection
-(``vllm/model_executor/layers/fused_moe/configs/E=…,N=…,device_name=…[,dtype=…][,block_shape=[…]][_down].json``),
+(``vllm/model_executor/layers/fused_moe/configs/E=…,N=…,device_name=…[,dtype=…][,block_shape=[n,k]][_down].json``),
 each mapping a batch size ``M`` to the kernel's launch config.  Here that is the key
-``E, N, dtype, block_shape, down, M`` (``M`` ordinal; the others exact; ``down`` true for
-the separate down-projection files, which vLLM 0.34 reads for block-quantized fp8) and
-the tunables below.
+``E, N, dtype, block_n, block_k, down, M`` (``M`` ordinal; the others exact; ``block_n``
+and ``block_k`` the quantization block, both null without one, as vLLM's
+``get_moe_configs(E, N, dtype, block_n, block_k)`` takes it; ``down`` true for the
+separate down-projection files, which vLLM 0.34 reads for block-quantized fp8) and the
+tunables below.
 
 **Which entry serves** is vLLM's rule (``_get_configured_moe_config``:
 ``configs[min(configs, key=lambda x: abs(x - M))]``): the tuned ``M`` nearest by absolute
@@ -57,7 +59,8 @@ KEY_AXES = (
     KeyAxis("E", int, minimum=1),
     KeyAxis("N", int, minimum=1),
     KeyAxis("dtype", str, nullable=True),
-    KeyAxis("block_shape", list, nullable=True),
+    KeyAxis("block_n", int, nullable=True, minimum=1),
+    KeyAxis("block_k", int, nullable=True, minimum=1),
     KeyAxis("down", bool),
     KeyAxis("M", int, ordinal=True, minimum=1),
 )
@@ -66,12 +69,12 @@ KEY_AXES = (
 def launch_config(config: Mapping[str, KeyValue], key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
     """What vLLM 0.34's ``invoke_fused_moe_kernel`` launches for ``config`` at ``key``:
     ``SPLIT_K`` 1, ``USE_TMA`` removed, and ``BLOCK_SIZE_K`` at most the smaller side
-    of a quantization ``block_shape``."""
+    of a quantization block (``block_n``, ``block_k``)."""
     out = {name: value for name, value in config.items() if name != "USE_TMA"}
     out["SPLIT_K"] = 1
-    shape = key.get("block_shape")
-    if isinstance(shape, list) and len(shape) == 2 and "BLOCK_SIZE_K" in out:
-        out["BLOCK_SIZE_K"] = min(int(out["BLOCK_SIZE_K"]), int(shape[0]), int(shape[1]))
+    block_n, block_k = key.get("block_n"), key.get("block_k")
+    if type(block_n) is int and type(block_k) is int and type(out.get("BLOCK_SIZE_K")) is int:
+        out["BLOCK_SIZE_K"] = min(int(out["BLOCK_SIZE_K"]), block_n, block_k)
     return out
 
 
@@ -80,17 +83,19 @@ class VLLMFusedMoESpec(KernelDecl):
 
     name = "vllm_fused_moe"
     version = 2
-    """2: the key axis ``down``; launch-time clamp of ``BLOCK_SIZE_K``; USE_TMA and grf_mode."""
+    """2: the key axes ``block_n``, ``block_k`` (for 1's ``block_shape``) and ``down``; the
+    launch-time clamp of ``BLOCK_SIZE_K``; ``USE_TMA``, ``num_ctas`` and ``grf_mode``."""
     key_axes = KEY_AXES
+    own_device_first = True
+    """vLLM reads the asked device's own file: its nearest batch size before a sibling's exact one."""
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
-        """``key`` validated against the axes; ``block_shape`` is ``None`` or two positive
-        ints ``[block_n, block_k]``.  :class:`InvalidKeyError` naming the axis otherwise."""
+        """``key`` validated against the axes; ``block_n`` and ``block_k`` are both null
+        (no quantization block) or both set.  :class:`InvalidKeyError` naming the axis."""
         norm = normalize_key(self, key)
-        shape = norm["block_shape"]
-        if shape is not None and (len(shape) != 2 or any(type(v) is not int or v < 1 for v in shape)):
-            raise InvalidKeyError(f"key axis 'block_shape' of {self.name!r} must be null or two positive ints, "
-                                  f"got {shape!r}")
+        if (norm["block_n"] is None) != (norm["block_k"] is None):
+            raise InvalidKeyError(f"key axes 'block_n' and 'block_k' of {self.name!r} are both null or both set, "
+                                  f"got {norm['block_n']!r} and {norm['block_k']!r}")
         return norm
 
     def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
@@ -102,8 +107,9 @@ class VLLMFusedMoESpec(KernelDecl):
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:
         """``None`` when vLLM can launch ``config`` at ``key`` (see the module's rules), or
-        a down-projection entry is :data:`NO_TMA_DOWN`; else why not."""
-        if key.get("down") is True and dict(config) == NO_TMA_DOWN:
+        a down-projection entry is :data:`NO_TMA_DOWN`, or it is empty (the default: vLLM's
+        own choice); else why not."""
+        if not config or (key.get("down") is True and dict(config) == NO_TMA_DOWN):
             return None
         missing = [n for n in REQUIRED_TUNABLES if n not in config]
         unknown = sorted(str(n) for n in config if n not in REQUIRED_TUNABLES + OPTIONAL_TUNABLES)
@@ -133,9 +139,9 @@ class VLLMFusedMoESpec(KernelDecl):
                            block_k * block_n), ("BLOCK_SIZE_M x BLOCK_SIZE_N", block_m * block_n)):
             if size > MAX_TILE_ELEMENTS:
                 return f"a {what} tile of {size} elements is more than Triton's {MAX_TILE_ELEMENTS}"
-        shape = key.get("block_shape")
-        if isinstance(shape, list) and int(shape[1]) % block_k:
-            return f"BLOCK_SIZE_K={block_k} (at launch) does not divide the quantization block's {shape[1]}"
+        quant_k = key.get("block_k")
+        if type(quant_k) is int and quant_k % block_k:
+            return f"BLOCK_SIZE_K={block_k} (at launch) does not divide the quantization block's {quant_k}"
         return None
 
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:

@@ -25,10 +25,10 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from flyconfigs.errors import ArtifactError, PublishError
+from flyconfigs.publish.contents import NOTICE_FILE, Contents, collect, describe
 from flyconfigs.publish.index import index_versions
-from flyconfigs.publish.layout import checked_name, distribution_name, import_package, package_files
-from flyconfigs.schema.jsonio import json_files_under, read_file_bytes, write_atomic
-from flyconfigs.schema.load import load_artifact_whole
+from flyconfigs.publish.layout import checked_name, distribution_name, import_package, package_files, target_problem
+from flyconfigs.schema.jsonio import read_file_bytes
 from flyconfigs.schema.models import Artifact
 from flyconfigs.schema.versions import CURRENT_MAJOR
 
@@ -37,6 +37,10 @@ __all__ = ["BUILD_EPOCH", "PublishResult", "collect_artifacts", "publish", "publ
 BUILD_EPOCH = 315532800
 """1980-01-01, the earliest time a zip entry can hold: every built file carries it."""
 VERSION_FILE = "VERSION"
+TARGET_FILE = "TARGET"
+"""Optional beside ``VERSION``: the folder's target, when the folder is not named after it."""
+NAME_FILE = "NAME"
+"""Optional beside ``VERSION``: the package's distribution name (default: the official one)."""
 UPLOAD_TIMEOUT_S = 300
 
 
@@ -48,36 +52,14 @@ class PublishResult:
     version: str
     files: tuple[Path, ...]
     artifacts: int
+    """How many keys it serves: its artifacts and its tables' rows."""
     uploaded_to: str | None = None
 
 
 def collect_artifacts(folder: Path, target: str) -> list[Artifact]:
-    """Every artifact under ``folder``, validated; raises :class:`PublishError` naming
-    the file for an invalid artifact, one a test double made, one of another target, two
-    that collide, or one of a newer schema minor with fields this flyconfigs does not
-    know (republished, it would keep its label and lose them)."""
-    if not folder.is_dir():
-        raise PublishError("not a folder of artifacts", str(folder))
-    found: dict[str, tuple[Path, Artifact]] = {}
-    for path in json_files_under(folder):
-        try:
-            artifact = load_artifact_whole(path, "republish it")
-        except ArtifactError as exc:
-            raise PublishError(f"invalid artifact: {'; '.join(map(str, exc.problems))}", str(path)) from None
-        if artifact.from_test_double:
-            raise PublishError("made by a test double (backend simulated); only measured, predicted or imported "
-                               "artifacts are published", str(path))
-        if artifact.device.arch != target:
-            raise PublishError(f"belongs to {artifact.device.arch!r}, not to target {target!r}", str(path))
-        name = artifact.file_name()
-        if name in found:
-            raise PublishError(
-                f"collides with {found[name][0]} (same kernel, device and key)", str(path)
-            )
-        found[name] = (path, artifact)
-    if not found:
-        raise PublishError("no artifacts found", str(folder))
-    return [artifact for _, artifact in found.values()]
+    """Every artifact under ``folder``, validated (:func:`~flyconfigs.publish.contents.collect`
+    states the checks; the folder's tables are checked too but not returned)."""
+    return collect(folder, target).artifacts
 
 
 def _check_version(version: str) -> Version:
@@ -85,56 +67,6 @@ def _check_version(version: str) -> Version:
         return Version(version)
     except InvalidVersion:
         raise PublishError(f"version {version!r} is not a valid PEP 440 version") from None
-
-
-def _span(values: list[object]) -> str:
-    ints = sorted(v for v in values if isinstance(v, int))
-    strs = sorted({v for v in values if isinstance(v, str)})
-    parts = []
-    if ints:
-        parts.append(f"{ints[0]}–{ints[-1]}" if ints[0] != ints[-1] else str(ints[0]))
-    parts.extend(strs)
-    return ", ".join(parts)
-
-
-def _long_description(name: str, target: str, version: str, artifacts: Sequence[Artifact]) -> str:
-    lines = [
-        f"# {name} {version}",
-        "",
-        f"Tuned [flyconfigs](https://pypi.org/project/flyconfigs/) artifacts for `{target}` (data only).",
-        "Installed beside `flyconfigs`, its configs are found through the entry-point group",
-        "`flyconfigs.artifacts` with no configuration.",
-        "",
-        "## Devices",
-        "",
-    ]
-    devices = sorted({a.device.identity.describe() for a in artifacts})
-    lines += [f"- {d}" for d in devices]
-    lines += ["", "## Kernels and key ranges", ""]
-    for kernel in sorted({a.kernel.name for a in artifacts}):
-        arts = [a for a in artifacts if a.kernel.name == kernel]
-        axes = list(arts[0].key)
-        ranges = "; ".join(f"{axis}: {_span([a.key.get(axis) for a in arts])}" for axis in axes)
-        lines.append(f"- `{kernel}` (family version {', '.join(sorted({str(a.kernel.version) for a in arts}))}): "
-                     f"{len(arts)} keys — {ranges}")
-    created = sorted(a.provenance.created for a in artifacts if a.provenance.created)
-    tools = sorted({a.provenance.tool for a in artifacts})
-    backends = sorted({_backend_line(a) for a in artifacts})
-    revisions = sorted({a.provenance.git_revision for a in artifacts if a.provenance.git_revision})
-    lines += ["", "## Provenance", ""]
-    lines.append(f"- tools: {', '.join(tools)}")
-    lines.append(f"- backends: {'; '.join(backends)}")
-    if created:
-        lines.append(f"- tuned between {created[0]} and {created[-1]}")
-    if revisions:
-        lines.append(f"- source revisions: {', '.join(revisions)}")
-    lines.append(f"- selection rules: {', '.join(sorted({a.selection.rule for a in artifacts}))}")
-    return "\n".join(lines) + "\n"
-
-
-def _backend_line(artifact: Artifact) -> str:
-    versions = ", ".join(f"{k} {v}" for k, v in sorted(artifact.provenance.backend_versions.items()))
-    return artifact.provenance.backend + (f" {versions}" if versions else "")
 
 
 def _pyproject(name: str, target: str, version: str) -> str:
@@ -160,14 +92,16 @@ packages = ["{module}"]
 include-package-data = false
 
 [tool.setuptools.package-data]
-{module} = ["manifest.json", "artifacts/*.json"]
+{module} = ["manifest.json", "artifacts/*.json", "NOTICE"]
 """
 
 
-def _write_tree(root: Path, name: str, target: str, version: str, artifacts: Sequence[Artifact]) -> None:
-    files = dict(package_files(target, artifacts, name))
+def _write_tree(root: Path, name: str, target: str, version: str, contents: Contents) -> None:
+    files = dict(package_files(target, contents.artifacts, name, tables=contents.tables))
+    if contents.notice is not None:
+        files[f"{import_package(target, name)}/{NOTICE_FILE}"] = contents.notice.encode()
     files["pyproject.toml"] = _pyproject(name, target, version).encode()
-    files["README.md"] = _long_description(name, target, version, artifacts).encode()
+    files["README.md"] = describe(name, target, version, contents).encode()
     for rel, data in sorted(files.items()):
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -257,42 +191,79 @@ def publish(
 def _build_release(folder: Path, target: str, version: str, tmp: Path, upload: str | None,
                    index_url: str | None, name: str | None = None) -> PublishResult:
     """Check and build one release into ``tmp`` (nothing outside it is touched)."""
-    dist = checked_name(name) if name is not None else distribution_name(target)
+    why = target_problem(target)
+    if why is not None:
+        raise PublishError(why)
+    dist = checked_name(name, target) if name is not None else distribution_name(target)
     parsed = _check_version(version)
-    artifacts = collect_artifacts(folder, target)
+    contents = collect(folder, target)
     if upload is not None:
         existing = index_versions(index_url or upload.rstrip("/") + "/simple/", dist)
         newer = [v for v in existing if v >= parsed]
         if newer:
             raise PublishError(f"the index already has {dist} {max(newer)}; {version} is not newer")
     source = tmp / target / "src"
-    _write_tree(source, dist, target, str(parsed), artifacts)
+    _write_tree(source, dist, target, str(parsed), contents)
     built = _build(source, tmp / target / "dist")
-    return PublishResult(dist, str(parsed), tuple(built), len(artifacts), upload)
+    return PublishResult(dist, str(parsed), tuple(built), contents.count, upload)
 
 
 def _place(releases: Sequence[PublishResult], out: Path, upload: str | None) -> list[PublishResult]:
-    """Move every built file into ``out``, each through a private temporary name and
-    ``os.replace``, so concurrent runs into one folder never collide."""
+    """Move every built file into ``out``: each is first written whole under a private
+    temporary name there, and only when all are written are they renamed into place, so
+    a failure (a full disk) leaves no file of the release in ``out`` and concurrent runs
+    into one folder never collide."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise PublishError(f"cannot create the output folder: {exc.strerror or exc}", str(out)) from None
-    placed = []
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for release in releases:
+            for path in release.files:
+                fd, name = tempfile.mkstemp(dir=out, prefix=f".{path.name}.", suffix=".tmp")
+                staged.append((Path(name), out / path.name))
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(path.read_bytes())
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.chmod(name, 0o644)
+    except OSError as exc:
+        for written, _ in staged:
+            written.unlink(missing_ok=True)
+        raise PublishError(f"cannot write the built files: {exc.strerror or exc}; nothing was placed", str(out)) from None
+    for written, final in staged:
+        os.replace(written, final)
+    placed, done = [], iter(final for _, final in staged)
     for release in releases:
-        final = []
-        for path in release.files:
-            final.append(write_atomic(out / path.name, path.read_bytes()))
-        placed.append(PublishResult(release.distribution, release.version, tuple(final), release.artifacts, upload))
+        final_files = tuple(next(done) for _ in release.files)
+        placed.append(PublishResult(release.distribution, release.version, final_files, release.artifacts, upload))
     return placed
+
+
+def _read_setting(folder: Path, file: str, required: str | None) -> str | None:
+    """The stripped text of ``folder/file``; ``None`` when it is absent and not
+    ``required`` (what it holds, for the message); :class:`PublishError` otherwise."""
+    path = folder / file
+    if not path.is_file():
+        if required is None:
+            return None
+        raise PublishError(f"missing {file} file with {required}", str(folder))
+    try:
+        return read_file_bytes(path, 256).decode("utf-8").strip()
+    except (ArtifactError, UnicodeDecodeError) as exc:
+        raise PublishError(f"cannot read {file}: {exc}", str(folder)) from None
 
 
 def publish_all(root: str | Path, out: str | Path = "dist", upload: str | None = None,
                 index_url: str | None = None) -> list[PublishResult]:
     """Publish every ``<root>/<target>/`` folder, at the version in its ``VERSION`` file,
     each checked against the index as :func:`publish` does (``index_url``, default
-    ``<upload>/simple/``).  Every target is checked and built before any file reaches
-    ``out`` (or the index), so one failing target leaves nothing behind."""
+    ``<upload>/simple/``).  A folder with a ``TARGET`` file is of that target whatever
+    its name, and one with a ``NAME`` file is published under that distribution name
+    (``imported/aiter-gfx942/`` holds ``flyconfigs-aiter-gfx942`` of target ``gfx942``).
+    Every target is checked and built before any file reaches ``out`` (or the index), so
+    one failing target leaves nothing behind."""
     base = Path(root)
     if not base.is_dir():
         raise PublishError("not a folder of target folders", str(root))
@@ -301,17 +272,13 @@ def publish_all(root: str | Path, out: str | Path = "dist", upload: str | None =
         raise PublishError("no target folders", str(root))
     plan = []
     for folder in folders:
-        version_file = folder / VERSION_FILE
-        if not version_file.is_file():
-            raise PublishError(f"missing {VERSION_FILE} file with the release's version", str(folder))
-        try:
-            version = read_file_bytes(version_file, 256).decode("utf-8").strip()
-        except (ArtifactError, UnicodeDecodeError) as exc:
-            raise PublishError(f"cannot read {VERSION_FILE}: {exc}", str(folder)) from None
-        plan.append((folder, version))
+        version = _read_setting(folder, VERSION_FILE, "the release's version")
+        assert version is not None
+        target = _read_setting(folder, TARGET_FILE, None) or folder.name
+        plan.append((folder, version, target, _read_setting(folder, NAME_FILE, None)))
     with tempfile.TemporaryDirectory(prefix="flyconfigs-publish-") as tmp:
-        releases = [_build_release(folder, folder.name, version, Path(tmp), upload, index_url)
-                    for folder, version in plan]
+        releases = [_build_release(folder, target, version, Path(tmp), upload, index_url, name)
+                    for folder, version, target, name in plan]
         if upload is not None:
             for release in releases:
                 upload_files(release.files, upload)

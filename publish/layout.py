@@ -18,10 +18,12 @@ from packaging.utils import InvalidName, canonicalize_name
 
 from flyconfigs.errors import PublishError
 from flyconfigs.schema.canonical import canonical_bytes
-from flyconfigs.schema.manifest import MANIFEST_FILE, Manifest, ManifestRow, target_module
+from flyconfigs.schema.manifest import MANIFEST_FILE, Manifest, ManifestRow, ManifestTable, target_module
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, is_safe_file_name
+from flyconfigs.schema.table import Table
 
-__all__ = ["ARTIFACTS_DIR", "checked_name", "distribution_name", "import_package", "package_files"]
+__all__ = ["ARTIFACTS_DIR", "TARGET", "checked_name", "distribution_name", "import_package", "name_problem", "package_files",
+           "target_problem"]
 
 ARTIFACTS_DIR = "artifacts"
 
@@ -31,15 +33,68 @@ def distribution_name(target: str) -> str:
     return f"flyconfigs-{target}"
 
 
-def checked_name(name: str) -> str:
-    """``name`` if it is a valid distribution name (PEP 508: letters, digits, ``.``,
-    ``_`` and ``-``, starting and ending with a letter or digit); :class:`PublishError`
-    naming it otherwise."""
+TARGET = re.compile(r"^[a-z][a-z0-9]{1,31}$")
+"""A target as a package's name, import package and manifest spell it: an arch token
+(``gfx942``, ``sm90``), lower-case letters and digits."""
+
+
+def target_problem(target: str) -> str | None:
+    """Why ``target`` cannot be a package's target (it is not an arch token: lower-case
+    letters, then letters and digits), or ``None``."""
+    if not TARGET.match(target):
+        return f"--target {target!r} is not an arch such as gfx942 or sm90 (lower-case letters, then letters and digits)"
+    return None
+
+
+IMPORTED_CORPORA = ("aiter",)
+"""The upstream corpora this project publishes imported, each as ``flyconfigs-<corpus>-<target>``
+(``imported/aiter-<arch>``): names of the flyconfigs family it takes for itself."""
+
+
+def name_problem(name: str, target: str) -> str | None:
+    """Why a data package for ``target`` may not be published as ``name``, or ``None``.
+
+    The name must be a valid distribution name (PEP 508) and not one flyconfigs owns:
+    ``flyconfigs`` itself, nor ``flyconfigs-<anything>`` but ``target``'s own official
+    name and its imported corpora's (``flyconfigs-aiter-<target>``; another target's, or a
+    name of that family flyconfigs may take later); nor a
+    distribution installed here that is not a flyconfigs data package (installing the
+    package would replace it: ``pip``, say)."""
     try:
-        canonicalize_name(name, validate=True)
+        norm = canonicalize_name(name, validate=True)
     except InvalidName:
-        raise PublishError(f"--name {name!r} is not a valid distribution name (letters, digits, '.', '_' and '-', "
-                           "starting and ending with a letter or digit)") from None
+        return (f"--name {name!r} is not a valid distribution name (letters, digits, '.', '_' and '-', starting and "
+                "ending with a letter or digit)")
+    official = canonicalize_name(distribution_name(target))
+    imported = {canonicalize_name(f"flyconfigs-{corpus}-{target}") for corpus in IMPORTED_CORPORA}
+    if norm == "flyconfigs" or (norm.startswith("flyconfigs-") and norm != official and norm not in imported):
+        return (f"--name {name!r} is a name flyconfigs owns (the library and its official flyconfigs-<target> "
+                f"packages); this target's official name is {official}")
+    if norm != official and _installed_not_data(norm):
+        return (f"--name {name!r} is the name of a distribution installed here that is not a flyconfigs data "
+                "package: installing the package would replace it")
+    return None
+
+
+def _installed_not_data(norm: str) -> bool:
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(norm)
+    except metadata.PackageNotFoundError:
+        return False
+    try:
+        return not any(ep.group == "flyconfigs.artifacts" for ep in dist.entry_points)
+    except Exception:  # noqa: BLE001 - unreadable metadata: a distribution all the same
+        return True
+
+
+def checked_name(name: str, target: str) -> str:
+    """``name`` if a data package for ``target`` may be published under it (see
+    :func:`name_problem`); :class:`PublishError` saying why not otherwise."""
+    why = name_problem(name, target)
+    if why is not None:
+        raise PublishError(why)
     return name
 
 
@@ -52,11 +107,13 @@ def import_package(target: str, name: str | None = None) -> str:
     return "flyconfigs_data_" + re.sub(r"[^a-z0-9]+", "_", canonicalize_name(name))
 
 
-def build_manifest(target: str, artifacts: Sequence[Artifact]) -> tuple[Manifest, dict[str, bytes]]:
-    """The manifest for ``artifacts`` and each artifact's file bytes by relative path.
+def build_manifest(target: str, artifacts: Sequence[Artifact],
+                   tables: Sequence[Table] = ()) -> tuple[Manifest, dict[str, bytes]]:
+    """The manifest for ``artifacts`` and ``tables`` and each one's file bytes by
+    relative path.
 
     Rows are sorted by file name, so the same artifacts always give the same manifest.
-    Raises :class:`PublishError` if a name is unsafe or two artifacts collide.
+    Raises :class:`PublishError` if a name is unsafe or two artifacts (or tables) collide.
     """
     files: dict[str, bytes] = {}
     rows = []
@@ -79,16 +136,27 @@ def build_manifest(target: str, artifacts: Sequence[Artifact]) -> tuple[Manifest
                 schema_version=artifact.schema_version,
             )
         )
+    listed = []
+    for table in sorted(tables, key=lambda t: t.file_name()):
+        rel = f"{ARTIFACTS_DIR}/{table.file_name()}"
+        if rel in files:
+            raise PublishError(f"two tables of the same kernel, device and upstream file ({table.file_name()})")
+        data = files[rel] = table.to_json_bytes()
+        listed.append(ManifestTable(kernel=table.kernel.name, device=table.device.identity, file=rel,
+                                    sha256=hashlib.sha256(data).hexdigest(), schema_version=table.schema_version,
+                                    rows=len(table.rows)))
     kernels = sorted({row.kernel for row in rows})
-    return Manifest(schema_version=SCHEMA_VERSION, target=target, artifacts=rows, kernels=kernels), files
+    return Manifest(schema_version=SCHEMA_VERSION, target=target, artifacts=rows, kernels=kernels,
+                    tables=listed), files
 
 
-def package_files(target: str, artifacts: Sequence[Artifact], name: str | None = None) -> dict[str, bytes]:
+def package_files(target: str, artifacts: Sequence[Artifact], name: str | None = None,
+                  tables: Sequence[Table] = ()) -> dict[str, bytes]:
     """Every file of the import package of data package ``name`` (default: the official
     one) for ``target`` (see :func:`import_package`), by path relative to the package's
     parent folder."""
     module = import_package(target, name)
-    manifest, files = build_manifest(target, artifacts)
+    manifest, files = build_manifest(target, artifacts, tables)
     out = {
         f"{module}/__init__.py": f'"""Tuned flyconfigs artifacts for {target} (data only)."""\n'.encode(),
         f"{module}/{MANIFEST_FILE}": canonical_bytes(manifest.model_dump(mode="json")) + b"\n",

@@ -5,7 +5,9 @@ ranks for its kernel's owner (see :mod:`flyconfigs.registry.ownership`).
 Override directories are indexed from each file's tail (see
 :mod:`flyconfigs.registry.folders`); a data package's manifest is read only when a
 device of its target is first resolved, since every row of a package belongs to its
-target.  An artifact file is read in full only when a call needs it.  A catalog is never
+target.  An artifact file is read in full only when a call needs it.  A table's rows
+(schema 1.6, see :mod:`flyconfigs.registry.tables`) join the index only when its kernel
+is indexed for its arch: a package's table is read then, never before.  A catalog is never
 refreshed: the resolver replaces it.  Its tables are built without a lock: two threads
 that build one at once build the same thing, and the first stored is kept.
 """
@@ -20,16 +22,10 @@ from pathlib import Path
 from flyconfigs.registry.folders import override_directories, scan_directory
 from flyconfigs.registry.matching import Pool, by_product
 from flyconfigs.registry.ownership import Owner
+from flyconfigs.registry.packages import LoadedPackage, PackageRef, find_packages, load_package
 from flyconfigs.registry.problems import ProblemLog
-from flyconfigs.registry.sources import (
-    Entry,
-    LoadedPackage,
-    PackageInfo,
-    PackageRef,
-    Source,
-    find_packages,
-    load_package,
-)
+from flyconfigs.registry.sources import Entry, PackageInfo, Source
+from flyconfigs.registry.tables import TableRef, override_table
 
 __all__ = ["Catalog", "Index", "rank_entries"]
 
@@ -87,8 +83,10 @@ class Catalog:
         self.problems = problems
         self._indexes: dict[tuple[Owner, str], Index] = {}
         self._overrides: list[Entry] | None = None
+        self._override_tables: list[TableRef] = []
         self._refs: list[PackageRef] | None = None
         self._loaded: dict[str, list[LoadedPackage]] = {}
+        self._tables: dict[str, list[TableRef]] = {}
 
     def _directories(self) -> list[Path]:
         return override_directories(os.pathsep.join(self._paths) if self._paths is not None else None)
@@ -97,10 +95,32 @@ class Catalog:
         """Every valid artifact of the override directories, in their order."""
         if self._overrides is None:
             entries: list[Entry] = []
+            tables: list[TableRef] = []
+
+            def on_table(path: Path, data: object, source: Source) -> None:
+                found = override_table(path, data, source, self.problems)
+                if found is not None:
+                    tables.append(found)
+
             for rank, folder in enumerate(self._directories()):
-                entries.extend(scan_directory(folder, rank, self.problems))
+                entries.extend(scan_directory(folder, rank, self.problems, on_table))
+            self._override_tables = tables
             self._overrides = entries
         return self._overrides
+
+    def tables_for(self, arch: str) -> list[TableRef]:
+        """Every table that can serve ``arch``, rows not yet read: override directories',
+        then packages'."""
+        found = self._tables.get(arch)
+        if found is None:
+            self.override_entries()
+            found = [t for t in self._override_tables if t.device.arch == arch]
+            for package in self.packages_for(arch):
+                if package.source is not None:
+                    found.extend(TableRef.of_manifest(row, package.source, package.info.location)
+                                 for row in package.tables)
+            found = self._tables.setdefault(arch, found)
+        return found
 
     def package_refs(self) -> list[PackageRef]:
         """The installed data packages, the ones the user ranks first (metadata only)."""
@@ -121,19 +141,24 @@ class Catalog:
             loaded = self._loaded.setdefault(target, loaded)
         return loaded
 
-    def entries_for(self, arch: str) -> list[Entry]:
-        """Every entry that can serve ``arch``: override entries, then packages'."""
+    def entries_for(self, arch: str, kernel: str | None = None) -> list[Entry]:
+        """Every entry that can serve ``arch`` (``kernel``'s only, when given): override
+        entries, then packages', then the rows of the tables (of ``kernel`` only, so that
+        no other kernel's table is read)."""
         entries = [e for e in self.override_entries() if e.device.arch == arch]
         for package in self.packages_for(arch):
             entries.extend(package.entries)
-        return entries
+        for table in self.tables_for(arch):
+            if kernel is None or table.kernel == kernel:
+                entries.extend(table.entries(self.problems))
+        return entries if kernel is None else [e for e in entries if e.kernel == kernel]
 
     def index(self, owner: Owner, arch: str) -> Index:
         """``owner.kernel``'s entries for ``arch`` ranked for ``owner``, in precedence
         order, by device layer (built on first use)."""
         index = self._indexes.get((owner, arch))
         if index is None:
-            entries = rank_entries([e for e in self.entries_for(arch) if e.kernel == owner.kernel], owner)
+            entries = rank_entries(self.entries_for(arch, owner.kernel), owner)
             layers: tuple[dict[tuple[object, ...], Pool], ...] = ({}, {}, {})
             for entry in entries:
                 for layer, token in enumerate(entry.device.layers()):
@@ -144,7 +169,9 @@ class Catalog:
     def sources_for(self, arch: str, owner: Owner | None = None) -> list[Source]:
         """The sources that can serve ``arch`` in precedence order (for ``owner``'s
         family when given)."""
-        sources = {id(e.source): e.source for e in self.entries_for(arch)}
+        sources = {id(e.source): e.source for e in self.override_entries() if e.device.arch == arch}
+        for table in self.tables_for(arch):
+            sources.setdefault(id(table.source), table.source)
         for package in self.packages_for(arch):
             if package.source is not None:
                 sources.setdefault(id(package.source), package.source)
@@ -155,6 +182,7 @@ class Catalog:
         """Every target some source has (reads metadata and override folders)."""
         targets = {ref.target for ref in self.package_refs()}
         targets.update(e.device.arch for e in self.override_entries())
+        targets.update(t.device.arch for t in self._override_tables)
         return sorted(targets)
 
     def packages(self) -> list[PackageInfo]:

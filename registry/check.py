@@ -15,14 +15,16 @@ from flyconfigs.registry.calls import check_config
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.kernels import TABLE, KernelTable, LoadedKernel
+from flyconfigs.registry.packages import read_package_folder
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
-from flyconfigs.registry.sources import Source, read_package_folder
+from flyconfigs.registry.sources import Entry, Source
+from flyconfigs.registry.tables import TableRef
 from flyconfigs.schema.jsonio import read_document
 from flyconfigs.schema.load import parse_manifest_report
 from flyconfigs.schema.manifest import MANIFEST_FILE
 from flyconfigs.schema.models import TEST_DEVICE_PRODUCT, Artifact
 
-__all__ = ["check_package_folder", "check_winner", "refusal"]
+__all__ = ["check_entries", "check_package_folder", "check_winner", "refusal", "winner_refusal"]
 
 _TEST_DOUBLE_MESSAGE = "made by the test backend; never served to a real device"
 
@@ -87,6 +89,23 @@ def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribut
     return notes
 
 
+def winner_refusal(artifact: Artifact, kernels: KernelTable | None = None) -> str | None:
+    """Why the loader would refuse ``artifact``'s winner for its own key on a device of
+    its own identity (stale for the installed family, or a config the family refuses),
+    or ``None``; ``None`` too for a kernel this environment does not declare.  What the
+    tuner and ``publish`` ask before writing or shipping an artifact."""
+    try:
+        record = (kernels or TABLE).record(artifact.kernel.name)
+    except (UnknownKernelError, KernelPluginError):
+        return None
+    if sorted(artifact.key) != sorted(axis.name for axis in record.decl.key_axes):
+        return None  # another kernel under the name: check_winner reports the clash
+    refused = refusal(record, artifact, dict(artifact.key), None)
+    if refused is None or refused[0] == "test-double":
+        return None
+    return refused[1]
+
+
 def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:
     """Every problem the loader would meet in the data package whose manifest is in
     ``folder`` (the version rule, the manifest, each row's file, sha256, identity and
@@ -99,8 +118,22 @@ def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:
         manifest_path = folder / MANIFEST_FILE
         _, report = parse_manifest_report(read_document(manifest_path, schema_bounds_depth=True), str(manifest_path))
         notes.extend(f"ignored field of a newer minor: {f}" for f in report.ignored_fields)
-    for entry in package.entries if package is not None else []:
+    entries: list[Entry] = []
+    if package is not None:
+        entries.extend(package.entries)
+        for row in package.tables:
+            source = package.source or Source("override", str(folder), (0, 0))
+            entries.extend(TableRef.of_manifest(row, source, str(folder)).entries(problems))
+    notes.extend(check_entries(entries, problems))
+    return problems.problems(), notes
+
+
+def check_entries(entries: list[Entry], problems: ProblemLog) -> list[str]:
+    """Load each entry (a table's rows among them) and check its winner; the notes (each
+    said once)."""
+    notes: list[str] = []
+    for entry in entries:
         artifact = entry.load(problems)
         if artifact is not None:
-            notes.extend(check_winner(artifact, str(entry.path), problems))
-    return problems.problems(), notes
+            notes.extend(n for n in check_winner(artifact, str(entry.path), problems) if n not in notes)
+    return notes

@@ -35,7 +35,6 @@ def find_collisions(entries: list[Entry], problems: ProblemLog, served: Served |
         if len(group) < 2:
             continue
         group.sort(key=lambda e: (e.source.rank[0], e.predicted(problems), e.source.rank[1]))
-        _report_duplicates(group, problems)
         best = [e for e in group if e.source.rank == group[0].source.rank]
         contested = len({e.source.name for e in best}) > 1
         first = group[0]
@@ -43,6 +42,7 @@ def find_collisions(entries: list[Entry], problems: ProblemLog, served: Served |
             resolution = served(first)
             first = next((e for e in group if resolution is not None and str(e.path) == resolution.file), first)
         order = [first, *(e for e in group if e is not first)]
+        _report_duplicates(order, problems)
         names = [source_label(e) for e in order]
         deliberate = not contested and (first.source.kind == "override" or all(e.source.standing == "chosen"
                                                                              for e in order))

@@ -177,6 +177,13 @@ class KernelDecl(ABC):
             """Distribution names of the data packages the family's owner publishes:
             they rank as the owner's (see :mod:`flyconfigs.registry.resolve`); default
             none."""
+
+        @property
+        def own_device_first(self) -> bool:
+            """``True``: the asked device's nearest tuned key serves before an exact key
+            tuned on a sibling of the same arch and compute units, as a framework that
+            keeps one tuned file per device looks its configs up (vLLM).  Default
+            ``False``: an exact key on a sibling comes first."""
     else:
         tunables = Default(_NOTHING)
         tunable_defaults = Default(_NOTHING)
@@ -184,6 +191,7 @@ class KernelDecl(ABC):
         compatible_versions = Default(())
         source_binding = Default("exact")
         data_packages = Default(())
+        own_device_first = Default(False)
 
     @abstractmethod
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:

@@ -39,6 +39,8 @@ __all__ = [
     "chosen_detector",
     "Detector",
     "detect_with",
+    "device_from_env",
+    "memo_token",
     "installed_detector",
     "parse_device_spec",
     "vendor_of_arch",
@@ -47,16 +49,21 @@ __all__ = [
 
 DEVICE_ENV = "FLYCONFIGS_DEVICE"
 DEVICE_ARGUMENT = "the device argument"
-_ARCH = re.compile(r"^(gfx[0-9a-f]{3,4}|sm[0-9]{2,3}[a-z]?)$")
+_ARCH = re.compile(r"^(gfx[0-9]{1,2}[0-9a-f]{2}|sm[0-9]{2,3}[a-z]?|intel_gpu_[a-z0-9_]{1,40})$")
+"""An arch a device spec may name: an AMD one as LLVM names it (``GFX_ARCH`` of the
+schema: a decimal major, so ``gfxa42`` is none), an NVIDIA ``smNN``, or an Intel one as
+oneAPI names it (``intel_gpu_bmg_g31``)."""
 _COUNT = re.compile(r"^[0-9]{1,9}$")
 logger = logging.getLogger("flyconfigs.registry")
 
 
 def vendor_of_arch(arch: str) -> str:
-    """``amd`` for ``gfx…``, ``nvidia`` for ``sm…``; ``ValueError`` for anything else."""
+    """``amd`` for ``gfx…``, ``nvidia`` for ``sm…``, ``intel`` for ``intel_gpu_…`` (oneAPI's
+    device architecture names, such as ``intel_gpu_bmg_g31``); ``ValueError`` for anything
+    else."""
     if not _ARCH.match(arch):
-        raise ValueError(f"unknown arch {arch!r}: expected gfxNNN (AMD) or smNN (NVIDIA)")
-    return "amd" if arch.startswith("gfx") else "nvidia"
+        raise ValueError(f"unknown arch {arch!r}: expected gfxNNN (AMD), smNN (NVIDIA) or intel_gpu_NAME (Intel)")
+    return "amd" if arch.startswith("gfx") else "intel" if arch.startswith("intel_gpu_") else "nvidia"
 
 
 @dataclass(frozen=True)
@@ -201,7 +208,7 @@ def detect_with(detector: Detector | None, problems: ProblemLog | None = None) -
 
 def _runtime_advice(exc: GPURuntimeMissingError, problems: ProblemLog) -> str:
     """What to install so that the GPU is detected."""
-    from flyconfigs.registry.sources import find_packages
+    from flyconfigs.registry.packages import find_packages
 
     wanted = {"hip" if ref.target.startswith("gfx") else "cuda" for ref in find_packages(problems=problems)}
     missing = [extra for extra in ("hip", "cuda") if extra in exc.extras and (extra in wanted or not wanted)]
@@ -254,3 +261,27 @@ def installed_detector(problems: ProblemLog | None = None) -> Detector | None:
         logger.warning("GPU detector %s of %s cannot be loaded: %s", found.entry_point.value, found.distribution, exc)
         return None
     return loaded
+
+
+def device_from_env(problems: ProblemLog) -> tuple[DeviceQuery | None, str] | None:
+    """The device ``FLYCONFIGS_DEVICE`` names and how it was found, ``None`` when it is
+    not set; an invalid one is reported (``bad-device``) and no device is known."""
+    spec = os.environ.get(DEVICE_ENV)
+    if not spec:
+        return None
+    try:
+        return parse_device_spec(spec, DEVICE_ENV), f"from {DEVICE_ENV}"
+    except ArtifactError as exc:
+        problems.report(Problem("bad-device", DEVICE_ENV, "; ".join(map(str, exc.problems))))
+        return None, f"{DEVICE_ENV} is invalid ({exc.problems[0]})"
+
+
+def memo_token(device: object) -> object:
+    """``device`` as a hashable memo token that equals another exactly when both resolve
+    alike: an identity (a pydantic model holding a list, so unhashable) becomes the query
+    resolution makes of it, a query's features a tuple; a spec string stays itself."""
+    if isinstance(device, DeviceIdentity):
+        return DeviceQuery.of(device)
+    if isinstance(device, DeviceQuery) and isinstance(device.features, list):
+        return replace(device, features=tuple(device.features))
+    return device

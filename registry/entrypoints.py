@@ -41,6 +41,20 @@ def distribution_folder(dist: metadata.Distribution) -> str:
     return str(getattr(dist, "_path", "") or dist.locate_file(""))
 
 
+def _claims_another_name(dist: metadata.Distribution, folder_name: str) -> str | None:
+    """The name ``dist``'s METADATA gives when it is not the one its ``.dist-info``
+    folder is named for (pip always writes them alike), else ``None``."""
+    if not str(getattr(dist, "_path", "")).endswith(".dist-info"):
+        return None
+    try:
+        name = dist.metadata["Name"]
+    except Exception:  # noqa: BLE001 - unreadable metadata is reported where it is read
+        return None
+    if name and canonicalize_name(name).replace("-", "_") != folder_name.replace("-", "_"):
+        return str(name)
+    return None
+
+
 def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]:
     """Every entry point of ``group``, in ``sys.path`` order, one distribution per name.
 
@@ -60,6 +74,7 @@ def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]
         if key is None:
             name = dist.metadata["Name"]
             key = canonicalize_name(name) if name else distribution_folder(dist)
+
         if key in seen:
             continue
         seen.add(key)
@@ -77,6 +92,11 @@ def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]
             name = dist.metadata["Name"]
             if not name:
                 raise OSError("its METADATA cannot be read or names no distribution")
+            claimed = _claims_another_name(dist, key)
+            if claimed is not None:
+                # A standing follows a name (flyconfigs, flyconfigs-<target>): a
+                # distribution may not take one its own install folder does not bear.
+                raise OSError(f"its METADATA names {claimed!r}, but its folder is {key!r}")
             version = dist.version
         except Exception as exc:  # noqa: BLE001 - one broken distribution must not hide the rest
             folder = folder or distribution_folder(dist)

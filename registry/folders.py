@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +32,14 @@ from flyconfigs.registry.sources import PATH_ENV, Entry, Source
 from flyconfigs.schema.jsonio import MAX_DOCUMENT_BYTES, json_files_under, read_document
 from flyconfigs.schema.load import parse_artifact
 from flyconfigs.schema.models import SCHEMA_VERSION, DeviceIdentity
+from flyconfigs.schema.table import is_table_document
 
 __all__ = ["override_directories", "scan_directory"]
 
-_TAIL = 16384
-"""Bytes read from the end of each file to find its identity."""
+_TAILS = (4096, 65536)
+"""Bytes read from the end of each file to find its identity: a short tail first (it
+holds the identity of every artifact the tools write), then a longer one."""
 _ANCHOR = b',"device":{'
-_DECODER = json.JSONDecoder()
 _MAJOR = SCHEMA_VERSION.split(".")[0]
 
 
@@ -47,11 +49,14 @@ def override_directories(value: str | None = None) -> list[Path]:
     return [Path(p) for p in text.split(os.pathsep) if p]
 
 
-def scan_directory(folder: Path, rank: int, problems: ProblemLog) -> list[Entry]:
+def scan_directory(folder: Path, rank: int, problems: ProblemLog,
+                   on_table: Callable[[Path, Any, Source], None] | None = None) -> list[Entry]:
     """Every artifact under ``folder`` (``*.json``, recursively, dot-files and
     dot-folders skipped) as an entry whose file is read in full on first use; a file
     whose identity cannot be read, a special file, and folders that are missing or
-    cannot be read are reported and skipped."""
+    cannot be read are reported and skipped.  A table (schema 1.6, whose tail never
+    holds an artifact's identity) is read whole and handed to ``on_table`` with its
+    source; without ``on_table`` it is reported as not an artifact."""
     source = Source("override", str(folder), (TIERS["override"], rank))
     entries: list[Entry] = []
     if not folder.is_dir():
@@ -62,7 +67,7 @@ def scan_directory(folder: Path, rank: int, problems: ProblemLog) -> list[Entry]
         problems.report(Problem("unreadable-source", str(exc.filename or folder), f"cannot read: {exc.strerror or exc}"))
 
     for path in json_files_under(folder, unreadable):
-        entry = _indexed(path, source) or _parsed(path, source, problems)
+        entry = _indexed(path, source) or _parsed(path, source, problems, on_table)
         if entry is not None:
             entries.append(entry)
     return entries
@@ -71,19 +76,20 @@ def scan_directory(folder: Path, rank: int, problems: ProblemLog) -> list[Entry]
 def _indexed(path: Path, source: Source) -> Entry | None:
     """The entry for ``path`` from its tail, or ``None`` when the tail does not hold a
     canonical identity (the caller then reads the file whole)."""
-    tail = _read_tail(path)
-    if tail is None:
-        return None
-    members = _top_level_from_device(tail)
+    members = None
+    for size in _TAILS:
+        tail, whole = _read_tail(path, size)
+        members = _top_level_from_device(tail) if tail is not None else None
+        if members is not None or whole:
+            break
     if members is None:
         return None
     version, kernel, key = members.get("schema_version"), members.get("kernel"), members.get("key")
     if not (isinstance(version, str) and version.split(".")[0] == _MAJOR and isinstance(kernel, dict)
             and isinstance(kernel.get("name"), str) and isinstance(key, dict)):
         return None
-    try:
-        device = DeviceIdentity.model_validate({f: members["device"].get(f) for f in DeviceIdentity.model_fields})
-    except (ValidationError, AttributeError, TypeError):
+    device = _device(members["device"])
+    if device is None:
         return None
     selection = members.get("selection")
     provenance = members.get("provenance")
@@ -93,60 +99,84 @@ def _indexed(path: Path, source: Source) -> Entry | None:
                  created=created if isinstance(created, str) else None)
 
 
-def _read_tail(path: Path) -> bytes | None:
+_IDENTITY_FIELDS = tuple(DeviceIdentity.model_fields)
+_DEVICES: dict[object, DeviceIdentity | None] = {}
+"""Device identities validated so far, by their JSON (a folder's files share a few)."""
+
+
+def _device(data: object) -> DeviceIdentity | None:
+    if not isinstance(data, dict):
+        return None
+    fields = {f: data.get(f) for f in _IDENTITY_FIELDS}
+    try:
+        # Typed: 1 and True hash alike, but only one of them is a compute-unit count.
+        token: object = tuple((k, type(v), tuple(v) if isinstance(v, list) else v) for k, v in fields.items())
+        hash(token)
+    except TypeError:
+        token = json.dumps(fields, sort_keys=True)
+    if token not in _DEVICES:
+        try:
+            found: DeviceIdentity | None = DeviceIdentity.model_validate(fields)
+        except ValidationError:
+            found = None
+        if len(_DEVICES) > 1024:
+            _DEVICES.clear()
+        _DEVICES[token] = found
+    return _DEVICES[token]
+
+
+def _read_tail(path: Path, size: int) -> tuple[bytes | None, bool]:
+    """The last ``size`` bytes of the regular file ``path`` and whether they are the
+    whole file; ``None`` for anything else (the full read reports it)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
     except OSError:
-        return None
+        return None, True
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_DOCUMENT_BYTES:
-            return None  # the full read reports it
-        os.lseek(fd, max(0, info.st_size - _TAIL), os.SEEK_SET)
-        return os.read(fd, _TAIL)
+            return None, True
+        os.lseek(fd, max(0, info.st_size - size), os.SEEK_SET)
+        return os.read(fd, size), info.st_size <= size
     except OSError:
-        return None
+        return None, True
     finally:
         os.close(fd)
 
 
 def _top_level_from_device(tail: bytes) -> dict[str, Any] | None:
     """The members from ``"device"`` to the end of the document's top-level object,
-    when ``tail`` holds them in compact JSON; ``None`` otherwise.  The anchor is proven
-    top-level by the members after it ending the document with one closing brace."""
-    text = tail.decode("utf-8", errors="replace")  # the tail may start inside a character
-    anchor = _ANCHOR.decode()
-    end = len(text.rstrip())
-    at = text.rfind(anchor)
-    while at >= 0:
-        members = _members(text, at + 1, end)
-        if members is not None and "device" in members:
+    when ``tail`` holds them in compact JSON; ``None`` otherwise.  ``{`` and the text
+    from the anchor on parse as one object only when the anchor's braces close exactly
+    at the end of the document, which proves the anchor top-level."""
+    at = tail.rfind(_ANCHOR)
+    for _ in range(_ATTEMPTS):
+        if at < 0:
+            break
+        try:
+            members = json.loads(b"{" + tail[at + 1:])
+        except ValueError:  # nested (extra closing braces), or not JSON at all
+            members = None
+        if isinstance(members, dict) and "device" in members:
             return members
-        at = text.rfind(anchor, 0, at)
+        at = tail.rfind(_ANCHOR, 0, at)
     return None
 
 
-def _members(text: str, at: int, end: int) -> dict[str, Any] | None:
-    members: dict[str, Any] = {}
-    try:
-        while True:
-            name, at = _DECODER.raw_decode(text, at)
-            if not isinstance(name, str) or text[at] != ":":
-                return None
-            members[name], at = _DECODER.raw_decode(text, at + 1)
-            if text[at] == "}":
-                return members if at + 1 == end else None
-            if text[at] != ",":
-                return None
-            at += 1
-    except (ValueError, IndexError):
-        return None
+_ATTEMPTS = 4
+"""Anchors tried from the end before the file is read whole: a file the tools wrote has
+its top-level one last, and one made to hold many nested ones costs no more than this."""
 
 
-def _parsed(path: Path, source: Source, problems: ProblemLog) -> Entry | None:
+def _parsed(path: Path, source: Source, problems: ProblemLog,
+            on_table: Callable[[Path, Any, Source], None] | None = None) -> Entry | None:
     try:
-        artifact, _ = parse_artifact(read_document(path, schema_bounds_depth=True), str(path))
+        data = read_document(path, schema_bounds_depth=True)
+        if on_table is not None and is_table_document(data):
+            on_table(path, data, source)
+            return None
+        artifact, _ = parse_artifact(data, str(path))
     except UnsupportedSchemaVersionError as exc:
         problems.report(Problem("unsupported-major", str(path), exc.problems[0].message))
         return None

@@ -12,18 +12,16 @@ served (it was asked for explicitly) but never silently: it is reported
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
-from packaging.utils import canonicalize_name
-
-from flyconfigs.errors import AmbiguousKernelError, FlyconfigsError, KernelPluginError, UnknownKernelError
+from flyconfigs.errors import FlyconfigsError, KernelPluginError, UnknownKernelError
 from flyconfigs.registry.contract import NAME_PATTERN, REQUIRED, KernelDecl
 from flyconfigs.registry.entrypoints import FoundEntryPoint, find_entry_points
+from flyconfigs.registry.kernel_choice import KERNEL_OWNERS_ENV, choose
 from flyconfigs.registry.problems import Problem, ProblemLog
 
 if TYPE_CHECKING:
@@ -33,10 +31,6 @@ __all__ = ["KERNEL_GROUP", "KERNEL_OWNERS_ENV", "TABLE", "KernelTable", "LoadedK
            "register_kernel", "unregister_kernel"]
 
 KERNEL_GROUP = "flyconfigs.kernels"
-KERNEL_OWNERS_ENV = "FLYCONFIGS_KERNELS"
-"""``NAME=DISTRIBUTION[,…]``: which distribution's declaration a kernel name means when
-several distributions declare it."""
-OWN_DISTRIBUTION = "flyconfigs"
 How = Literal["entry-point", "registered", "passed"]
 
 
@@ -114,6 +108,8 @@ class KernelTable:
             self.passed = {}
             self.problems = ProblemLog()
             self.faults = set()
+            for record in _REGISTERED.values():  # their collisions are reported once more
+                record.settled = False
 
     def known(self, kernel: object) -> LoadedKernel | None:
         """The record of ``kernel`` already made, without discovering anything (the
@@ -155,20 +151,16 @@ class KernelTable:
             if known is not None:
                 return known
             name = kernel_name(decl)
-            for candidate in (_REGISTERED.get(name), self.loaded.get(name)):
-                if candidate is not None and candidate.decl is decl:
-                    return candidate
-            try:  # the declaration an entry point gives, passed as an object: its owner's record
-                named = self.record(name, log)
+            try:  # a registered declaration, or an entry point's, passed as an object: its record
+                named: LoadedKernel | None = self.record(name, log)
             except FlyconfigsError:
                 named = None
-            if named is not None and named.decl is decl:
-                return named
+            if named is None or named.decl is not decl:
+                named = LoadedKernel(name, decl, "passed", f"a {type(decl).__name__} passed by the caller")
             if len(self.passed) >= 256:
                 self.passed.clear()
-            record = self.passed[id(decl)] = LoadedKernel(name, decl, "passed",
-                                                         f"a {type(decl).__name__} passed by the caller")
-            return record
+            self.passed[id(decl)] = named  # so the hot path finds it (known() checks the object)
+            return named
 
 
 _REGISTERED: dict[str, LoadedKernel] = {}
@@ -229,56 +221,13 @@ def _object_of(item: FoundEntryPoint) -> object:
     return target if module is not None else None
 
 
-def _owners(log: ProblemLog) -> dict[str, str]:
-    owners = {}
-    for item in os.environ.get(KERNEL_OWNERS_ENV, "").split(","):
-        name, sep, dist = item.partition("=")
-        if sep and name.strip() and dist.strip():
-            owners[name.strip()] = dist.strip()
-        elif item.strip():
-            log.report(Problem("bad-setting", KERNEL_OWNERS_ENV, f"item {item.strip()!r} is not NAME=DISTRIBUTION; "
-                                                                 f"ignored"))
-    return owners
-
-
-def _choose(kernel: str, found: list[FoundEntryPoint], log: ProblemLog) -> FoundEntryPoint:
-    """The one declaration ``kernel`` means: the distribution ``FLYCONFIGS_KERNELS``
-    names, else the only one, else flyconfigs' own; the shadowed ones are reported and
-    never loaded.  A choice naming a distribution that declares no such kernel is
-    reported and ignored; several third-party declarations and no choice is an error."""
-    owner = _owners(log).get(kernel)
-    chosen = [f for f in found if owner is not None and canonicalize_name(f.distribution) == canonicalize_name(owner)]
-    if owner is not None and not chosen:
-        log.report(Problem("bad-setting", KERNEL_OWNERS_ENV,
-                           f"says kernel {kernel!r} comes from {owner!r}, which declares no such kernel; ignored"))
-    if chosen:
-        winner = chosen[0]
-    elif len(found) == 1:
-        return found[0]
-    else:
-        own = [f for f in found if canonicalize_name(f.distribution) == OWN_DISTRIBUTION]
-        if not own:
-            names = ", ".join(sorted(f"{f.distribution} {f.version}" for f in found))
-            raise AmbiguousKernelError(
-                f"kernel {kernel!r} is declared by several distributions ({names}); choose one with "
-                f"{KERNEL_OWNERS_ENV}={kernel}=DISTRIBUTION")
-        winner = own[0]
-    for other in found:
-        if other is not winner:
-            log.report(Problem(
-                "kernel-collision", f"{other.distribution} {other.version}",
-                f"also declares kernel {kernel!r} ({other.entry_point.value}); not loaded: {winner.distribution} "
-                f"owns it (set {KERNEL_OWNERS_ENV}={kernel}=DISTRIBUTION to choose)", other.distribution))
-    return winner
-
-
 def _load(kernel: str, log: ProblemLog) -> LoadedKernel:
     found = find_entry_points(KERNEL_GROUP, log)
     matching = [f for f in found if f.entry_point.name == kernel]
     if not matching:
         known = sorted({*_REGISTERED, *(f.entry_point.name for f in found)})
         raise UnknownKernelError(f"unknown kernel {kernel!r}; declared kernels: {', '.join(known) or 'none'}")
-    chosen = _choose(kernel, matching, log)
+    chosen = choose(kernel, matching, log)
     where = f"entry point {chosen.entry_point.value!r} of {chosen.distribution} {chosen.version}"
     try:
         decl = chosen.entry_point.load()

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from flyconfigs.registry.device import DeviceQuery
     from flyconfigs.registry.problems import ProblemLog
 
-__all__ = ["has_own_distance", "log_distance", "neighbour_distance", "passed_over"]
+__all__ = ["has_own_distance", "log_distance", "neighbour_distance", "own_device_first", "passed_over"]
 
 
 def log_distance(axes: Sequence[KeyAxis], asked: Mapping[str, KeyValue],
@@ -98,3 +98,18 @@ def passed_over(decl: KernelDecl, asked: Mapping[str, KeyValue], tuned: Mapping[
         report_fault(decl, "pass_over_neighbour", exc, "nearer keys' winners are served as if it said nothing",
                      problems)
         return None
+
+
+def own_device_first(decl: KernelDecl, problems: ProblemLog | None = None) -> bool:
+    """``decl.own_device_first`` checked: a member that raises or is not a bool is
+    reported once and taken as ``False`` (the registry's own order)."""
+    from flyconfigs.registry.calls import report_fault
+
+    try:
+        value = decl.own_device_first
+        if type(value) is not bool:
+            raise TypeError(f"it is a {type(value).__name__}, not a bool")
+        return value
+    except Exception as exc:  # noqa: BLE001 - a plugin's member failing must not break serving
+        report_fault(decl, "own_device_first", exc, "an exact key on a sibling device serves first", problems)
+        return False

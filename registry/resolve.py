@@ -14,6 +14,9 @@ in code, and ``resolve``, ``explain``, ``doctor`` and ``validate`` all call it):
    d. the same arch only (*borrowed*: the record names the device it came from), exact
       key, then the nearest key;
 
+   a family whose ``own_device_first`` is true (vLLM's: it reads only the running GPU's
+   own file) takes a's nearest key before b: a, a nearest, b, b nearest, d;
+
    and **within each step standing first** (below): a source of a higher standing
    serves before a lower one even when the lower one's key is nearer; distance decides
    only among sources of one standing; then measured before predicted, then the user's
@@ -41,46 +44,30 @@ parties, say) **contest** the slot, and neither serves it until the user ranks t
 key in one folder) are duplicates: the more recently made serves (its provenance's
 ``created``), and ``doctor`` and ``validate`` report the other.
 
-Nearest key: the family's ``key_distance(asked, tuned)`` over tuned keys equal to the
-asked one on every exact axis, the smaller tuple first, ``None`` never served (by default
-the smallest sum over ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned
-value; :mod:`flyconfigs.registry.nearest`); a neighbour whose winner the family's
-``pass_over_neighbour`` gives a reason against is passed over.  A config is served only
-when :func:`~flyconfigs.registry.check.refusal` accepts it — its artifact bound to the
-installed family (:func:`~flyconfigs.registry.binding.binding_problem`: its family
-version and source), the config one of the declared tunables and accepted by the
-kernel's own ``check_config`` for the asked key and device, and never from an artifact a
-test double made to a real device.  A nearer key's winner that does not fit the asked
-key (a vector width that does not divide the row, say) is adapted by the kernel's
-optional ``adapt_config(config, key, device)`` and served if the check accepts the
-result (the record's ``adapted_from`` keeps the winner as tuned); else the next nearest
-key is tried.  Passing over such a key is routine (one DEBUG line per resolve, the
-reasons in the record); a missing, corrupt, mismatched or invalid artifact, or a winner
-its kernel refuses for the artifact's own key, is skipped with one warning per cause and
-the search goes on; the reasons are kept in the record.
+What may serve, and the nearest-key rule, are written in
+:mod:`flyconfigs.registry.search`, with the code that applies them.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
 from importlib import invalidate_caches
 from typing import Any
 
-from flyconfigs.errors import ArtifactError, FlyconfigsError
+from flyconfigs.errors import FlyconfigsError
+from flyconfigs.registry import inventory
 from flyconfigs.registry.calls import check_key
 from flyconfigs.registry.catalog import Catalog
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import (
-    DEVICE_ENV,
     Detector,
     DeviceQuery,
     as_query,
     detect_with,
+    device_from_env,
     installed_detector,
-    parse_device_spec,
+    memo_token,
 )
 from flyconfigs.registry.kernels import KernelTable, LoadedKernel
 from flyconfigs.registry.ownership import Owner, owner_of
@@ -132,7 +119,6 @@ class Resolver:
         self.generation = 0
         """Incremented by :meth:`refresh`; callers that cache resolutions compare it."""
 
-    # -- caches -------------------------------------------------------------------------
 
     def refresh(self) -> None:
         """Drop every cache of this resolver: the memo, its kernel records, the source
@@ -162,7 +148,6 @@ class Resolver:
 
         return remove
 
-    # -- the hot path -------------------------------------------------------------------
 
     def resolve(
         self,
@@ -184,11 +169,13 @@ class Resolver:
         record = self.kernels.known(kernel)
         try:
             # Typed and order-free: ``M=True`` or ``M=1.0`` never hits the entry of ``M=1``.
-            memo_key = (record, _memo_device(device), *[(k, v.__class__, v) for k, v in sorted(key.items())])
+            memo_key = (record, memo_token(device), *[(k, v.__class__, v) for k, v in sorted(key.items())])
+            hash(memo_key)  # before the kernel is known too: a list value must take the canonical form
             hit = self._memo.get(memo_key) if record is not None else None
         except TypeError:  # a list or object value: its canonical JSON is the typed form
             try:
-                memo_key = (record, _memo_device(device), canonical_text(dict(key)))
+                memo_key = (record, memo_token(device), canonical_text(dict(key)))
+                hash(memo_key)
                 hit = self._memo.get(memo_key) if record is not None else None
             except (TypeError, ValueError, AttributeError):
                 hit = memo_key = None
@@ -217,7 +204,6 @@ class Resolver:
                     Problem("observer-error", repr(observer), f"raised {type(exc).__name__}: {exc}; resolve went on")
                 )
 
-    # -- the slow path ------------------------------------------------------------------
 
     def _resolve_slow(self, record: LoadedKernel, key: object, device: object) -> Resolution:
         norm = check_key(record.decl, key, self.problems)
@@ -237,13 +223,9 @@ class Resolver:
             return self._device
 
     def _detect(self) -> tuple[DeviceQuery | None, str]:
-        spec = os.environ.get(DEVICE_ENV)
-        if spec:
-            try:
-                return parse_device_spec(spec, DEVICE_ENV), f"from {DEVICE_ENV}"
-            except ArtifactError as exc:
-                self.problems.report(Problem("bad-device", DEVICE_ENV, "; ".join(map(str, exc.problems))))
-                return None, f"{DEVICE_ENV} is invalid ({exc.problems[0]})"
+        from_env = device_from_env(self.problems)
+        if from_env is not None:
+            return from_env
         if self._detector is Resolver._UNSET:
             self._detector = installed_detector(self.problems)
         return detect_with(self._detector, self.problems)
@@ -260,7 +242,6 @@ class Resolver:
         catalog = self._catalog
         return search(record, key, query, catalog.index(self.owner(record), query.arch), self.problems, trace)
 
-    # -- explain ------------------------------------------------------------------------
 
     def explain(
         self, kernel: str | KernelDecl, key: Mapping[str, object], device: DeviceIdentity | DeviceQuery | str | None = None
@@ -291,7 +272,6 @@ class Resolver:
         """The sources that can serve ``arch``, in precedence order."""
         return self._catalog.sources_for(arch)
 
-    # -- what doctor and list read -------------------------------------------------------
 
     def packages(self) -> list[PackageInfo]:
         """Installed data packages whose manifests are readable, in precedence order
@@ -312,44 +292,11 @@ class Resolver:
 
     def collisions(self) -> list[Collision]:
         """Every collision between sources, each also logged once, its winner the
-        artifact the search serves for that slot (see :mod:`flyconfigs.registry.contest`)."""
-        from flyconfigs.registry.contest import find_collisions
-
-        return find_collisions(list(self.all_entries()), self.problems, self._slot_served)
-
-    def _slot_served(self, entry: Entry) -> Resolution | None:
-        try:
-            return self.serving(entry.kernel, entry.key, entry.device)
-        except FlyconfigsError:  # an undeclared kernel, or a key its family refuses: nothing serves it
-            return None
+        artifact the search serves for that slot (:mod:`flyconfigs.registry.inventory`)."""
+        return inventory.collisions(self)
 
     def check_all(self) -> list[Problem]:
-        """Load every artifact, check each winner with its kernel's declaration (when
-        this environment declares the kernel) and find every collision, as doctor does;
-        return every problem seen so far."""
-        from flyconfigs.registry.check import check_winner
-        from flyconfigs.registry.device import chosen_detector
-
-        if self._detector_installed:
-            chosen_detector(self.problems)  # reports detectors of other distributions competing with ours
-        for entry in self.all_entries():
-            artifact = entry.load(self.problems)
-            if artifact is None:
-                continue
-            dist = entry.source.name if entry.source.kind == "package" else None
-            check_winner(artifact, str(entry.path), self.problems, dist, self.kernels)
-        self.collisions()
-        return self.problems.problems()
-
-
-
-
-def _memo_device(device: object) -> object:
-    """``device`` as a hashable memo token that equals another exactly when both resolve
-    alike: an identity (a pydantic model holding a list, so unhashable) becomes the query
-    resolution makes of it, a query's features a tuple; a spec string stays itself."""
-    if isinstance(device, DeviceIdentity):
-        return DeviceQuery.of(device)
-    if isinstance(device, DeviceQuery) and isinstance(device.features, list):
-        return replace(device, features=tuple(device.features))
-    return device
+        """Load every artifact, check each winner with its kernel's declaration and find
+        every collision, as doctor does; every problem seen so far
+        (:mod:`flyconfigs.registry.inventory`)."""
+        return inventory.check_all(self, self._detector_installed)

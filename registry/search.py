@@ -7,6 +7,24 @@ Steps first — exact key, then nearest key, on the device, then on a sibling of
 arch — and within each step standing first: a source of a higher standing serves before
 a lower one even when the lower one's key is nearer; distance decides only among sources
 of one standing, then measured before predicted, then the user's order.
+
+Nearest key: the family's ``key_distance(asked, tuned)`` over tuned keys equal to the
+asked one on every exact axis, the smaller tuple first, ``None`` never served (by default
+the smallest sum over ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned
+value; :mod:`flyconfigs.registry.nearest`); a neighbour whose winner the family's
+``pass_over_neighbour`` gives a reason against is passed over.  A config is served only
+when :func:`~flyconfigs.registry.check.refusal` accepts it — its artifact bound to the
+installed family (:func:`~flyconfigs.registry.binding.binding_problem`: its family
+version and source), the config one of the declared tunables and accepted by the
+kernel's own ``check_config`` for the asked key and device, and never from an artifact a
+test double made to a real device.  A nearer key's winner that does not fit the asked
+key (a vector width that does not divide the row, say) is adapted by the kernel's
+optional ``adapt_config(config, key, device)`` and served if the check accepts the
+result (the record's ``adapted_from`` keeps the winner as tuned); else the next nearest
+key is tried.  Passing over such a key is routine (one DEBUG line per resolve, the
+reasons in the record); a missing, corrupt, mismatched or invalid artifact, or a winner
+its kernel refuses for the artifact's own key, is skipped with one warning per cause and
+the search goes on; the reasons are kept in the record.
 """
 
 from __future__ import annotations
@@ -24,7 +42,7 @@ from flyconfigs.registry.contract import KeyValue
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.kernels import LoadedKernel
 from flyconfigs.registry.matching import exact_matches, nearest_ranked
-from flyconfigs.registry.nearest import passed_over
+from flyconfigs.registry.nearest import own_device_first, passed_over
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import LAYER_NAMES, Resolution, Step
 from flyconfigs.registry.serving import ROUTINE, Found, adapt, changes, how, selection_of
@@ -36,6 +54,8 @@ logger = logging.getLogger("flyconfigs.registry")
 
 PLAN = ((0, "exact"), (1, "exact"), (0, "nearest"), (1, "nearest"), (2, "exact"), (2, "nearest"))
 """The steps, most specific first: (device layer, key match)."""
+OWN_DEVICE_PLAN = ((0, "exact"), (0, "nearest"), (1, "exact"), (1, "nearest"), (2, "exact"), (2, "nearest"))
+"""The steps of a family whose ``own_device_first`` is true: the device's own keys first."""
 
 
 def search(kernel: LoadedKernel, key: dict[str, KeyValue], query: DeviceQuery, index: Index,
@@ -66,9 +86,12 @@ def serve_default(kernel: LoadedKernel, key: dict[str, KeyValue], query: DeviceQ
                   problems: ProblemLog) -> Resolution:
     """The family's default for ``key``, checked like any served config (its tunables
     and its own ``check_config``): one it refuses is reported once and raised as
-    :class:`~flyconfigs.errors.KernelPluginError`, as a default that raises is."""
+    :class:`~flyconfigs.errors.KernelPluginError`, as a default that raises is.  An empty
+    default (a family without a heuristic: the caller keeps its own) is not checked."""
     config = default_config(kernel.decl, key, query, problems)
-    why = check_config(kernel.decl, config, key, query)
+    # An empty default is a family's way of saying it has no heuristic (the caller keeps
+    # its own choice, as the vLLM and aiter families do): there is nothing to check.
+    why = check_config(kernel.decl, config, key, query) if config else None
     if why is not None:
         problems.report(Problem("kernel-error", kernel.where, f"default_config returned a config its own checks refuse "
                                 f"for {dict(key)}: {why}", kernel.distribution))
@@ -109,7 +132,8 @@ class _Search:
 
     def run(self) -> tuple[Found, int, str] | None:
         """What the search serves and the layer and key match it was found at, or ``None``."""
-        for layer, mode in PLAN:
+        plan = OWN_DEVICE_PLAN if own_device_first(self.decl, self.problems) else PLAN
+        for layer, mode in plan:
             what = f"{LAYER_NAMES[layer]} device, {mode} key"
             found = self.step(layer, mode)
             if found is None:

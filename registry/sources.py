@@ -12,23 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from dataclasses import dataclass, field, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
-from packaging.utils import canonicalize_name
-
-from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
+from flyconfigs.errors import ArtifactError, UnsupportedSchemaVersionError
 from flyconfigs.registry.contract import KeyValue
-from flyconfigs.registry.entrypoints import find_entry_points
-from flyconfigs.registry.ownership import TIERS, Owner, Standing, is_official
+from flyconfigs.registry.ownership import TIERS, Owner, Standing
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
 from flyconfigs.schema.canonical import canonical_text
-from flyconfigs.schema.jsonio import parse_document, read_document, read_file_bytes
-from flyconfigs.schema.load import parse_artifact, parse_manifest
-from flyconfigs.schema.manifest import MANIFEST_FILE
+from flyconfigs.schema.jsonio import parse_document, read_file_bytes
+from flyconfigs.schema.load import parse_artifact
 from flyconfigs.schema.models import Artifact, DeviceIdentity
 
 __all__ = [
@@ -36,21 +30,14 @@ __all__ = [
     "PACKAGES_ENV",
     "PATH_ENV",
     "Entry",
-    "LoadedPackage",
     "PackageInfo",
-    "PackageRef",
     "Source",
-    "find_packages",
-    "load_package",
-    "package_folder",
-    "read_package_folder",
 ]
 
 ARTIFACT_GROUP = "flyconfigs.artifacts"
 PATH_ENV = "FLYCONFIGS_PATH"
 PACKAGES_ENV = "FLYCONFIGS_PACKAGES"
 """Comma-separated distribution names, first wins: the packages a user ranks on purpose."""
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 
@@ -216,119 +203,3 @@ class _Bad(Exception):
         super().__init__(message)
         self.kind: ProblemKind = kind
         self.message = message
-
-
-@dataclass(frozen=True)
-class PackageRef:
-    """An installed data package found through its entry point, manifest not yet read."""
-
-    distribution: str
-    target: str
-    rank: tuple[int, int]
-    entry_point: metadata.EntryPoint
-    dist: metadata.Distribution
-    standing: Standing = "third-party"
-
-
-@dataclass
-class LoadedPackage:
-    """A data package whose manifest was read: what ``list`` shows, and its rows."""
-
-    info: PackageInfo
-    entries: list[Entry]
-    source: Source | None = None
-
-
-def chosen_packages() -> list[str]:
-    """The distributions ``FLYCONFIGS_PACKAGES`` ranks first, normalized, in order."""
-    return [canonicalize_name(p) for p in os.environ.get(PACKAGES_ENV, "").split(",") if p.strip()]
-
-
-def find_packages(problems: ProblemLog | None = None) -> list[PackageRef]:
-    """Installed data packages (entry-point group ``flyconfigs.artifacts``): those
-    ``FLYCONFIGS_PACKAGES`` lists, in its order (standing ``chosen``), then the others in
-    the order ``sys.path`` gives them, each ``official`` (``flyconfigs-<target>``) or
-    ``third-party``; a name never ranks one above another.  Reads metadata only; a
-    distribution whose metadata is broken is reported and skipped."""
-    chosen = chosen_packages()
-    found = []
-    for item in find_entry_points(ARTIFACT_GROUP, problems if problems is not None else ProblemLog()):
-        norm = canonicalize_name(item.distribution)
-        if norm in chosen:
-            standing: Standing = "chosen"
-            rank = (TIERS["chosen"], chosen.index(norm))
-        else:
-            standing = "official" if is_official(item.distribution, item.entry_point.name) else "third-party"
-            rank = (TIERS[standing], 0)
-        found.append(PackageRef(item.distribution, item.entry_point.name, rank, item.entry_point, item.dist, standing))
-    return sorted(found, key=lambda ref: ref.rank)
-
-
-def package_folder(ref: PackageRef) -> Path:
-    """The folder of ``ref``'s import package, proven to lie inside the distribution's
-    own install location; :class:`ArtifactError` if the entry point names anything but
-    a module (an absolute path, ``..``) or leads outside."""
-    value = ref.entry_point.value.split(":")[0].strip()
-    where = f"entry point {ref.entry_point.name} = {ref.entry_point.value!r} of {ref.distribution}"
-    if not _MODULE.match(value):
-        raise ArtifactError(where, [FieldProblem("value", "must name an import package (dotted identifiers)")])
-    base = os.path.realpath(str(ref.dist.locate_file("")))
-    folder = os.path.realpath(str(ref.dist.locate_file(value.replace(".", "/"))))
-    if os.path.commonpath([folder, base]) != base:
-        raise ArtifactError(where, [FieldProblem("value", f"leads outside the distribution's location ({folder})")])
-    return Path(folder)
-
-
-def load_package(ref: PackageRef, problems: ProblemLog) -> LoadedPackage | None:
-    """Read ``ref``'s manifest into entries; a broken package is reported and ``None``."""
-    try:
-        package_dir = package_folder(ref)
-    except ArtifactError as exc:
-        problems.report(Problem("unsafe-path", exc.file, str(exc.problems[0].message), ref.distribution))
-        return None
-    source = Source("package", ref.distribution, ref.rank, ref.dist.version, ref.target, ref.standing)
-    return read_package_folder(package_dir, ref.target, source, problems)
-
-
-def read_package_folder(package_dir: Path, target: str | None, source: Source, problems: ProblemLog) -> LoadedPackage | None:
-    """The manifest of the data package in ``package_dir`` as entries (artifact files
-    not yet read), under exactly the loader's rules: the version rule, the manifest's
-    target equal to ``target`` (when given) and every row's device of that target.  A
-    broken manifest is reported and ``None``; a bad row is reported and skipped."""
-    dist_name = source.name if source.kind == "package" else None
-    manifest_path = package_dir / MANIFEST_FILE
-    try:
-        manifest = parse_manifest(read_document(manifest_path, schema_bounds_depth=True), str(manifest_path))
-    except UnsupportedSchemaVersionError as exc:
-        problems.report(Problem("unsupported-major", str(manifest_path), exc.problems[0].message, dist_name))
-        return None
-    except ArtifactError as exc:
-        problems.report(Problem("invalid-manifest", str(manifest_path), "; ".join(map(str, exc.problems)), dist_name))
-        return None
-    if target is not None and manifest.target != target:
-        problems.report(
-            Problem(
-                "wrong-target",
-                str(manifest_path),
-                f"manifest target {manifest.target!r} differs from the entry point's {target!r}",
-                dist_name,
-            )
-        )
-        return None
-    root = str(package_dir)
-    entries = []
-    for index, row in enumerate(manifest.artifacts):
-        if row.device.arch != manifest.target:
-            problems.report(
-                Problem(
-                    "wrong-target",
-                    f"{manifest_path}#artifacts[{index}]",
-                    f"device arch {row.device.arch!r} does not belong to target {manifest.target!r}",
-                    dist_name,
-                )
-            )
-            continue
-        entries.append(Entry(row.kernel, row.key, row.device, row.file, source, row.sha256, root))
-    info = PackageInfo(source.name, source.version or "", manifest.target, manifest.schema_version, len(entries), root,
-                       tuple(manifest.families()))
-    return LoadedPackage(info, entries, source)

@@ -17,7 +17,7 @@ from typing import Any
 
 from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.schema.jsonio import write_atomic
-from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, wave_size_of_arch
+from flyconfigs.schema.models import GFX_ARCH, SCHEMA_VERSION, Artifact, wave_size_of_arch
 from flyconfigs.schema.versions import Migration, register_migration
 
 __all__ = [
@@ -146,8 +146,9 @@ def _from_flydsl(data: dict[str, Any], file: str) -> dict[str, Any]:
     arch = _require(device, "arch", str, file, "identity.device.")
     product = _require(device, "name", str, file, "identity.device.")
     cus = _require(device, "compute_units", int, file, "identity.device.")
-    if not arch.startswith("gfx"):
-        raise ArtifactError(file, [FieldProblem("identity.device.arch", f"expected an AMD gfx arch, got {arch!r}")])
+    if not GFX_ARCH.match(arch):
+        raise ArtifactError(file, [FieldProblem("identity.device.arch", f"expected an AMD gfx arch (gfx, a decimal "
+                                                                        f"major, two hex digits), got {arch!r}")])
     return {
         "schema_version": SCHEMA_VERSION,
         "kernel": {"name": name, "version": IMPORTED_KERNEL_VERSION, "source_sha256": None},

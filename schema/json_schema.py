@@ -18,10 +18,13 @@ from pydantic import BaseModel
 
 from flyconfigs.schema.manifest import Manifest
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact
+from flyconfigs.schema.table import Table
 
 __all__ = ["KINDS", "generate", "json_schema_file_name", "json_schema_versions", "load_json_schema"]
 
-KINDS: dict[str, type[BaseModel]] = {"artifact": Artifact, "manifest": Manifest}
+KINDS: dict[str, type[BaseModel]] = {"artifact": Artifact, "manifest": Manifest, "table": Table}
+SINCE = {"artifact": "1.0", "manifest": "1.0", "table": "1.6"}
+"""The first schema version of each kind: its documents ship from that version on."""
 
 
 def json_schema_file_name(kind: str, version: str = SCHEMA_VERSION) -> str:
@@ -55,8 +58,17 @@ READER_ONLY = {
         "Rules the flyconfigs reader adds that JSON Schema cannot express: an integer is never 64.0; "
         "no two rows name one file or one (kernel, device, key); every row's device.arch equals target; "
         "kernels (1.5) is exactly the rows' kernels, sorted; "
-        "each file's sha256 and its artifact's kernel, device and key match the row; fields of a newer "
+        "each file's sha256 and its artifact's kernel, device and key match the row; tables (1.6) name no file twice, "
+        "nor one a row names; a table's sha256 and its kernel and device match its entry; fields of a newer "
         "1.x minor are ignored."
+    ),
+    "table": (
+        "Rules the flyconfigs reader adds that JSON Schema cannot express: an integer is never 64.0; "
+        "documents are at most 8 MiB, nest at most 32 levels and have no duplicate object keys; the table form "
+        "begins with schema 1.6; columns name no column twice; every row has one cell per column (key, then config, "
+        "then measured), no null key cell and a key no other row has; entries, when present, has one entry per "
+        "row; device.features are sorted; provenance.source belongs to an imported selection only and "
+        "provenance.model to a predicted one; fields of a newer 1.x minor are ignored."
     ),
 }
 """What the reader checks beyond each JSON Schema document (written into it)."""

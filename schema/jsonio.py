@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -190,7 +191,9 @@ def json_files_under(folder: str | os.PathLike[str], onerror: Callable[[OSError]
     for root, dirs, names in os.walk(folder, onerror=onerror):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found.extend(Path(root, n) for n in names if n.endswith(".json") and not n.startswith("."))
-    return sorted(found)
+    # Path's own ordering, by parts, without its slow comparison method (a thousand files
+    # took 70 ms to sort).
+    return sorted(found, key=lambda path: path.parts)
 
 
 def read_file_bytes(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BYTES) -> bytes:
@@ -248,19 +251,23 @@ _TMP_SUFFIX = ".tmp"
 
 def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
     """Remove the temporary files that :func:`write_atomic` left in ``folder`` when its
-    process was killed (their writer's process id no longer exists); returns them.
-    Temporaries of live writers are left alone."""
+    process was killed; returns them.  Only this host's are judged (the name carries the
+    writer's host and process id), and only those whose process no longer exists are
+    removed: a folder shared between hosts holds other hosts' writes in flight, and a
+    file that merely looks like a temporary is not this host's to remove."""
     removed: list[Path] = []
     try:
         names = os.listdir(folder)
     except OSError:
         return removed
+    host = _host_tag()
     for name in names:
         if not (name.startswith(".") and name.endswith(_TMP_SUFFIX)):
             continue
-        parts = name[1:].split(".")
-        pid = next((int(p) for p in reversed(parts[:-2]) if p.isascii() and p.isdigit()), None)
-        if pid is None or _alive(pid):
+        parts = name[1:-len(_TMP_SUFFIX)].rsplit(".", 3)
+        if len(parts) != 4 or parts[1] != host or not (parts[2].isascii() and parts[2].isdigit()):
+            continue
+        if _alive(int(parts[2])):
             continue
         path = Path(folder, name)
         try:
@@ -269,6 +276,13 @@ def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
         except OSError:
             pass
     return removed
+
+
+def _host_tag() -> str:
+    """This host's name as a temporary file's name carries it: file-name safe, no dots."""
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9-]+", "-", socket.gethostname())[:48] or "host"
 
 
 def _alive(pid: int) -> bool:
@@ -289,7 +303,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, durable: bool = True
     file torn, for data whose reader checks it anyway (a cache)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=_TMP_SUFFIX)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{_host_tag()}.{os.getpid()}.",
+                               suffix=_TMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -21,10 +21,11 @@ from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVers
 from flyconfigs.schema.jsonio import check_depth, parse_document, read_document
 from flyconfigs.schema.manifest import Manifest
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact
+from flyconfigs.schema.table import Table, is_table_document
 from flyconfigs.schema.versions import CURRENT_MAJOR, CURRENT_MINOR, parse_version, upgrade
 
-__all__ = ["LoadReport", "load_artifact", "load_artifact_whole", "loads_artifact", "parse_artifact", "parse_manifest",
-           "parse_manifest_report", "refuse_if_partial", "validation_problems"]
+__all__ = ["LoadReport", "load_artifact", "load_artifact_whole", "load_table", "loads_artifact", "parse_artifact",
+           "parse_manifest", "parse_manifest_report", "parse_table", "refuse_if_partial", "validation_problems"]
 
 logger = logging.getLogger("flyconfigs.schema")
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -180,8 +181,24 @@ def _validated(model: type[ModelT], data: Any, file: str, migrate: bool) -> tupl
 
 def parse_artifact(data: Any, file: str = "<bytes>") -> tuple[Artifact, LoadReport]:
     """Validate a parsed document as an artifact, migrating older formats and ignoring
-    (and reporting) the unknown fields of a newer minor."""
+    (and reporting) the unknown fields of a newer minor.  A table (1.6) is refused as
+    such, on ``form``: :func:`parse_table` reads it."""
+    if is_table_document(data):
+        raise ArtifactError(file, [FieldProblem("form", "a table of many keys (schema 1.6), not one artifact")])
     return _validated(Artifact, data, file, migrate=True)
+
+
+def parse_table(data: Any, file: str = "<bytes>") -> tuple[Table, LoadReport]:
+    """Validate a parsed document as a table (schema 1.6) under the rule of every
+    versioned document: a newer major refused, a newer minor's fields ignored and
+    reported.  No older format is a table, so nothing is migrated;
+    :class:`ArtifactError` naming ``file`` and each bad field."""
+    return _validated(Table, data, file, migrate=False)
+
+
+def load_table(path: str | os.PathLike[str]) -> Table:
+    """Read, parse and validate the table file at ``path``."""
+    return parse_table(read_document(path, schema_bounds_depth=True), os.fspath(path))[0]
 
 
 def parse_manifest(data: Any, file: str = "<bytes>") -> Manifest:

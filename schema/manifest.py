@@ -13,9 +13,9 @@ from typing import Annotated
 from pydantic import Field, StringConstraints, model_validator
 
 from flyconfigs.schema.canonical import canonical_text
-from flyconfigs.schema.models import DeviceIdentity, KernelName, Key, Name, SchemaVersion, Sha256, _Model
+from flyconfigs.schema.models import DeviceIdentity, KernelName, Key, Name, Positive, SchemaVersion, Sha256, _Model
 
-__all__ = ["MANIFEST_FILE", "Manifest", "ManifestRow"]
+__all__ = ["MANIFEST_FILE", "Manifest", "ManifestRow", "ManifestTable"]
 
 MANIFEST_FILE = "manifest.json"
 
@@ -26,6 +26,10 @@ RelPath = Annotated[
 no leading ``/``, at most four segments."""
 
 _ROW_LIMIT = 100_000
+
+
+def _is_empty(value: object) -> bool:
+    return value == []
 
 
 class ManifestRow(_Model):
@@ -43,21 +47,38 @@ class ManifestRow(_Model):
         return (self.kernel, self.device.layers()[0], canonical_text(self.key))
 
 
+class ManifestTable(_Model):
+    """One table of the package (1.6): its kernel and device, where to find it, and how
+    many rows it holds.  Its keys are not listed: a loader reads a table only when its
+    kernel is resolved on its device."""
+
+    kernel: KernelName
+    device: DeviceIdentity
+    file: RelPath
+    sha256: Sha256
+    schema_version: SchemaVersion
+    rows: Positive
+
+
 class Manifest(_Model):
     """A data package's table of contents.
 
-    ``kernels`` (1.5) names the kernel families the package serves, sorted: exactly the
-    rows' kernels.  A manifest written before 1.5 omits it, and a reader gathers the
-    families from the rows."""
+    ``kernels`` (1.5) names the kernel families the package's artifacts serve, sorted:
+    exactly the rows' kernels.  A manifest written before 1.5 omits it, and a reader
+    gathers the families from the rows.  ``tables`` (1.6) lists the package's tables;
+    their kernels are not in ``kernels``, so that a 1.5 reader, which ignores
+    ``tables``, still reads the rest of the package."""
 
     schema_version: SchemaVersion
     target: Name
     artifacts: Annotated[list[ManifestRow], Field(max_length=_ROW_LIMIT)]
     kernels: Annotated[list[KernelName], Field(max_length=_ROW_LIMIT)] | None = None
+    tables: Annotated[list[ManifestTable], Field(max_length=_ROW_LIMIT, exclude_if=_is_empty)] = []
 
     def families(self) -> list[str]:
-        """The kernel families this package serves, sorted."""
-        return list(self.kernels) if self.kernels is not None else sorted({row.kernel for row in self.artifacts})
+        """The kernel families this package serves (its artifacts' and its tables'), sorted."""
+        mine = list(self.kernels) if self.kernels is not None else sorted({row.kernel for row in self.artifacts})
+        return sorted({*mine, *(table.kernel for table in self.tables)})
 
     @model_validator(mode="after")
     def _kernels_are_the_rows(self) -> Manifest:
@@ -82,6 +103,10 @@ class Manifest(_Model):
                     f"and key as artifacts[{seen_slots[slot]}]"
                 )
             seen_slots[slot] = index
+        for index, table in enumerate(self.tables):
+            if table.file in seen_files:
+                raise ValueError(f"tables[{index}].file: {table.file!r} is listed twice")
+            seen_files.add(table.file)
         return self
 
 

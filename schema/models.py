@@ -52,9 +52,10 @@ __all__ = [
     "TimingProtocol",
     "Vendor",
     "wave_size_of_arch",
+    "GFX_ARCH",
 ]
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 """The schema version this package writes; it reads any ``1.x``."""
 
 TEST_BACKENDS = frozenset({"simulated"})
@@ -141,7 +142,8 @@ Config = Annotated[
 ]
 """A kernel configuration: tunable names and their values."""
 
-Vendor = Literal["amd", "nvidia"]
+Vendor = Literal["amd", "nvidia", "intel"]
+"""``intel`` (1.6): Intel GPUs, named by their oneAPI device architecture (``intel_gpu_bmg_g31``)."""
 CandidateStatus = Literal["ok", "compiled", "compile_error", "launch_error", "wrong_result", "timeout", "skipped"]
 """``compiled`` (1.1): compiled for the device and within its budgets, never run or timed."""
 
@@ -490,12 +492,18 @@ def wave_size_of_arch(arch: str) -> int:
     """The wave (warp) size code for ``arch`` is built for: 64 on AMD GCN and CDNA
     (gfx6 to gfx9), 32 on RDNA (gfx10 and later, whose default mode is wave 32) and on
     NVIDIA.  The one place this rule is written."""
-    match = re.match(r"^gfx([0-9a-f]+)$", arch)
-    if match:
-        digits = match.group(1)
-        major = int(digits[:-2]) if len(digits) > 2 else int(digits[0])
-        return 64 if major <= 9 else 32
+    if arch.startswith("gfx"):
+        match = GFX_ARCH.match(arch)
+        if match is None:
+            raise ValueError(f"{arch!r} is not an AMD gfx arch (gfx, a decimal major, then two hex digits)")
+        return 64 if int(match.group(1)) <= 9 else 32
     return 32
+
+
+GFX_ARCH = re.compile(r"^gfx([0-9]{1,2})[0-9a-f]{2}$")
+"""An AMD arch as LLVM names it: ``gfx``, the major version in decimal (``9``, ``10``,
+``12``), then the minor version and the stepping, one hex digit each (``gfx90a``,
+``gfx942``, ``gfx1100``).  ``gfxa42`` or ``gfx1a00`` is none."""
 
 
 def artifact_file_name(kernel: str, device: DeviceIdentity, key: Mapping[str, object]) -> str:

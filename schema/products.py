@@ -19,15 +19,17 @@ _REQUIRED_SOURCES = ("product", "arch", "features", "compute_units", "wave_size"
 
 class Product(BaseModel):
     """One GPU product: its device descriptor (the identity its runtime reports, wave
-    size, L2 as the runtime reports it, peak memory bandwidth) and the rest."""
+    size, L2 as the runtime reports it, peak memory bandwidth) and the rest.  A cache
+    figure no public source states is ``null``, and its source says so (``not
+    published``)."""
 
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
     aliases: list[_Alias] = []
     device: Device
-    lds_bytes_per_cu: _Bytes
-    l2_total_bytes: _Bytes
-    llc_bytes: _Bytes
+    lds_bytes_per_cu: _Bytes | None
+    l2_total_bytes: _Bytes | None
+    llc_bytes: _Bytes | None
     memory_bytes: _Bytes
     sources: dict[str, Annotated[str, StringConstraints(min_length=8, max_length=400)]]
 
@@ -36,8 +38,13 @@ class Product(BaseModel):
         missing = [f for f in _REQUIRED_SOURCES if f not in self.sources]
         if missing:
             raise ValueError(f"sources: no source for {', '.join(missing)}")
-        if self.device.l2_bytes is None or self.device.memory_bandwidth_gbps is None:
-            raise ValueError("device: a catalog product states l2_bytes and memory_bandwidth_gbps")
+        if self.device.memory_bandwidth_gbps is None:
+            raise ValueError("device: a catalog product states memory_bandwidth_gbps")
+        absent = {"l2_bytes": self.device.l2_bytes, "lds_bytes_per_cu": self.lds_bytes_per_cu,
+                  "l2_total_bytes": self.l2_total_bytes, "llc_bytes": self.llc_bytes}
+        unsaid = [f for f, value in absent.items() if value is None and "not published" not in self.sources[f]]
+        if unsaid:
+            raise ValueError(f"sources: {', '.join(unsaid)} is null but its source does not say it is not published")
         return self
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from flyconfigs.publish.layout import distribution_name, package_files
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.manifest import target_module
+from flyconfigs.schema.table import Table
 
 
 def _record_line(rel: str, data: bytes) -> str:
@@ -28,12 +29,13 @@ def install_data_package(
     init_code: str | None = None,
     entry_point: str | None = None,
     module: str | None = None,
+    tables: Sequence[Table] = (),
 ) -> Path:
-    """Install ``flyconfigs-<target>`` (or ``name``) holding ``artifacts`` into ``root``;
-    returns its import-package folder.  ``init_code`` replaces ``__init__.py``."""
+    """Install ``flyconfigs-<target>`` (or ``name``) holding ``artifacts`` (and ``tables``)
+    into ``root``; returns its import-package folder.  ``init_code`` replaces ``__init__.py``."""
     default_module = target_module(target)
     module = module or default_module
-    files = {module + rel[len(default_module):]: data for rel, data in package_files(target, artifacts).items()}
+    files = {module + rel[len(default_module):]: data for rel, data in package_files(target, artifacts, tables=tables).items()}
     if init_code is not None:
         files[f"{module}/__init__.py"] = init_code.encode()
     dist = name or distribution_name(target)

@@ -14,7 +14,7 @@ from flyconfigs.registry.products import find_product
 from flyconfigs.schema import Artifact
 
 UPSTREAM = UpstreamFile("vllm-project/vllm", "vllm/model_executor/layers/fused_moe/configs/x.json")
-KEY = {"E": 128, "N": 384, "dtype": None, "block_shape": None, "down": False, "M": 64}
+KEY = {"E": 128, "N": 384, "dtype": None, "block_n": None, "block_k": None, "down": False, "M": 64}
 CONFIG = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4,
           "num_stages": 2}
 

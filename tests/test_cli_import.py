@@ -34,7 +34,7 @@ def test_import_reports_every_file_and_entry_it_wrote_and_refused_as_json(tmp_pa
     bad.parent.mkdir()
     bad.write_text(json.dumps(data))
     capsys.readouterr()
-    assert main(["import", "vllm", str(bad), "--out", str(tmp_path / "out"), "--json"]) == 1
+    assert main(["import", "vllm", str(bad), "--out", str(tmp_path / "out"), "--json", "--artifacts"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["command"] == "import vllm"
     assert report["refused"] == [{"file": str(bad), "field": "1",
@@ -52,7 +52,8 @@ def test_a_file_that_cannot_be_imported_is_one_line_with_its_field_and_exit_1(tm
     assert main(["import", "aiter", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "out")]) == 2
 
 
-def test_two_files_with_another_config_for_one_slot_never_overwrite_each_other(tmp_path: Path) -> None:
+def test_two_aiter_files_with_another_config_for_one_key_are_two_tables(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     csv = UPSTREAM / "aiter" / "a8w8_bpreshuffle_tuned_gemm.csv"
     lines = csv.read_text().splitlines(keepends=True)
     (tmp_path / "a").mkdir()
@@ -61,9 +62,12 @@ def test_two_files_with_another_config_for_one_slot_never_overwrite_each_other(t
     (tmp_path / "b" / "dsv3_a8w8_bpreshuffle_tuned_gemm.csv").write_text(lines[0] + lines[1].replace(",asm,0,8,",
                                                                                                        ",asm,0,4,"))
     out = tmp_path / "out"
-    assert main(["import", "aiter", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out)]) == 1
-    (written,) = (out / "gfx942").iterdir()
-    assert json.loads(written.read_text())["winner"]["config"]["splitK"] == 8
+    capsys.readouterr()
+    assert main(["import", "aiter", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out), "--json"]) == 0
+    tables = json.loads(capsys.readouterr().out)["tables"]
+    assert len(tables) == 2 and len({row["to"] for row in tables}) == 2
+    splits = {json.loads(Path(row["to"]).read_text())["rows"][0][7] for row in tables}
+    assert splits == {8, 4}
 
 
 def test_an_import_never_replaces_a_measured_artifact_of_the_same_slot(tmp_path: Path,
@@ -78,11 +82,21 @@ def test_an_import_never_replaces_a_measured_artifact_of_the_same_slot(tmp_path:
     target.parent.mkdir(parents=True)
     target.write_bytes(measured.to_json_bytes())
     capsys.readouterr()
-    assert main(["import", "vllm", str(MI300X_FILE), "--out", str(tmp_path / "out"), "--json"]) == 1
+    assert main(["import", "vllm", str(MI300X_FILE), "--out", str(tmp_path / "out"), "--json", "--artifacts"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert len(report["files"]) == 2 and len(report["refused"]) == 1
     assert "holds a measured artifact" in report["refused"][0]["message"]
     assert target.read_bytes() == measured.to_json_bytes()
+    # As a table (the default: "1024" and "8192" set one set of tunables, "1" another and
+    # stays an artifact), the table's other rows are written and the measured slot's left out.
+    row = import_vllm_file(MI300X_FILE).artifacts[1]
+    measured = make_artifact(kernel="vllm_fused_moe", device=row.device.model_dump(mode="json"), key=dict(row.key))
+    (tmp_path / "out" / "gfx942" / row.file_name()).write_bytes(measured.to_json_bytes())
+    assert main(["import", "vllm", str(MI300X_FILE), "--out", str(tmp_path / "out"), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    shadowed = [r for r in report["refused"] if "an import never shadows it" in r["message"]]
+    assert [r["field"] for r in shadowed] == [row.provenance.source.entry]  # type: ignore[union-attr]
+    assert [r["entry"] for r in report["files"] if r["entry"].startswith("table")] == ["table of 1 row"]
 
 
 def test_import_aiter_records_the_revision_and_the_folder_the_file_has_upstream(tmp_path: Path,
@@ -93,12 +107,13 @@ def test_import_aiter_records_the_revision_and_the_folder_the_file_has_upstream(
     capsys.readouterr()
     assert main(["import", "aiter", str(model_file), "--out", str(tmp_path / "out"), "--revision", "abc123",
                  "--upstream-dir", "aiter/configs/model_configs", "--json"]) == 0
-    (row,) = json.loads(capsys.readouterr().out)["files"]
-    source = json.loads(Path(row["to"]).read_text())["provenance"]["source"]
+    (row,) = json.loads(capsys.readouterr().out)["tables"]
+    table = json.loads(Path(row["to"]).read_text())
+    source = table["provenance"]["source"]
     assert source["file"] == "aiter/configs/model_configs/dsv3_a8w8_bpreshuffle_tuned_gemm.csv"
     assert source["url"] == ("https://github.com/ROCm/aiter/blob/abc123/aiter/configs/model_configs/"
                              "dsv3_a8w8_bpreshuffle_tuned_gemm.csv")
-    assert source["revision"] == "abc123" and row["entry"] == "line 2"
+    assert source["revision"] == "abc123" and table["entries"] == ["line 2"] and row["rows"] == 1
 
 
 def test_import_aiter_of_a_folder_takes_the_files_of_declared_families_and_refuses_a_named_other(
@@ -108,11 +123,11 @@ def test_import_aiter_of_a_folder_takes_the_files_of_declared_families_and_refus
     configs.mkdir()
     shutil.copy(csv, configs / csv.name)
     (configs / "a8w8_bpreshuffle_untuned_gemm.csv").write_text("gfx,cu_num,M,N,K,q_dtype_w\n")
-    (configs / "bf16_tuned_gemm.csv").write_text("gfx,cu_num,M,N,K\n")
+    (configs / "notes_tuned_gemm.csv").write_text("gfx,cu_num,M,N,K\n")
     assert main(["import", "aiter", str(configs), "--out", str(tmp_path / "out"), "--json"]) == 0
-    assert {row["from"] for row in json.loads(capsys.readouterr().out)["files"]} == {str(configs / csv.name)}
-    assert main(["import", "aiter", str(configs / "bf16_tuned_gemm.csv"), "--out", str(tmp_path / "out")]) == 1
-    assert "names no declared aiter GEMM family" in capsys.readouterr().err
+    assert {row["from"] for row in json.loads(capsys.readouterr().out)["tables"]} == {str(configs / csv.name)}
+    assert main(["import", "aiter", str(configs / "notes_tuned_gemm.csv"), "--out", str(tmp_path / "out")]) == 1
+    assert "not a tuned file aiter reads for a declared family" in capsys.readouterr().err
 
 
 def test_import_aiter_of_a_folder_records_each_files_subfolder_upstream(tmp_path: Path,
@@ -125,13 +140,13 @@ def test_import_aiter_of_a_folder_records_each_files_subfolder_upstream(tmp_path
     capsys.readouterr()
     assert main(["import", "aiter", str(configs), "--out", str(tmp_path / "out"), "--json"]) == 0
     files = {json.loads(Path(row["to"]).read_text())["provenance"]["source"]["file"]
-             for row in json.loads(capsys.readouterr().out)["files"]}
+             for row in json.loads(capsys.readouterr().out)["tables"]}
     assert files == {"aiter/configs/a8w8_bpreshuffle_tuned_gemm.csv",
                      "aiter/configs/model_configs/dsv3_a8w8_bpreshuffle_tuned_gemm.csv"}
 
 
 @pytest.mark.parametrize("command, said", [(["import", "vllm"], "no vLLM config file (*.json) in "),
-                                           (["import", "aiter"], "no CSV of a declared family (*a8w8_bpreshuffle_tuned_gemm*.csv, "),
+                                           (["import", "aiter"], "no aiter tuned CSV of a declared family in "),
                                            (["import", "flydsl"], "no *.json file in "),
                                            (["flydsl", "export"], "no *.json file in ")])
 def test_a_folder_with_nothing_to_import_says_so_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -65,12 +65,17 @@ def test_upstream_files_are_imported_published_installed_and_served(tmp_path: Pa
     with AITER_FILE.open(newline="") as handle:
         aiter_row = next(r for r in csv.DictReader(handle) if (r["gfx"], r["cu_num"]) == ("gfx942", "304"))
     asks = [
-        ("vllm_fused_moe", {**moe, "dtype": "fp8_w8a8", "block_shape": [128, 128], "M": 64}, "sm90:132:NVIDIA H200"),
-        ("vllm_fused_moe", {**moe, "dtype": None, "block_shape": None, "M": 1024}, "gfx942:304:AMD Instinct MI300X"),
-        ("vllm_fused_moe", {**moe, "dtype": None, "block_shape": None, "M": 1000}, "gfx942:304:AMD Instinct MI300X"),
-        ("aiter_gemm_a8w8_bpreshuffle", {"M": int(aiter_row["M"]), "N": int(aiter_row["N"]), "K": int(aiter_row["K"]),
-                                         "q_dtype_w": aiter_row["q_dtype_w"]}, "gfx942:304:AMD Instinct MI325X"),
-        ("vllm_fused_moe", {**moe, "dtype": "fp8_w8a8", "block_shape": [128, 128], "M": 64}, "gfx942:304:AMD Instinct MI300X"),
+        ("vllm_fused_moe", {**moe, "dtype": "fp8_w8a8", "block_n": 128, "block_k": 128, "M": 64},
+         "sm90:132:NVIDIA H200"),
+        ("vllm_fused_moe", {**moe, "dtype": None, "block_n": None, "block_k": None, "M": 1024},
+         "gfx942:304:AMD Instinct MI300X"),
+        ("vllm_fused_moe", {**moe, "dtype": None, "block_n": None, "block_k": None, "M": 1000},
+         "gfx942:304:AMD Instinct MI300X"),
+        ("aiter_gemm_a8w8_bpreshuffle", {"cu_num": 304, "M": int(aiter_row["M"]), "N": int(aiter_row["N"]),
+                                         "K": int(aiter_row["K"]), "q_dtype_w": aiter_row["q_dtype_w"]},
+         "gfx942:304:AMD Instinct MI325X"),
+        ("vllm_fused_moe", {**moe, "dtype": "fp8_w8a8", "block_n": 128, "block_k": 128, "M": 64},
+         "gfx942:304:AMD Instinct MI300X"),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLYCONFIGS_") and k != "PYTHONPATH"}
     env["FLYCONFIGS_NO_GPU_DETECT"] = "1"

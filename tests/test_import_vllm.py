@@ -15,7 +15,7 @@ from flyconfigs.adapters.vllm import import_vllm_file, parse_file_name, vllm_fil
 from flyconfigs.cli import main
 from flyconfigs.errors import ArtifactError
 from flyconfigs.registry import Resolver
-from flyconfigs.schema import load_artifact
+from flyconfigs.schema import Artifact, load_artifact
 
 UPSTREAM = Path(__file__).parent / "data" / "upstream" / "vllm"
 MI300X_FILE = UPSTREAM / "E=128,N=384,device_name=AMD_Instinct_MI300X.json"
@@ -33,7 +33,7 @@ def test_every_batch_size_becomes_an_artifact_with_the_files_config_and_nothing_
     assert sorted(a.key["M"] for a in result.artifacts) == sorted(int(m) for m in shipped)
     for artifact in result.artifacts:
         batch = artifact.key["M"]
-        assert artifact.key == {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128], "down": False,
+        assert artifact.key == {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_n": 128, "block_k": 128, "down": False,
                                 "M": batch}
         assert dict(artifact.winner.config) == shipped[str(batch)]
         assert [dict(c.config) for c in artifact.candidates] == [shipped[str(batch)]]
@@ -67,7 +67,7 @@ def test_the_rocm_file_keeps_each_entrys_own_launch_options() -> None:
     assert by_batch[1024]["kpack"] == 2 and by_batch[1024]["matrix_instr_nonkdim"] == 16
     device = result.artifacts[0].device
     assert (device.arch, device.product, device.features) == ("gfx942", "AMD Instinct MI300X", ["sramecc+", "xnack-"])
-    assert result.artifacts[0].key["dtype"] is None and result.artifacts[0].key["block_shape"] is None
+    assert result.artifacts[0].key["dtype"] is None and result.artifacts[0].key["block_k"] is None
 
 
 def test_validate_accepts_them_and_resolve_serves_them_for_their_device_and_key(tmp_path: Path) -> None:
@@ -76,14 +76,14 @@ def test_validate_accepts_them_and_resolve_serves_them_for_their_device_and_key(
     assert sorted(p.name for p in (tmp_path / "imported").iterdir()) == ["gfx942", "sm90"]
     assert main(["validate", str(tmp_path / "imported")]) == 0
     resolver = Resolver(paths=[str(tmp_path / "imported")], detector=None)
-    key = {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128], "down": False}
+    key = {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_n": 128, "block_k": 128, "down": False}
     shipped = json.loads(H200_FILE.read_text())
     exact = resolver.resolve("vllm_fused_moe", {**key, "M": 96}, device="H200")
     assert (exact.source, exact.key_match, exact.selection) == ("override", "exact", "imported")
     assert dict(exact.config) == shipped["96"]
     nearest = resolver.resolve("vllm_fused_moe", {**key, "M": 100}, device="H200")
     assert nearest.key_match == "nearest" and nearest.matched_key is not None and nearest.matched_key["M"] == 96
-    rocm = resolver.resolve("vllm_fused_moe", {"E": 128, "N": 384, "dtype": None, "block_shape": None,
+    rocm = resolver.resolve("vllm_fused_moe", {"E": 128, "N": 384, "dtype": None, "block_n": None, "block_k": None,
                                                 "down": False, "M": 8192},
                             device="MI300X")
     assert dict(rocm.config) == json.loads(MI300X_FILE.read_text())["8192"]
@@ -133,7 +133,8 @@ def test_the_triton_version_a_file_records_is_kept() -> None:
 def test_a_gpu_the_catalog_does_not_know_is_given_by_the_importer_and_said_to_be(tmp_path: Path,
                                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    assert main(["import", "vllm", str(MI308X_FILE), "--out", str(out), "--device", MI308X, "--json"]) == 0
+    assert main(["import", "vllm", str(MI308X_FILE), "--out", str(out), "--device", MI308X, "--json",
+                 "--artifacts"]) == 0
     report = json.loads(capsys.readouterr().out)
     written = [load_artifact(Path(row["to"])) for row in report["files"]]
     device = written[0].device
@@ -151,13 +152,13 @@ def test_a_gpu_the_catalog_does_not_know_is_given_by_the_importer_and_said_to_be
 def test_the_file_name_is_parsed_as_vllm_writes_it_and_written_back() -> None:
     named = parse_file_name(H200_FILE.name)
     assert (named.decl.name, named.axes, named.device_name) == (
-        "vllm_fused_moe", {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128], "down": False},
+        "vllm_fused_moe", {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_n": 128, "block_k": 128, "down": False},
         "NVIDIA_H200")
     assert parse_file_name("E=8,N=14336,device_name=AMD_Instinct_MI300X,block_shape=[128,128].json").axes["dtype"] is None
     down = parse_file_name("E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128]_down.json")
     assert (down.axes["down"], down.device_name) == (True, "NVIDIA_H200")
     assert parse_file_name("E=8,N=64,device_name=NVIDIA_H200_down.json").axes == {
-        "E": 8, "N": 64, "dtype": None, "block_shape": None, "down": True}
+        "E": 8, "N": 64, "dtype": None, "block_n": None, "block_k": None, "down": True}
     flydsl = parse_file_name("E=384,N=256,device_name=AMD_Instinct_MI355X,dtype=int4_w4a16,backend=flydsl.json")
     assert (flydsl.decl.name, flydsl.axes) == ("vllm_flydsl_moe", {"E": 384, "N": 256, "dtype": "int4_w4a16"})
     for name in ("E=384,N=256,device_name=X,dtype=fp8_w8a8,backend=flydsl.json",
@@ -169,3 +170,24 @@ def test_the_file_name_is_parsed_as_vllm_writes_it_and_written_back() -> None:
                  "backend=flydsl.json"):
         named = parse_file_name(name)
         assert vllm_file_name(named.decl.name, named.device_name, named.axes) == name
+
+
+def test_a_file_imports_as_one_table_whose_rows_are_its_entries_in_order(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from flyconfigs.schema.load import load_table
+
+    capsys.readouterr()
+    assert main(["import", "vllm", str(H200_FILE), str(MI300X_FILE), "--out", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    tables = {Path(r["from"]).name: load_table(r["to"]) for r in report["files"] if r["entry"].startswith("table")}
+    h200 = tables[H200_FILE.name]
+    shipped = json.loads(H200_FILE.read_text())
+    assert h200.entries == [f'"{m}"' for m in shipped] and len(list((tmp_path / "sm90").iterdir())) == 1
+    per_entry = import_vllm_file(H200_FILE).artifacts
+    for index, artifact in enumerate(per_entry):  # each row means what the entry's artifact means
+        assert Artifact.model_validate(h200.row_artifact_data(index)) == artifact
+    # The MI300X file's "1" sets no ROCm launch options, unlike its other two: it stays an artifact.
+    assert [r["entry"] for r in report["files"] if Path(r["from"]) == MI300X_FILE] == ['"1"', "table of 2 rows"]
+    mi300x = tables[MI300X_FILE.name]
+    assert mi300x.key_of(0)["dtype"] is None and mi300x.key_of(0)["block_n"] is None  # null key cells
+    assert main(["validate", str(tmp_path)]) == 0

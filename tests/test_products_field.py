@@ -10,8 +10,8 @@ import pytest
 from flyconfigs.registry import parse_device_spec
 from flyconfigs.registry.products import find_product, product_catalog, vllm_device_name
 
-# The device_name of every fused-MoE config file vLLM 0.34.0 ships but Intel's (whose
-# vendor the schema does not name), with the arch the catalog must give it.
+# The device_name of every fused-MoE config file vLLM 0.34.0 ships, with the arch the
+# catalog must give it.
 VLLM_0_34_DEVICES = {
     "AMD_Instinct_MI300X": "gfx942", "AMD_Instinct_MI308X": "gfx942", "AMD_Instinct_MI325X": "gfx942",
     "AMD_Instinct_MI325_OAM": "gfx942", "AMD_Instinct_MI350X": "gfx950", "AMD_Instinct_MI350_OAM": "gfx950",
@@ -23,6 +23,7 @@ VLLM_0_34_DEVICES = {
     "NVIDIA_H200": "sm90", "NVIDIA_H800": "sm90", "NVIDIA_B200": "sm100", "NVIDIA_GB200": "sm100",
     "NVIDIA_B300_SXM6_AC": "sm103", "NVIDIA_GB10": "sm121",
     "NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition": "sm120", "NVIDIA_RTX_PRO_6000_Blackwell_Workstation_Edition": "sm120",
+    "Intel(R)_Arc(TM)_Pro_B70_Graphics": "intel_gpu_bmg_g31",
 }
 
 
@@ -77,5 +78,29 @@ def test_every_product_has_distinct_names_and_a_source_for_each_figure() -> None
     assert len(catalog.products) >= 36
     for product in catalog.products:
         assert all(len(text) >= 8 for text in product.sources.values()), product.device.product
-        assert product.l2_total_bytes >= (product.device.l2_bytes or 0)
-        assert product.llc_bytes >= product.l2_total_bytes
+        if product.l2_total_bytes is not None and product.llc_bytes is not None:
+            assert product.llc_bytes >= product.l2_total_bytes >= (product.device.l2_bytes or 0)
+    # A figure no public source states is null, and its source says so; the B70's caches.
+    b70 = find_product("B70")
+    assert b70 is not None and (b70.device.vendor, b70.device.l2_bytes, b70.llc_bytes) == ("intel", None, None)
+    assert "not published" in b70.sources["l2_bytes"] and b70.device.memory_bandwidth_gbps == 608.0
+
+
+def test_a_null_figure_needs_a_source_that_says_it_is_not_published() -> None:
+    import json
+    from importlib import resources
+
+    from pydantic import ValidationError
+
+    from flyconfigs.schema.products import ProductCatalog
+
+    data = json.loads(resources.files("flyconfigs.registry").joinpath("products.json").read_text())
+    data["products"][0]["llc_bytes"] = None
+    with pytest.raises(ValidationError, match="llc_bytes is null but its source does not say it is not published"):
+        ProductCatalog.model_validate_json(json.dumps(data))
+
+
+def test_an_intel_arch_names_its_vendor() -> None:
+    query = parse_device_spec("intel_gpu_bmg_g31:256:Intel(R) Arc(TM) Pro B70 Graphics", "--device")
+    assert (query.vendor, query.arch, query.compute_units) == ("intel", "intel_gpu_bmg_g31", 256)
+    assert parse_device_spec("B70").vendor == "intel"

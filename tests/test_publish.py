@@ -12,7 +12,7 @@ from factories import H200, MI300X, artifact_dict, make_artifact
 from flyconfigs.cli import main
 from flyconfigs.errors import PublishError
 from flyconfigs.publish.build import publish, publish_all
-from flyconfigs.schema import load_artifact, write_atomic
+from flyconfigs.schema import SCHEMA_VERSION, load_artifact, write_atomic
 
 sys_key = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
 pytestmark = pytest.mark.slow
@@ -153,7 +153,7 @@ def test_a_package_under_any_name_installs_beside_the_official_one(tmp_path: Pat
     assert "[flyconfigs.artifacts]\ngfx942 = flyconfigs_data_acme_tunings_gfx942" in eps
     assert {n.split("/")[0] for n in names if not n.startswith("acme_")} == {"flyconfigs_data_acme_tunings_gfx942"}
     assert not names & official_names, "no file of one is a file of the other: both install side by side"
-    assert manifest["kernels"] == ["rmsnorm"] and manifest["schema_version"] == "1.5"
+    assert manifest["kernels"] == ["rmsnorm"] and manifest["schema_version"] == SCHEMA_VERSION
 
 
 def test_the_name_must_be_a_distribution_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -162,7 +162,7 @@ def test_the_name_must_be_a_distribution_name(tmp_path: Path, capsys: pytest.Cap
         publish(folder, "gfx942", "1.0.0", tmp_path / "dist", name="acme tunings")
     assert _nothing_left(tmp_path / "dist")
     args = ["publish", str(folder), "--target", "gfx942", "--version", "1.0", "--out", str(tmp_path / "d")]
-    assert main([*args, "--name=acme!"]) == 1
+    assert main([*args, "--name=acme!"]) == 2
     assert "--name 'acme!' is not a valid distribution name" in capsys.readouterr().err
     assert main(["publish", str(folder), "--all", "--name", "acme"]) == 2
     assert main([*args, "--name", "acme-gfx942", "--json"]) == 0

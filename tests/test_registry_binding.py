@@ -17,6 +17,8 @@ from flyconfigs.cli import main
 from flyconfigs.kernels.fused_add_rmsnorm import SPEC as FUSED
 from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
 from flyconfigs.kernels.rmsnorm.declaration import RMSNormSpec
+from flyconfigs.kernels.vllm_flydsl_moe import SPEC as VLLM_FLYDSL_MOE
+from flyconfigs.kernels.vllm_fused_moe import SPEC as VLLM_MOE
 from flyconfigs.registry import Resolver, default_resolver, explain, resolve
 from flyconfigs.registry.binding import binding_problem
 from flyconfigs.registry.declarations import SourceBinding
@@ -99,8 +101,10 @@ def test_an_artifact_that_records_no_source_is_not_stale_by_source() -> None:
 
 def test_the_project_families_serve_every_committed_artifact() -> None:
     """Both families bind by version: the gfx942 artifacts were tuned with an older
-    rmsnorm.cu than the one installed, and stay served."""
-    families = {"rmsnorm": RMSNORM, "fused_add_rmsnorm": FUSED}
+    rmsnorm.cu than the one installed, and stay served; so are the vLLM packages' tables
+    and artifacts, imported with no source."""
+    families = {"rmsnorm": RMSNORM, "fused_add_rmsnorm": FUSED, "vllm_fused_moe": VLLM_MOE,
+                "vllm_flydsl_moe": VLLM_FLYDSL_MOE}
     seen: dict[str, int] = {}
     sources: set[str | None] = set()
     for path in sorted((ROOT / "artifacts").rglob("*.json")):

@@ -13,7 +13,7 @@ from flyconfigs.cli import main
 from flyconfigs.errors import ArtifactError
 from flyconfigs.publish.layout import build_manifest
 from flyconfigs.schema import SCHEMA_VERSION, Artifact, parse_artifact
-from flyconfigs.schema.json_schema import KINDS, json_schema_file_name, json_schema_versions, load_json_schema, render
+from flyconfigs.schema.json_schema import KINDS, SINCE, json_schema_file_name, json_schema_versions, load_json_schema, render
 
 SCHEMA_DIR = Path(__file__).parents[1] / "schema" / "json_schema"
 CORPUS = Path(__file__).parent / "corpus"
@@ -29,6 +29,10 @@ def test_every_version_is_kept_and_shipped() -> None:
     assert SCHEMA_VERSION in json_schema_versions()
     for version in json_schema_versions():
         for kind in KINDS:
+            if tuple(map(int, version.split("."))) < tuple(map(int, SINCE[kind].split("."))):
+                with pytest.raises(KeyError):
+                    load_json_schema(kind, version)
+                continue
             jsonschema.Draft202012Validator.check_schema(load_json_schema(kind, version))
 
 

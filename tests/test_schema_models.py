@@ -51,7 +51,7 @@ _DELETE = object()
         ("kernel.version", 1.0),
         ("kernel.version", 0),
         ("kernel.source_sha256", "xyz"),
-        ("device.vendor", "intel"),
+        ("device.vendor", "qualcomm"),
         ("device.wave_size", 16),
         ("device.compute_units", 0),
         ("device.l2_bytes", -1),

@@ -10,7 +10,9 @@ say which protocol timed them (1.2) and whether the timing was held (1.3) reads 
 three: what 1.2 and 1.3 add only describe timings every reader already takes.  An imported
 file that names its upstream source (1.4) reads in the 1.3 reader, which ignores the source.  A 1.5
 manifest, which names the kernel families its package serves, reads in the 1.4 reader
-(the field ignored), and 1.5 artifacts are 1.4 artifacts."""
+(the field ignored), and 1.5 artifacts are 1.4 artifacts.  A 1.6 package's manifest that
+lists tables reads in the 1.5 reader, which ignores the tables and keeps the package's
+artifacts; the 1.5 reader refuses a table file with its missing fields named, so it skips it."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from factories import MI300X, artifact_dict, predicted_artifact_dict, staged_artifact_dict
-from flyconfigs.schema import Artifact
+from flyconfigs.schema import SCHEMA_VERSION, Artifact
 
 ROOT = Path(__file__).resolve().parents[1]
 READERS = {
@@ -34,6 +36,7 @@ READERS = {
     "1.2": "36957e62121d4013c4af7ca0c0eb20b15bd41fd0",
     "1.3": "b02f6ed1b1f3cde2c5c125250b9082ba283e2fd8",
     "1.4": "82578bf6e27968a0bf67245e1d13b066990ec1da",
+    "1.5": "04462d14a8ffeb25804d2e752c885730ece3995b",
 }
 """The last commit of each older schema minor."""
 
@@ -94,6 +97,11 @@ def reader_1_3(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def reader_1_4(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _reader("1.4", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def reader_1_5(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _reader("1.5", tmp_path_factory)
 
 
 def _read_with(reader: Path, version: str, files: dict[str, Path]) -> dict[str, str | None]:
@@ -191,7 +199,7 @@ def test_the_1_4_reader_reads_1_5_manifests_and_artifacts(reader_1_4: Path, tmp_
     from flyconfigs.publish.layout import package_files
 
     artifact = Artifact.model_validate(staged_artifact_dict())
-    assert artifact.schema_version == "1.5"
+    assert artifact.schema_version == SCHEMA_VERSION
     for rel, data in package_files("sm90", [artifact], "acme-sm90").items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes(data)
@@ -203,3 +211,27 @@ def test_the_1_4_reader_reads_1_5_manifests_and_artifacts(reader_1_4: Path, tmp_
     assert json.loads(done.stdout) == {"rows": 1, "ignored": ["kernels"]}
     (row,) = json.loads((folder / "manifest.json").read_text())["artifacts"]
     assert _read_with(reader_1_4, "1.4", {"artifact": folder / row["file"]}) == {"artifact": None}
+
+
+def test_the_1_5_reader_reads_a_package_with_tables_and_skips_the_tables(reader_1_5: Path, tmp_path: Path) -> None:
+    from flyconfigs.publish.layout import package_files
+    from flyconfigs.schema.table import Table
+    from test_schema_table import table_dict
+
+    artifact = Artifact.model_validate(staged_artifact_dict())
+    table = Table.model_validate(table_dict())
+    for rel, data in package_files("gfx942", [artifact], "acme-gfx942", tables=[table]).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    folder = tmp_path / "flyconfigs_data_acme_gfx942"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["kernels"] == ["rmsnorm"] and len(manifest["tables"]) == 1
+    done = subprocess.run([sys.executable, "-c", LOAD_MANIFEST, str(reader_1_5), str(folder / "manifest.json"), "1.5"],
+                          capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {"rows": 1, "ignored": ["tables"]}
+    (row,) = manifest["artifacts"]
+    seen = _read_with(reader_1_5, "1.5", {"artifact": folder / row["file"],
+                                          "table": folder / manifest["tables"][0]["file"]})
+    assert seen["artifact"] is None
+    assert seen["table"] is not None and "candidates" in seen["table"] and "winner" in seen["table"]

@@ -216,15 +216,24 @@ def test_a_worker_leaves_ctrl_c_and_termination_to_the_parent(signum: int) -> No
 def test_a_killed_runs_temporaries_are_removed_by_the_next_run(tmp_path: Path) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = tmp_path / f".rmsnorm-simulated-0123.json.{dead.pid}.abcd1234.tmp"
+    from flyconfigs.schema.jsonio import _host_tag
+
+    host = _host_tag()
+    stale = tmp_path / f".rmsnorm-simulated-0123.json.{host}.{dead.pid}.abcd1234.tmp"
     stale.write_text("{")
-    live = tmp_path / f".rmsnorm-simulated-0123.json.{os.getpid()}.abcd1234.tmp"
+    live = tmp_path / f".rmsnorm-simulated-0123.json.{host}.{os.getpid()}.abcd1234.tmp"
     live.write_text("{")
+    # On a folder shared between hosts, another host's write in flight (its process id
+    # means nothing here), and a file that only looks like a temporary, are not ours.
+    elsewhere = tmp_path / f".rmsnorm-simulated-0123.json.other-host.{dead.pid}.abcd1234.tmp"
+    elsewhere.write_text("{")
+    lookalike = tmp_path / f".notes.{dead.pid}.abcd1234.tmp"
+    lookalike.write_text("mine")
     from flyconfigs.cli import main
 
     assert main(["tune", "rmsnorm", "--backend", "simulated", "--key-grid", "M=1 N=1024 dtype=bf16", "--out",
                  str(tmp_path), "--budget", "2"]) == 0
-    assert not stale.exists() and live.exists()
+    assert not stale.exists() and live.exists() and elsewhere.exists() and lookalike.exists()
 
 
 def test_time_ms_destroys_its_events_even_when_the_run_raises() -> None:

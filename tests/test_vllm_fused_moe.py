@@ -12,7 +12,7 @@ from flyconfigs.kernels.vllm_fused_moe import SPEC, launch_config
 from flyconfigs.registry import kernel_declaration
 from flyconfigs.registry.device import DeviceQuery
 
-KEY = {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_shape": [128, 128], "down": False, "M": 64}
+KEY = {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_n": 128, "block_k": 128, "down": False, "M": 64}
 CONFIG = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 64, "num_warps": 4,
           "num_stages": 5}
 MI300X = DeviceQuery("amd", "gfx942")
@@ -26,11 +26,11 @@ def test_they_are_declared_through_the_entry_point_group() -> None:
     assert SPEC.version == 2
 
 
-def test_a_key_takes_null_dtype_and_block_shape_but_not_a_malformed_block_shape_or_a_missing_down() -> None:
-    assert SPEC.check_key({**KEY, "dtype": None, "block_shape": None})["dtype"] is None
-    for shape in ([128], [128, 0], [128, 128.0], [128, True]):
-        with pytest.raises(InvalidKeyError, match="block_shape"):
-            SPEC.check_key({**KEY, "block_shape": shape})
+def test_a_key_takes_a_null_dtype_and_block_but_not_half_a_block_or_a_missing_down() -> None:
+    assert SPEC.check_key({**KEY, "dtype": None, "block_n": None, "block_k": None})["dtype"] is None
+    for block_n, block_k in ((128, None), (None, 128), (0, 128), (128.0, 128), (True, 128)):
+        with pytest.raises(InvalidKeyError, match="block_"):
+            SPEC.check_key({**KEY, "block_n": block_n, "block_k": block_k})
     with pytest.raises(InvalidKeyError, match="missing down"):
         SPEC.check_key({k: v for k, v in KEY.items() if k != "down"})
     with pytest.raises(InvalidKeyError, match="down"):
@@ -72,11 +72,11 @@ def test_block_size_k_is_clamped_to_the_quantization_block_at_launch_as_vllm_doe
     wide = {**CONFIG, "BLOCK_SIZE_K": 256, "USE_TMA": True, "SPLIT_K": 4}
     assert SPEC.check_config(wide, KEY, H100) is None
     assert launch_config(wide, KEY) == {**CONFIG, "BLOCK_SIZE_K": 128, "SPLIT_K": 1}
-    assert launch_config(wide, {**KEY, "block_shape": [64, 128]})["BLOCK_SIZE_K"] == 64
-    assert launch_config(wide, {**KEY, "block_shape": None})["BLOCK_SIZE_K"] == 256
+    assert launch_config(wide, {**KEY, "block_n": 64, "block_k": 128})["BLOCK_SIZE_K"] == 64
+    assert launch_config(wide, {**KEY, "block_n": None, "block_k": None})["BLOCK_SIZE_K"] == 256
     # A launched BLOCK_SIZE_K that does not divide the block's k reads two scales a step.
     assert "BLOCK_SIZE_K=64 (at launch) does not divide the quantization block's 96" in (
-        SPEC.check_config(wide, {**KEY, "block_shape": [64, 96]}, None) or "")
+        SPEC.check_config(wide, {**KEY, "block_n": 64, "block_k": 96}, None) or "")
 
 
 def test_a_down_projection_entry_may_only_turn_the_tma_path_off() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 CORPUS = Path(__file__).parents[1] / "corpora" / "vllm-0.34.0"
 CONFIGS = CORPUS / "configs"
 RELEASE = "v0.34.0"
+"""The vLLM release the corpus is (its git tag)."""
 
 
 def config_files() -> list[Path]:
@@ -43,3 +44,4 @@ def probe_sizes(tuned: list[int]) -> list[int]:
         out.update({a, b, mid, mid + 1, max(1, mid - 1)})
     out.update(s)
     return sorted(out)
+

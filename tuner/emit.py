@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from flyconfigs.errors import ArtifactError, TuneError
+from flyconfigs.registry.check import winner_refusal
+from flyconfigs.registry.replacing import replacement_refusal
 from flyconfigs.schema.canonical import same_value
 from flyconfigs.schema.jsonio import remove_stale_temporaries, write_atomic
 from flyconfigs.schema.load import load_artifact
@@ -107,8 +109,22 @@ def check_writable(folder: Path) -> None:
 
 
 def write_artifact(folder: Path, artifact: Artifact) -> Path:
-    """Write ``artifact`` as ``<folder>/<artifact.file_name()>``, atomically."""
-    return write_atomic(folder / artifact.file_name(), artifact.to_json_bytes())
+    """Write ``artifact`` as ``<folder>/<artifact.file_name()>``, atomically.
+
+    Raises :class:`TuneError` when the loader would refuse its winner (the family's own
+    check, or its binding: nothing is written that could never serve) and when the file
+    there says more than a prediction does (a prediction never replaces a measured or
+    imported artifact, nor one of a newer schema;
+    :func:`~flyconfigs.registry.replacing.replacement_refusal`)."""
+    why = winner_refusal(artifact)
+    if why is not None:
+        raise TuneError(f"{artifact.kernel.name} {dict(artifact.key)}: the winner would never be served ({why}); "
+                        "not written")
+    target = folder / artifact.file_name()
+    why = replacement_refusal(target, artifact.selection.rule)
+    if why is not None:
+        raise TuneError(f"{target}: {why}")
+    return write_atomic(target, artifact.to_json_bytes())
 
 
 def already_tuned(folder: Path, kernel: str, key: dict[str, Any], identity: DeviceIdentity,

@@ -18,10 +18,14 @@ _FIELD_OF = {"test-double": "provenance.backend", "invalid-config": "winner.conf
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from flyconfigs.registry.check import check_package_folder, check_winner
+    from flyconfigs.registry.check import check_entries, check_package_folder, check_winner
     from flyconfigs.registry.problems import ProblemLog
+    from flyconfigs.registry.sources import Source
+    from flyconfigs.registry.tables import override_table
     from flyconfigs.schema import parse_artifact, read_document
+    from flyconfigs.schema.load import parse_table
     from flyconfigs.schema.manifest import MANIFEST_FILE
+    from flyconfigs.schema.table import is_table_document
 
     results = []
     for path in iter_json_files(args.paths):
@@ -30,8 +34,16 @@ def _validate(args: argparse.Namespace) -> int:
             if path.name == MANIFEST_FILE:
                 found, entry["notes"] = check_package_folder(path.parent)
                 entry["problems"] = [{"field": p.where, "message": f"{p.kind}: {p.message}"} for p in found]
+            elif is_table_document(document := read_document(path, schema_bounds_depth=True)):
+                _, report = parse_table(document, str(path))
+                entry["notes"] = [f"ignored field of a newer minor: {f}" for f in report.ignored_fields]
+                log = ProblemLog()
+                table = override_table(path, document, Source("override", str(path.parent), (0, 0)), log)
+                entry["notes"] += check_entries(table.entries(log) if table is not None else [], log)
+                entry["problems"] = [{"field": p.where.removeprefix(str(path)).lstrip("#") or _FIELD_OF.get(p.kind, ""),
+                                      "message": f"{p.kind}: {p.message}"} for p in log.problems()]
             else:
-                artifact, report = parse_artifact(read_document(path, schema_bounds_depth=True), str(path))
+                artifact, report = parse_artifact(document, str(path))
                 entry["notes"] = [f"ignored field of a newer minor: {f}" for f in report.ignored_fields]
                 entry["notes"] += [f"migrated from {m}" for m in report.migrated_from]
                 log = ProblemLog()
@@ -45,6 +57,12 @@ def _validate(args: argparse.Namespace) -> int:
             ]
         entry["valid"] = not entry["problems"]
         results.append(entry)
+    by_file = {r["file"]: r for r in results}
+    for problem in _duplicates(args.paths):
+        row = by_file.get(problem.where)
+        if row is not None:
+            row["problems"].append({"field": "key", "message": f"{problem.kind}: {problem.message}"})
+            row["valid"] = False
     bad = sum(not r["valid"] for r in results)
     if args.json:
         emit_json({"command": "validate", "files": results, "invalid": bad})
@@ -59,6 +77,22 @@ def _validate(args: argparse.Namespace) -> int:
         else:
             print(f"no artifact or manifest files found in {', '.join(args.paths)}", file=sys.stderr)
     return 1 if bad or not results else 0
+
+
+def _duplicates(paths: list[str]) -> list[Any]:
+    """Artifacts of one slot twice in one folder named: which one serves is what the
+    loader's search (:mod:`flyconfigs.registry.search`) serves from that folder alone."""
+    from pathlib import Path
+
+    from flyconfigs.registry import Resolver
+
+    found = []
+    for raw in paths:
+        if Path(raw).is_dir():
+            resolver = Resolver([raw], detector=None, packages=False)
+            resolver.collisions()
+            found += [p for p in resolver.problems.problems() if p.kind == "duplicate"]
+    return found
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -87,10 +121,10 @@ def _schema(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``validate`` and ``schema``."""
-    p = add_command(sub, "validate", _validate, "check artifact and manifest files (folders are searched)")
+    p = add_command(sub, "validate", _validate, "check artifact, table and manifest files (folders are searched)")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p = add_command(sub, "schema", _schema, "print a JSON Schema of the format")
-    p.add_argument("kind", nargs="?", default="artifact", choices=["artifact", "manifest"])
+    p.add_argument("kind", nargs="?", default="artifact", choices=["artifact", "manifest", "table"])
     p.add_argument("--version", help="schema version (default: the current one)")
     p.add_argument("--kernel", metavar="NAME",
                    help="the artifact schema narrowed to one declared kernel: its name, typed key and config")

@@ -17,34 +17,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from flyconfigs.cli import flydsl
+from flyconfigs.cli import aiter, flydsl
 from flyconfigs.cli._common import Usage, emit_json, iter_json_files
 from flyconfigs.errors import ArtifactError
 
 __all__ = ["register"]
 
 
-def _csv_files(paths: Sequence[str], wanted: Callable[[str], bool]) -> dict[Path, str]:
-    """The files named, and the ``*.csv`` files under the folders named whose name is
-    ``wanted`` (sorted), each with its folder relative to the folder named (``""`` for a
-    file named): a folder such as ``aiter/configs`` also holds untuned shapes and families
-    that are not declared, which are not refused but left out."""
-    files: dict[Path, str] = {}
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            for found in sorted(p for p in path.rglob("*.csv") if p.is_file() and wanted(p.name)):
-                folder = found.parent.relative_to(path).as_posix()
-                files[found] = "" if folder == "." else folder
-        elif path.exists():
-            files[path] = ""
-        else:
-            raise Usage(f"{raw}: no such file or directory")
-    return files
-
-
 def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callable[[Path], Any], wanted: str) -> int:
-    from flyconfigs.adapters.imported import write_imported
+    from flyconfigs.adapters.imported import write_imported, write_imported_table
 
     if not files:
         # Folders named that hold nothing to import are a problem found (exit 1), said as one.
@@ -77,6 +58,21 @@ def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callabl
                 continue
             written[target] = (data, f"{path}: {entry}")
             done.append({"from": str(path), "entry": entry or "", "to": str(to)})
+        for table in result.tables:
+            target = out / table.device.arch / table.file_name()
+            data = table.to_json_bytes()
+            if target in written and written[target][0] != data:
+                refused.append({"file": str(path), "field": "", "message": f"the same table as {written[target][1]}, "
+                                f"with other rows; not written"})
+                continue
+            written[target] = (data, str(path))
+            table_to, shadowing = write_imported_table(table, target.parent, str(path))
+            for error in shadowing:
+                refused.extend({"file": str(path), "field": p.field, "message": p.message} for p in error.problems)
+            if table_to is not None:
+                rows = len(table.rows) - len(shadowing)
+                done.append({"from": str(path), "entry": f"table of {rows} row{'' if rows == 1 else 's'}",
+                             "to": str(table_to)})
     if args.json:
         emit_json({"command": command, "files": done, "refused": refused})
     else:
@@ -106,31 +102,15 @@ def _devices(specs: Sequence[str] | None) -> list[Any]:
 
 
 def _vllm(args: argparse.Namespace) -> int:
-    from flyconfigs.adapters.vllm import import_vllm_file
+    from flyconfigs.adapters.vllm import import_vllm_file, tabulated
 
     devices = _devices(args.device)
-    return _run(args, "import vllm", iter_json_files(args.paths), lambda p: import_vllm_file(p, args.revision, devices),
-                "vLLM config file (*.json)")
 
+    def one(path: Path) -> Any:
+        imported = import_vllm_file(path, args.revision, devices)
+        return imported if args.artifacts else tabulated(imported)
 
-def _aiter(args: argparse.Namespace) -> int:
-    from flyconfigs.adapters.aiter import CONFIG_DIR, family_of, import_aiter_file
-    from flyconfigs.kernels.aiter_gemm import FAMILIES
-
-    def declared(name: str) -> bool:
-        try:
-            family_of(name)
-        except ArtifactError:
-            return False
-        return True
-
-    where = (args.upstream_dir or CONFIG_DIR).rstrip("/")
-    files = _csv_files(args.paths, declared)
-    # A file found in a subfolder of a folder named (aiter/configs/model_configs under
-    # aiter/configs) has that subfolder upstream too.
-    return _run(args, "import aiter", list(files), lambda p: import_aiter_file(
-        p, args.revision, upstream_dir="/".join(part for part in (where, files[p]) if part)),
-        "CSV of a declared family (" + ", ".join(f"*{f}_tuned_gemm*.csv" for f in FAMILIES) + ")")
+    return _run(args, "import vllm", iter_json_files(args.paths), one, "vLLM config file (*.json)")
 
 
 def register(sub: Any) -> None:
@@ -138,8 +118,9 @@ def register(sub: Any) -> None:
     group = sub.add_parser("import", help="import the config files other projects ship as artifacts")
     actions = group.add_subparsers(dest="import_command", required=True, metavar="FORMAT")
     for name, handler, text in (
-        ("vllm", _vllm, "vLLM fused-MoE config files (E=…,N=…,device_name=….json) -> OUT/<arch>/"),
-        ("aiter", _aiter, "aiter tuned GEMM CSVs (<family>_tuned_gemm.csv) -> OUT/<arch>/"),
+        ("vllm", _vllm, "vLLM fused-MoE config files (E=…,N=…,device_name=….json) -> OUT/<arch>/, one table each"),
+        ("aiter", aiter.import_files, "aiter tuned CSVs (aiter/configs, model_configs, FlyDSL ops) -> tables in "
+                                      "OUT/<arch>/"),
     ):
         p = actions.add_parser(name, help=text, description=text)
         p.add_argument("paths", nargs="+", metavar="PATH", help="files, or folders to search")
@@ -147,12 +128,14 @@ def register(sub: Any) -> None:
         p.add_argument("--revision", help="the upstream commit or tag the files were taken from (recorded)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
         if name == "vllm":
+            p.add_argument("--artifacts", action="store_true",
+                           help="one artifact per batch size instead of one table per file (schema 1.6)")
             p.add_argument("--device", action="append", metavar="SPEC",
                            help="a GPU the product catalog does not know, as ARCH:CUS:PRODUCT[:FEATURES]; files whose "
                                 "device_name is PRODUCT with spaces as underscores take it (repeatable)")
         if name == "aiter":
-            p.add_argument("--upstream-dir", help="the files' folder in aiter (default aiter/configs; model configs "
-                                                  "are in aiter/configs/model_configs)")
+            p.add_argument("--upstream-dir", help="the files' folder in aiter (default: aiter/configs, or aiter/ops/flydsl "
+                                                  "for the FlyDSL ops' files; a subfolder found is kept)")
         p.set_defaults(handler=handler)
     p = actions.add_parser("flydsl", help="FlyDSL offline autotune files -> flyconfigs artifacts in OUT",
                            description="FlyDSL offline autotune files -> flyconfigs artifacts in OUT (as `flyconfigs "

@@ -60,6 +60,11 @@ def _publish(args: argparse.Namespace) -> int:
     else:
         if not args.target or not args.version:
             raise Usage("publish needs --target and --version (or --all)")
+        from flyconfigs.publish.layout import name_problem, target_problem
+
+        why = target_problem(args.target) or (name_problem(args.name, args.target) if args.name is not None else None)
+        if why is not None:
+            raise Usage(why)
         results = [publish(args.artifact_dir, args.target, args.version, args.out, args.upload, args.index_url,
                            name=args.name)]
     _print_results(results, args.json)

@@ -1,0 +1,114 @@
+"""What flyconfigs holds for vLLM's kernels, written back as vLLM's own config files.
+
+:func:`export_vllm` groups the ``vllm_fused_moe`` and ``vllm_flydsl_moe`` artifacts a
+resolver sees (installed packages and ``FLYCONFIGS_PATH``, in their precedence) into one
+file per device and key group, named as vLLM 0.34 names the file it reads
+(:func:`~flyconfigs.adapters.vllm.vllm_file_name`, the device as
+:func:`~flyconfigs.registry.products.vllm_device_name` writes it), each mapping the batch
+sizes to their configs, with the ``triton_version`` the configs were tuned with where
+they all say one.  The batch sizes are in the upstream file's order when they all come
+from one table (vLLM breaks a tie between two equally near batch sizes by that order),
+else ascending.  A folder of them is what vLLM reads through ``VLLM_TUNED_CONFIG_FOLDER``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flyconfigs.adapters.vllm import TRITON_VERSION, vllm_file_name
+from flyconfigs.kernels import vllm_flydsl_moe, vllm_fused_moe
+from flyconfigs.registry.products import vllm_device_name
+from flyconfigs.registry.tables import TableRowEntry
+from flyconfigs.schema.jsonio import write_atomic
+from flyconfigs.schema.models import Artifact
+
+__all__ = ["KERNELS", "Exported", "export_vllm", "vllm_files", "write_vllm_files"]
+
+KERNELS = {vllm_fused_moe.SPEC.name: vllm_fused_moe.SPEC.version, vllm_flydsl_moe.SPEC.name: vllm_flydsl_moe.SPEC.version}
+"""The families vLLM reads, with the version whose configs it reads."""
+
+
+@dataclass
+class Exported:
+    """An export: each file's content by name, and what was left out and why."""
+
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+
+
+def vllm_files(artifacts: Iterable[tuple[Artifact, str]], rows: Mapping[int, tuple[str, int]] | None = None) -> Exported:
+    """vLLM's files for ``artifacts`` (each with where it was read from, for messages),
+    ``rows`` giving, by ``id`` of an artifact that is a table's row, the table and the
+    row's index; taken in precedence order: a batch size of a file that an earlier artifact already
+    gave is skipped, as is an artifact of another family version or of a device whose
+    name cannot be a vLLM file name."""
+    out = Exported()
+    rows = {} if rows is None else rows  # filled as the artifacts are read
+    versions: dict[str, set[str | None]] = {}
+    places: dict[str, dict[str, tuple[str, int] | None]] = {}
+    for artifact, where in artifacts:
+        kernel = artifact.kernel.name
+        if kernel not in KERNELS:
+            continue
+        if artifact.kernel.version != KERNELS[kernel]:
+            out.skipped.append(f"{where}: {kernel} version {artifact.kernel.version}, not the {KERNELS[kernel]} vLLM reads")
+            continue
+        device = vllm_device_name(artifact.device.product)
+        if "," in device or "/" in device:
+            out.skipped.append(f"{where}: the device {artifact.device.product!r} cannot be a vLLM device_name")
+            continue
+        name = vllm_file_name(kernel, device, dict(artifact.key))
+        batch = str(artifact.key["M"])
+        entries = out.files.setdefault(name, {})
+        if batch in entries:
+            out.skipped.append(f"{where}: {name} batch size {batch} is already given by an artifact before it")
+            continue
+        entries[batch] = dict(artifact.winner.config)
+        places.setdefault(name, {})[batch] = rows.get(id(artifact))
+        versions.setdefault(name, set()).add(artifact.provenance.backend_versions.get("triton"))
+    for name, entries in out.files.items():
+        ordered: dict[str, Any] = {}
+        triton = versions[name]
+        if len(triton) == 1 and None not in triton:
+            ordered[TRITON_VERSION] = next(iter(triton))
+        found = places[name]
+        rows_of = {batch: place[1] for batch, place in found.items() if place is not None}
+        if len({place[0] for place in found.values() if place is not None}) == 1 and len(rows_of) == len(found):
+            ordered.update(sorted(entries.items(), key=lambda item: rows_of[item[0]]))
+        else:
+            ordered.update(sorted(entries.items(), key=lambda item: int(item[0])))
+        out.files[name] = ordered
+    return out
+
+
+def export_vllm(resolver: Any = None) -> Exported:
+    """vLLM's files for every artifact ``resolver`` (default: the process's) sees."""
+    from flyconfigs.registry import default_resolver
+
+    resolver = resolver or default_resolver()
+
+    rows: dict[int, tuple[str, int]] = {}
+
+    def found() -> Iterable[tuple[Artifact, str]]:
+        for entry in resolver.all_entries():
+            if entry.kernel in KERNELS:
+                artifact = entry.load(resolver.problems)
+                if artifact is not None:
+                    if isinstance(entry, TableRowEntry) and entry.ref is not None:
+                        rows[id(artifact)] = (entry.ref.location, entry.row)
+                    yield artifact, str(entry.path)
+
+    return vllm_files(found(), rows)
+
+
+def write_vllm_files(exported: Exported, folder: str | Path) -> list[Path]:
+    """Write each file of ``exported`` into ``folder`` (created; each write atomic) as
+    vLLM's own files are laid out (four-space indent, a final newline); the paths."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    return [write_atomic(out / name, (json.dumps(content, indent=4) + "\n").encode())
+            for name, content in sorted(exported.files.items())]

@@ -1,0 +1,208 @@
+"""An aiter config family, declared as data: one column layout of aiter's tuned CSVs
+(which columns are the key, which the config, which the measurements) and the lookup
+rule aiter applies to it.  :mod:`flyconfigs.kernels.aiter_gemm` declares every family.
+
+aiter keys a tuned row by ``(gfx, cu_num, shape…)`` and matches the running GPU exactly
+on both: here ``gfx`` is the device's arch and ``cu_num`` a key axis (exact), so a row
+tuned for an 80-CU MI308X is never served to a 304-CU MI300X, even as a same-arch
+neighbour.  The shape columns are the other key axes; aiter's lookup on a miss is the
+family's :attr:`~AiterFamily.rule`:
+
+- ``gemm`` (``get_CKGEMM_config``, ``get_GEMM_config_with_quant_type``, ``get_GEMM_config``
+  of a4w4, ``get_GEMM_A16W16_config``, ``lookup_mxscale_bmm_config``): the exact ``M``,
+  then ``M`` padded up at the fine granularity, then at the coarse one
+  (``getPaddedM`` of ``csrc/py_itfs_cu/gemm_common.cu``, restated in :func:`padded_m`),
+  else no config (aiter's default path);
+- ``moe`` (``get_2stage_cfgs``): the token count padded (``get_padded_M``: the next power
+  of two below 32768, then the tiers 32768 and 131072), then, above the first tier, the
+  smaller tier;
+- ``moe-exact`` (the dedicated FHMoE and the gfx1250 grouped MoE configs): the padded
+  token count only;
+- ``exact``: the key as it is.
+
+The default config is the empty one: a resolution that falls back (``source ==
+"default"``) means "no tuned config: let aiter take its own default path".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from flyconfigs.registry.contract import KernelDecl, KeyAxis, KeyValue, normalize_key
+from flyconfigs.registry.device import DeviceQuery
+
+__all__ = ["COLUMN_TYPES", "MEASURED", "AiterFamily", "moe_padded_token", "padded_m"]
+
+Rule = Literal["gemm", "moe", "moe-exact", "exact"]
+
+_INTS = ("cu_num M N K B b m n k token model_dim inter_dim expert topk use_g1u1 doweight_stage1 shared_expert_id "
+         "hidden_pad intermediate_pad H Hg V BT T_flat total_chunks max_seq_chunks sq num_k_heads num_v_heads "
+         "head_k_dim head_v_dim")
+_BOOLS = "bias scaleAB bpreshuffle is_varlen use_h0 store_fs snapshot_bf16 state_bf16 use_g use_gk save_vn wu_contig"
+COLUMN_TYPES: dict[str, type] = {**dict.fromkeys(_INTS.split(), int), **dict.fromkeys(_BOOLS.split(), bool)}
+"""The type of each key column aiter's lookups compare (pandas reads ints and ``True``/
+``False``; every other key column is text, such as ``torch.bfloat16``)."""
+
+MEASURED = frozenset("us us1 us2 tflops bw errRatio err_ratio err1 err2 duration".split())
+"""The columns that report what aiter's tuner measured, never part of a config."""
+
+FALLBACK_AXIS = "flydsl_fallback"
+"""A key axis of the MoE families: whether the row's ``_tag`` is ``flydsl_fallback``,
+rows aiter drops before its lookup (they are kept, and served only to one who asks)."""
+
+
+def padded_m(m: int, n: int, k: int, level: int) -> int:
+    """aiter's ``getPaddedM(M, N, K, gl)``: level 0 pads ``M`` up to a multiple of 16
+    (``M <= 256``), 32 (``<= 1024``), 64 (``<= 4096``) or 128; level 1 to the next
+    power of two, or to 8192 when ``M > 8192`` and ``N > 4096``."""
+    if level == 0:
+        step = 16 if m <= 256 else 32 if m <= 1024 else 64 if m <= 4096 else 128
+        return (m + step - 1) // step * step
+    if m > 8192 and n > 4096:
+        return 8192
+    return _next_pow2(m)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+MOE_TIERS = (32768, 131072)
+
+
+def moe_padded_token(token: int) -> int:
+    """aiter's ``get_padded_M`` of ``fused_moe.py``: the next power of two below 32768,
+    else the largest tier (32768, 131072) not above it."""
+    if token < MOE_TIERS[0]:
+        return _next_pow2(token)
+    return max(t for t in MOE_TIERS if token >= t)
+
+
+@dataclass(frozen=True)
+class AiterFamily(KernelDecl):
+    """One aiter config family (a :class:`~flyconfigs.registry.KernelDecl`).
+
+    ``stems`` are the tuned-file names aiter reads for it (``a8w8_tuned_gemm``: the
+    default file ``aiter/configs/a8w8_tuned_gemm.csv`` and every
+    ``aiter/configs/model_configs/*a8w8_tuned_gemm*.csv``, as ``get_config_file`` globs),
+    ``env`` the ``AITER_CONFIG_*`` variable that points aiter at one, ``key`` the key
+    columns aiter's lookup compares (``gfx`` aside, which is the device), ``config`` every
+    other column that may appear (the lookup returns the row), ``rule`` the lookup on a
+    miss (module docstring)."""
+
+    family: str
+    stems: tuple[str, ...]
+    env: str | None
+    key: tuple[str, ...]
+    config: tuple[str, ...]
+    rule: Rule = "exact"
+    arch_column: str = "gfx"
+    on_duplicate: Literal["refuse", "lowest-us"] = "refuse"
+    """Two rows of one device and key: aiter's lookup cannot tell them apart (the later
+    is refused), or it serves the one of the lowest ``us`` (the other is refused as never served)."""
+    version: int = 2
+    summary: str = ""
+
+    @property
+    def name(self) -> str:
+        """``aiter_<family>``."""
+        return f"aiter_{self.family}"
+
+    @property
+    def ordinal_axis(self) -> str | None:
+        """The axis the rule pads (``M``, ``m`` or ``token``), if any."""
+        if self.rule == "gemm":
+            return "m" if "m" in self.key else "M"
+        return "token" if self.rule in ("moe", "moe-exact") else None
+
+    @property
+    def key_axes(self) -> tuple[KeyAxis, ...]:
+        """The key columns, typed; the padded axis ordinal; the MoE families' ``flydsl_fallback``."""
+        axes = tuple(KeyAxis(c, COLUMN_TYPES.get(c, str), ordinal=c == self.ordinal_axis,
+                             minimum=1 if c == self.ordinal_axis else None) for c in self.key)
+        return axes + ((KeyAxis(FALLBACK_AXIS, bool),) if self.rule == "moe" else ())
+
+    def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
+        """``key`` typed against the axes (``InvalidKeyError``); a MoE family's token is
+        padded as aiter pads it before its lookup, and ``flydsl_fallback`` defaults to false."""
+        given = dict(key)
+        if self.rule == "moe":
+            given.setdefault(FALLBACK_AXIS, False)
+        checked = normalize_key(self, given)
+        token = checked.get("token")
+        if self.rule in ("moe", "moe-exact") and type(token) is int and token > 0:
+            checked["token"] = moe_padded_token(token)
+        return checked
+
+    def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
+        """aiter's lookup on a miss (module docstring): ``(level,)``, 0 for the asked key,
+        1 and 2 for the fine and coarse padding (``gemm``) or 1 for the smaller MoE tier;
+        ``None`` where aiter takes its default path."""
+        axis = self.ordinal_axis
+        if axis is None:
+            return (0.0,) if dict(asked) == dict(tuned) else None
+        a, t = asked.get(axis), tuned.get(axis)
+        if type(a) is not int or type(t) is not int:
+            return None
+        if a == t:
+            return (0.0,)
+        if self.rule == "gemm":
+            n, k = (asked.get("n"), asked.get("k")) if axis == "m" else (asked.get("N"), asked.get("K"))
+            if type(n) is not int or type(k) is not int:
+                return None
+            for level in (0, 1):
+                if t == padded_m(a, n, k, level):
+                    return (float(level + 1),)
+            return None
+        if self.rule == "moe" and a > MOE_TIERS[0] and t == MOE_TIERS[0]:
+            return (1.0,)
+        return None
+
+    def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
+                     device: DeviceQuery | None) -> str | None:
+        """``None`` when ``config`` names only the family's config columns, each a scalar."""
+        unknown = sorted(set(map(str, config)) - set(self.config))
+        if unknown:
+            return f"not a {self.name} config: {', '.join(unknown)} (columns: {', '.join(self.config)})"
+        for name, value in config.items():
+            if value is not None and not isinstance(value, (bool, int, float, str)):
+                return f"{name}={value!r} is not a scalar"
+        return None
+
+    def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:
+        """The empty config: no tuned config, so the caller keeps aiter's default path."""
+        return {}
+
+    def reads(self, file_name: str) -> bool:
+        """Whether aiter reads a file of this name for the family: ``*<stem>*.csv`` and not
+        untuned, the glob of aiter's ``get_config_file``."""
+        return file_name.endswith(".csv") and "untuned" not in file_name and any(
+            stem in file_name.removesuffix(".csv") for stem in self.stems)
+
+    def layout_problem(self, header: list[str]) -> str | None:
+        """Why a CSV with ``header`` is not of this family's layout, or ``None``."""
+        missing = [c for c in self.key if c not in header]
+        known = {*self.key, *self.config, *MEASURED, self.arch_column, "cu_num"}
+        extra = [c for c in header if c not in known]
+        if missing or extra:
+            return "; ".join(filter(None, (f"no column {', '.join(missing)}" if missing else "",
+                                           f"columns {', '.join(extra)} are not of {self.name}" if extra else "")))
+        return None
+
+
+def cell_value(text: str) -> Any:
+    """A config or measurement cell as pandas reads it: an int, a float, ``True`` or
+    ``False``, ``None`` for an empty cell, else the text."""
+    if text == "":
+        return None
+    if re.fullmatch(r"-?[0-9]{1,18}", text):
+        return int(text)
+    if text in ("True", "False"):
+        return text == "True"
+    if re.fullmatch(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text):
+        value = float(text)
+        return value if value == value and abs(value) != float("inf") else text
+    return text

@@ -1,0 +1,62 @@
+"""Which distribution's declaration a kernel name means when several declare it:
+``FLYCONFIGS_KERNELS`` chooses on purpose, else the only one, else flyconfigs' own."""
+
+from __future__ import annotations
+
+import os
+
+from packaging.utils import canonicalize_name
+
+from flyconfigs.errors import AmbiguousKernelError
+from flyconfigs.registry.entrypoints import FoundEntryPoint
+from flyconfigs.registry.problems import Problem, ProblemLog
+
+__all__ = ["KERNEL_OWNERS_ENV", "OWN_DISTRIBUTION", "choose"]
+
+KERNEL_OWNERS_ENV = "FLYCONFIGS_KERNELS"
+"""``NAME=DISTRIBUTION[,…]``: which distribution's declaration a kernel name means when
+several distributions declare it."""
+OWN_DISTRIBUTION = "flyconfigs"
+
+
+def _owners(log: ProblemLog) -> dict[str, str]:
+    owners = {}
+    for item in os.environ.get(KERNEL_OWNERS_ENV, "").split(","):
+        name, sep, dist = item.partition("=")
+        if sep and name.strip() and dist.strip():
+            owners[name.strip()] = dist.strip()
+        elif item.strip():
+            log.report(Problem("bad-setting", KERNEL_OWNERS_ENV, f"item {item.strip()!r} is not NAME=DISTRIBUTION; "
+                                                                 f"ignored"))
+    return owners
+
+
+def choose(kernel: str, found: list[FoundEntryPoint], log: ProblemLog) -> FoundEntryPoint:
+    """The one declaration ``kernel`` means: the distribution ``FLYCONFIGS_KERNELS``
+    names, else the only one, else flyconfigs' own; the shadowed ones are reported and
+    never loaded.  A choice naming a distribution that declares no such kernel is
+    reported and ignored; several third-party declarations and no choice is an error."""
+    owner = _owners(log).get(kernel)
+    chosen = [f for f in found if owner is not None and canonicalize_name(f.distribution) == canonicalize_name(owner)]
+    if owner is not None and not chosen:
+        log.report(Problem("bad-setting", KERNEL_OWNERS_ENV,
+                           f"says kernel {kernel!r} comes from {owner!r}, which declares no such kernel; ignored"))
+    if chosen:
+        winner = chosen[0]
+    elif len(found) == 1:
+        return found[0]
+    else:
+        own = [f for f in found if canonicalize_name(f.distribution) == OWN_DISTRIBUTION]
+        if not own:
+            names = ", ".join(sorted(f"{f.distribution} {f.version}" for f in found))
+            raise AmbiguousKernelError(
+                f"kernel {kernel!r} is declared by several distributions ({names}); choose one with "
+                f"{KERNEL_OWNERS_ENV}={kernel}=DISTRIBUTION")
+        winner = own[0]
+    for other in found:
+        if other is not winner:
+            log.report(Problem(
+                "kernel-collision", f"{other.distribution} {other.version}",
+                f"also declares kernel {kernel!r} ({other.entry_point.value}); not loaded: {winner.distribution} "
+                f"owns it (set {KERNEL_OWNERS_ENV}={kernel}=DISTRIBUTION to choose)", other.distribution))
+    return winner

@@ -1,0 +1,192 @@
+"""Tables in the catalog: one document of many keyed rows, served row by row exactly as
+artifacts are (see :mod:`flyconfigs.schema.table`).
+
+A :class:`TableRef` is a table a source offers, known by its kernel and device before a
+row is read: a data package's manifest lists its tables with their kernel, device,
+file and sha256, and an override directory's tables are validated when the folder is
+scanned.  The catalog asks a table for its rows (:meth:`TableRef.entries`) only when its
+kernel is resolved on its arch; then the file is read once, its hash checked, validated
+as a whole, and each row becomes an :class:`~flyconfigs.registry.sources.Entry` whose
+artifact (:meth:`~flyconfigs.schema.table.Table.row_artifact_data`) is made when the
+resolver first tries it.  A table that fails any check is reported once and offers no row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from flyconfigs.errors import ArtifactError, UnsupportedSchemaVersionError
+from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.sources import Entry, Source, _Bad, _File
+from flyconfigs.schema.canonical import TextedDict, canonical_text, key_texts
+from flyconfigs.schema.jsonio import parse_document, read_file_bytes
+from flyconfigs.schema.load import parse_table
+from flyconfigs.schema.manifest import ManifestTable
+from flyconfigs.schema.models import Artifact, DeviceIdentity
+from flyconfigs.schema.table import Table
+
+__all__ = ["TableRef", "TableRowEntry", "installed_tables", "override_table"]
+
+
+@dataclass(eq=False)
+class TableRef:
+    """A table a source offers: its kernel and device, where it is (``location``, relative
+    to ``root`` for a package), and, for a package, the sha256 and row count its manifest
+    states.  ``table`` is set once the file is read and valid."""
+
+    kernel: str
+    device: DeviceIdentity
+    location: str
+    source: Source
+    sha256: str | None = None
+    root: str | None = None
+    rows: int | None = None
+    table: Table | None = None
+    _entries: list[Entry] | None = field(default=None, repr=False)
+
+    @classmethod
+    def of_manifest(cls, row: ManifestTable, source: Source, root: str) -> TableRef:
+        """The table a package's manifest lists in ``row``."""
+        return cls(row.kernel, row.device, row.file, source, row.sha256, root, row.rows)
+
+    @property
+    def path(self) -> Path:
+        """The table's file."""
+        return Path(self.root, self.location) if self.root is not None else Path(self.location)
+
+    def entries(self, problems: ProblemLog) -> list[Entry]:
+        """One entry per row, the table read and checked on the first call; ``[]`` (and
+        one problem logged) for a table that is missing, unsafe, altered, invalid or not
+        what its manifest says."""
+        if self._entries is None:
+            try:
+                table = self.table if self.table is not None else self._read()
+            except _Bad as bad:
+                dist = self.source.name if self.source.kind == "package" else None
+                problems.report(Problem(bad.kind, str(self.path), bad.message, dist))
+                self._entries = []
+                return self._entries
+            self.table = table
+            self._entries = self._rows(table)
+        return self._entries
+
+    def _rows(self, table: Table) -> list[Entry]:
+        """An entry per row, each made as a copy of one made in full (a table has thousands
+        of rows, and a dataclass's initialisation costs more than the copy)."""
+        device = table.device.identity
+        first = TableRowEntry(self.kernel, {}, device, self.location, self.source, root=self.root,
+                              rule=table.selection.rule, created=table.provenance.created, ref=self, row=0)
+        layer = device.layers()[0]
+        names, width = table.columns.key, len(table.columns.key)
+        made: list[Entry] = []
+        texts = key_texts(names, table.rows)
+        for index, (row, text) in enumerate(zip(table.rows, texts, strict=True)):
+            entry = object.__new__(TableRowEntry)
+            entry.__dict__.update(first.__dict__)
+            entry.key, entry.row, entry._file = TextedDict(zip(names, row[:width], strict=True), text), index, _File(None)
+            entry._layer = layer
+            made.append(entry)
+        return made
+
+    def _read(self) -> Table:
+        if self.root is not None:
+            real, root = os.path.realpath(self.path), os.path.realpath(self.root)
+            if os.path.commonpath([real, root]) != root:
+                raise _Bad("unsafe-path", f"resolves outside its package ({real})")
+        try:
+            raw = read_file_bytes(self.path)
+        except FileNotFoundError:
+            raise _Bad("missing-file", "listed in the manifest but not installed") from None
+        except ArtifactError as exc:
+            raise _Bad("invalid-artifact", str(exc.problems[0].message)) from None
+        if self.sha256 is not None and (digest := hashlib.sha256(raw).hexdigest()) != self.sha256:
+            raise _Bad("hash-mismatch", f"sha256 {digest} does not match the manifest's {self.sha256}")
+        try:
+            table, _ = parse_table(parse_document(raw, str(self.path), schema_bounds_depth=True), str(self.path))
+        except UnsupportedSchemaVersionError as exc:
+            raise _Bad("unsupported-major", str(exc.problems[0].message)) from None
+        except ArtifactError as exc:
+            raise _Bad("invalid-artifact", "; ".join(str(p) for p in exc.problems)) from None
+        if (table.kernel.name, table.device.identity) != (self.kernel, self.device):
+            raise _Bad("identity-mismatch", "the table's kernel or device differs from its manifest entry")
+        if self.rows is not None and len(table.rows) != self.rows:
+            raise _Bad("identity-mismatch", f"{len(table.rows)} rows, its manifest entry says {self.rows}")
+        return table
+
+
+@dataclass(eq=False)
+class TableRowEntry(Entry):
+    """One row of a table as an entry: its path is the table's with the row's place
+    upstream (``…json#line 12``), and its artifact is the row's."""
+
+    ref: TableRef | None = None
+    row: int = 0
+    _layer: tuple[object, ...] | None = field(default=None, repr=False)
+    _slot: tuple[object, ...] | None = field(default=None, repr=False)
+
+    def slot(self) -> tuple[object, ...]:
+        """As :meth:`Entry.slot`, computed once: the row's device is its table's."""
+        if self._slot is None:
+            self._slot = (self.kernel, self._layer or self.device.layers()[0], canonical_text(self.key))
+        return self._slot
+
+    def ranked(self, source: Source) -> Entry:
+        """This row as ``source`` offers it, sharing its file (a plain copy: a table's
+        thousands of rows are ranked at once, and ``dataclasses.replace`` re-runs every
+        field's initialisation)."""
+        copied = object.__new__(TableRowEntry)
+        copied.__dict__.update(self.__dict__)
+        copied.source = source
+        return copied
+
+    @property
+    def path(self) -> Path:
+        """The table file, ``#`` the row's entry (the row's place upstream, or ``row N``)."""
+        assert self.ref is not None and self.ref.table is not None
+        return Path(f"{self.ref.path}#{self.ref.table.entry_of(self.row)}")
+
+    def _read(self) -> Artifact:
+        assert self.ref is not None and self.ref.table is not None
+        try:
+            return Artifact.model_validate(self.ref.table.row_artifact_data(self.row))
+        except ValidationError as exc:  # a row the table form takes but an artifact does not
+            raise _Bad("invalid-artifact", f"not an artifact as a row: {exc.errors()[0]['msg']}") from None
+
+
+def override_table(path: Path, data: object, source: Source, problems: ProblemLog) -> TableRef | None:
+    """The table of an override directory's file ``path`` (parsed as ``data``), validated
+    now as the directory's artifacts are; ``None`` (reported) when it is not valid."""
+    try:
+        table, _ = parse_table(data, str(path))
+    except UnsupportedSchemaVersionError as exc:
+        problems.report(Problem("unsupported-major", str(path), exc.problems[0].message))
+        return None
+    except ArtifactError as exc:
+        problems.report(Problem("invalid-artifact", str(path), "; ".join(str(p) for p in exc.problems)))
+        return None
+    return TableRef(table.kernel.name, table.device.identity, str(path), source, rows=len(table.rows), table=table)
+
+
+
+def installed_tables(paths: list[str] | None, problems: ProblemLog) -> list[Table]:
+    """Every valid table the registry would serve from (``FLYCONFIGS_PATH``, or ``paths``
+    instead, and the installed data packages), read now; of several copies of one table
+    (the same kernel, device and file name), the first source's.  Broken ones are reported
+    to ``problems`` and left out."""
+    from flyconfigs.registry.catalog import Catalog
+
+    catalog = Catalog(paths, problems)
+    seen: set[tuple[str, str]] = set()
+    found: list[Table] = []
+    for target in catalog.all_targets():
+        for ref in sorted(catalog.tables_for(target), key=lambda r: r.source.rank):
+            ref.entries(problems)
+            if ref.table is not None and (target, ref.table.file_name()) not in seen:
+                seen.add((target, ref.table.file_name()))
+                found.append(ref.table)
+    return found

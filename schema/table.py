@@ -1,0 +1,225 @@
+"""The table form (schema 1.6): many keyed rows of one kernel, device and provenance.
+
+Upstream configs come as tables (a vLLM file maps batch sizes to configs, an aiter CSV
+has thousands of rows), and one artifact per row is the wrong shape for them.  A
+:class:`Table` is one document with ``"form": "table"``: the kernel, the device, the
+selection and the provenance once, the column names once (``columns.key``,
+``columns.config`` and ``columns.measured``), and one compact row per key: its key
+cells, its winner's config cells and, where the source has them, its measurements
+(``us``, ``tflops``, ``err_ratio`` …, ``null`` where a row has none).
+
+Each row means exactly what one artifact means: :meth:`Table.row_artifact` gives it, and
+the registry serves a table's rows as it serves artifacts.  Cells are scalars (a config
+whose values are lists is an artifact, not a row); rows are unique by key; ``entries``
+(optional) names each row's place in the upstream file (``line 12``); ``layout``
+(optional) is the upstream file's column order, for exporters.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter, WithJsonSchema, model_validator
+
+from flyconfigs.schema.canonical import canonical_bytes, sha256_hex
+from flyconfigs.schema.models import (
+    AxisName,
+    Device,
+    KernelRef,
+    Provenance,
+    Scalar,
+    SchemaVersion,
+    Selection,
+    Text,
+    _is_none,
+    _Model,
+)
+
+__all__ = ["MAX_TABLE_ROWS", "TABLE_FORM", "Table", "TableColumns", "is_table_document", "table_file_name"]
+
+TABLE_FORM = "table"
+MAX_TABLE_ROWS = 1_000_000
+"""A table holds at most this many rows (the 8 MiB document bound comes first in practice)."""
+
+_ROW_SCHEMA = TypeAdapter(Annotated[list[Scalar], Field(max_length=512)]).json_schema()
+Row = Annotated[list[Any], Field(max_length=512), WithJsonSchema(_ROW_SCHEMA)]
+"""One row's cells, each a scalar (:data:`~flyconfigs.schema.models.Scalar`: bool, 64-bit
+int, finite float, string of at most 1024 characters, null), checked by
+:meth:`Table._rows_fit` in one pass: a table holds thousands of rows, and that check costs
+a third of the scalar union's validation."""
+_LIMIT = 2**63
+_SCALAR_TYPES = {bool, int, float, str, type(None)}
+
+
+def _cell_fits(cell: object) -> bool:
+    kind = type(cell)
+    if kind is int:
+        return -_LIMIT <= cell < _LIMIT  # type: ignore[operator]
+    if kind is str:
+        return len(cell) <= 1024  # type: ignore[arg-type]
+    if kind is float:
+        return math.isfinite(cell)  # type: ignore[arg-type]
+    return kind is bool or cell is None
+
+
+def _rows_plainly_fit(rows: list[list[Any]], width: int, keys: int) -> bool:
+    """Whether every row has ``width`` scalar cells and a key of its own,
+    checked over whole columns at once (a table has hundreds of thousands of cells); when
+    not, :func:`_find_misfit` names the first that does not."""
+    if any(len(row) != width for row in rows):
+        return False
+    cells = [cell for row in rows for cell in row]
+    kinds = set(map(type, cells))
+    if not kinds <= _SCALAR_TYPES:
+        return False
+    if int in kinds:
+        ints = [c for c in cells if type(c) is int]
+        if min(ints) < -_LIMIT or max(ints) >= _LIMIT:
+            return False
+    if str in kinds and max(len(c) for c in cells if type(c) is str) > 1024:
+        return False
+    if float in kinds and not all(map(math.isfinite, (c for c in cells if type(c) is float))):
+        return False
+    # A null key cell is a nullable axis's null (vLLM's file without a dtype), as in an
+    # artifact's key: the kernel's check_key says whether its axis takes it.
+    # Keys that differ as values differ as typed values too (the converse is checked by
+    # _find_misfit: 1 and True are equal values but two keys).
+    return len({tuple(row[:keys]) for row in rows}) == len(rows)
+
+
+def _find_misfit(rows: list[list[Any]], width: int, key: list[str]) -> None:
+    """Raise ``ValueError`` naming the first row or cell that does not fit (a row of
+    another width, a cell that is not a scalar, a key seen before); return
+    when every one fits."""
+    seen: dict[tuple[object, ...], int] = {}
+    for index, row in enumerate(rows):
+        if len(row) != width:
+            raise ValueError(f"rows[{index}]: {len(row)} cells, the columns name {width}")
+        for offset, cell in enumerate(row):
+            if not _cell_fits(cell):
+                raise ValueError(f"rows[{index}][{offset}]: a cell is a bool, a 64-bit int, a finite number, a "
+                                 f"string of at most 1024 characters or null, got {cell!r}")
+        # Typed, as canonical JSON would tell them apart: 1, 1.0 and true are three keys.
+        slot = tuple((type(cell), cell) for cell in row[:len(key)])
+        if slot in seen:
+            raise ValueError(f"rows[{index}]: the same key as rows[{seen[slot]}]")
+        seen[slot] = index
+
+
+class TableColumns(_Model):
+    """The names of a table's columns, in the order of each row's cells: the key axes,
+    then the config's tunables, then the measurements."""
+
+    key: Annotated[list[AxisName], Field(min_length=1, max_length=64)]
+    config: Annotated[list[AxisName], Field(max_length=256)]
+    measured: Annotated[list[AxisName], Field(max_length=64)] = []
+
+    @model_validator(mode="after")
+    def _unique(self) -> TableColumns:
+        names = [*self.key, *self.config, *self.measured]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"columns: {', '.join(twice)} named twice")
+        return self
+
+    @property
+    def width(self) -> int:
+        """The number of cells of every row."""
+        return len(self.key) + len(self.config) + len(self.measured)
+
+
+class Table(_Model):
+    """One kernel on one device: many keys, each row its winner (schema 1.6)."""
+
+    schema_version: SchemaVersion
+    form: Literal["table"]
+    kernel: KernelRef
+    device: Device
+    columns: TableColumns
+    rows: Annotated[list[Row], Field(min_length=1, max_length=MAX_TABLE_ROWS)]
+    entries: Annotated[Annotated[list[Text], Field(max_length=MAX_TABLE_ROWS)] | None, Field(exclude_if=_is_none)] = None
+    """Each row's place in the upstream file (``line 12``, ``"64"``), in row order."""
+    layout: Annotated[Annotated[list[Text], Field(min_length=1, max_length=512)] | None,
+                      Field(exclude_if=_is_none)] = None
+    """The upstream file's columns in its order (those of ``columns`` and the device's,
+    such as aiter's ``cu_num``), so an exporter writes the file as its project does."""
+    selection: Selection
+    provenance: Provenance
+
+    @model_validator(mode="after")
+    def _rows_fit(self) -> Table:
+        if int(self.schema_version.split(".")[1]) < 6:
+            raise ValueError(f"schema_version: the table form begins with 1.6, got {self.schema_version!r}")
+        if not _rows_plainly_fit(self.rows, self.columns.width, len(self.columns.key)):
+            _find_misfit(self.rows, self.columns.width, self.columns.key)
+        if self.entries is not None and len(self.entries) != len(self.rows):
+            raise ValueError(f"entries: {len(self.entries)} entries for {len(self.rows)} rows")
+        if self.selection.rule == "predicted" and self.provenance.model is None:
+            raise ValueError("provenance.model: a predicted selection names the model that ranked it")
+        if self.provenance.source is not None and self.selection.rule != "imported":
+            raise ValueError("provenance.source: only an imported selection names an upstream source")
+        return self
+
+    def key_of(self, index: int) -> dict[str, Any]:
+        """Row ``index``'s key."""
+        return dict(zip(self.columns.key, self.rows[index], strict=False))
+
+    def config_of(self, index: int) -> dict[str, Any]:
+        """Row ``index``'s winner."""
+        start = len(self.columns.key)
+        return dict(zip(self.columns.config, self.rows[index][start:], strict=False))
+
+    def measured_of(self, index: int) -> dict[str, Any]:
+        """Row ``index``'s measurements, those it has (a ``null`` cell is none)."""
+        start = len(self.columns.key) + len(self.columns.config)
+        return {name: value for name, value in zip(self.columns.measured, self.rows[index][start:], strict=False)
+                if value is not None}
+
+    def entry_of(self, index: int) -> str:
+        """Row ``index``'s place upstream, or ``row <index>`` of this table."""
+        return self.entries[index] if self.entries is not None else f"row {index}"
+
+    def row_artifact_data(self, index: int) -> dict[str, Any]:
+        """Row ``index`` as an artifact document (validate it with the artifact model):
+        one candidate, the winner, the table's selection and provenance; an imported
+        row names its entry and carries its measurements as the source's ``reported``
+        figures, any other row its measurements nowhere (a row is never a timing)."""
+        config = self.config_of(index)
+        status = "compiled" if self.selection.rule == "predicted" else "ok"
+        provenance = self.provenance.model_dump(mode="json")
+        if self.provenance.source is not None:
+            provenance["source"] = {**provenance["source"], "entry": self.entry_of(index),
+                                    "reported": {**provenance["source"]["reported"], **self.measured_of(index)}}
+        return {
+            "schema_version": self.schema_version, "kernel": self.kernel.model_dump(mode="json"),
+            "device": self.device.model_dump(mode="json"), "key": self.key_of(index),
+            "candidates": [{"config": config, "status": status}], "winner": {"config": config},
+            "selection": self.selection.model_dump(mode="json"), "provenance": provenance,
+        }
+
+    def file_name(self) -> str:
+        """``<kernel>-<arch>-table-<16 hex>.json``: the hash of the kernel, the device
+        identity and the upstream file (or, without one, the keys), stable and file-name safe."""
+        source = self.provenance.source
+        what: object = source.file if source is not None else [r[:len(self.columns.key)] for r in self.rows]
+        identity = {"kernel": self.kernel.name, "device": self.device.identity.model_dump(mode="json"), "of": what}
+        return table_file_name(self.kernel.name, self.device.arch, sha256_hex(canonical_bytes(identity))[:16])
+
+    def to_json_bytes(self) -> bytes:
+        """The canonical JSON of this table plus a final newline (what is written)."""
+        return canonical_bytes(self.model_dump(mode="json")) + b"\n"
+
+    def content_hash(self) -> str:
+        """sha256 of the canonical JSON (without the final newline)."""
+        return sha256_hex(canonical_bytes(self.model_dump(mode="json")))
+
+
+def table_file_name(kernel: str, arch: str, digest: str) -> str:
+    """``<kernel>-<arch>-table-<digest>.json``."""
+    return f"{kernel.lstrip('.')}-{arch}-table-{digest}.json"
+
+
+def is_table_document(data: object) -> bool:
+    """Whether a parsed document says it is a table (``"form": "table"``)."""
+    return isinstance(data, dict) and data.get("form") == TABLE_FORM

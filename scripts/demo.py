@@ -81,7 +81,9 @@ def main() -> None:
     flyconfigs("list")
     for r in results:
         target = r.distribution.removeprefix("flyconfigs-")
-        device = DEVICES.get(target, target)
+        device = DEVICES.get(target)
+        if device is None:  # a package of another family's configs (vLLM's, aiter's)
+            continue
         for key in KEYS:
             step(f"explain on {device} ({'measured' if target == 'sm90' else 'predicted: compiled, never timed'})")
             flyconfigs("explain", "rmsnorm", *key, "--device", device)

@@ -88,7 +88,8 @@ def main() -> None:
     summary = {grid: {"predicted": figures(grid, "predicted_us"), "default": figures(grid, "default_us")}
                for grid in grids}
     payload = {"benchmark": "rmsnorm-predicted", "machine": machine(), "device": device.model_dump(mode="json"),
-               "model": {"name": "rmsnorm-ridge", "version": SPEC.cost_model.version}, "wall_s": time.time() - started,
+               "models": sorted({f"{a.provenance.model.name} {a.provenance.model.version}"
+                                 for a in predicted.values() if a.provenance.model}), "wall_s": time.time() - started,
                "summary": summary, "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")

@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
-# Builds a private, compile-only ROCm prefix with hipRTC for gfx942 (no GPU needed).
+# Builds private, compile-only ROCm prefixes with hipRTC (no GPU needed):
 #
-# Debian 13's ROCm 5.7.1 packages are downloaded through a private apt configuration
-# that reuses this machine's own Debian mirror, unpacked with `dpkg -x` into PREFIX,
-# and never installed system-wide.  Run Python through the prefix's own loader:
+#   PREFIX        Debian 13 (trixie)'s ROCm 5.7.1: gfx90a and gfx942;
+#   ROCM6_PREFIX  Debian forky's ROCm 6.4.3 with comgr 7 (LLVM 21): gfx950 (MI350X, MI355X),
+#                 which ROCm 5.7's LLVM 17 does not know.
+#
+# Debian's packages are downloaded through a private apt configuration that reuses this
+# machine's own Debian mirror, unpacked with `dpkg -x` into the prefix, and never installed
+# system-wide.  Run Python through a prefix's own loader:
 #
 #   PREFIX/run python ...
 #
-# Usage: scripts/rocm-prefix.sh [PREFIX]   (default: $FLYCONFIGS_ROCM_PREFIX or
-#        ~/.cache/flyconfigs/rocm-prefix).  Re-running with a complete prefix does nothing.
+# Usage: scripts/rocm-prefix.sh [PREFIX [ROCM6_PREFIX]]   (defaults: $FLYCONFIGS_ROCM_PREFIX
+#        or ~/.cache/flyconfigs/rocm-prefix, $FLYCONFIGS_ROCM6_PREFIX or
+#        ~/.cache/flyconfigs/rocm6-prefix).  Re-running with complete prefixes does nothing.
 set -euo pipefail
 
 prefix=${1:-${FLYCONFIGS_ROCM_PREFIX:-$HOME/.cache/flyconfigs/rocm-prefix}}
-libdir=$prefix/usr/lib/x86_64-linux-gnu
-layout=2  # bump when the prefix's layout or its run script changes
-if [ -x "$prefix/run" ] && [ -e "$libdir/libhiprtc.so" ] && [ "$(cat "$prefix/.layout" 2>/dev/null)" = "$layout" ]; then
-  echo "rocm prefix ready: $prefix"
-  exit 0
-fi
+prefix6=${2:-${FLYCONFIGS_ROCM6_PREFIX:-$HOME/.cache/flyconfigs/rocm6-prefix}}
+layout=2  # bump when a prefix's layout or its run script changes
 
 mirror=""
 for f in /etc/apt/sources.list.d/*.sources; do
@@ -30,34 +31,39 @@ if [ -z "$mirror" ] && [ -f /etc/apt/sources.list ]; then
 fi
 [ -n "$mirror" ] || { echo "rocm-prefix: no Debian mirror found in /etc/apt sources" >&2; exit 1; }
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/debs"
-echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main" >"$work/sources.list"
-apt_opts=(
-  -o "Dir::Etc::SourceList=$work/sources.list"
-  -o "Dir::Etc::SourceParts=/dev/null"
-  -o "Dir::State::Lists=$work/lists"
-  -o "Dir::Cache=$work/cache"
-  -o "Dir::State::status=/dev/null"
-  -o "APT::Architecture=amd64"
-  -o "Debug::NoLocking=1"
-  -o "APT::Sandbox::User=root"
-)
-apt-get "${apt_opts[@]}" -qq update
-packages=(libamdhip64-5 libamd-comgr2 libhsa-runtime64-1 libhsakmt1 libllvm17t64
-          libc6 libgcc-s1 libstdc++6 libelf1t64 libnuma1 libdrm2 libdrm-amdgpu1 zlib1g libzstd1
-          libtinfo6 libffi8 libxml2 libedit2 libbsd0 libmd0 liblzma5 libicu76 libz3-4)
-(cd "$work/debs" && apt-get "${apt_opts[@]}" -qq download "${packages[@]}")
-
-staging=$prefix.partial
-rm -rf "$staging"
-mkdir -p "$staging"
-for deb in "$work"/debs/*.deb; do dpkg -x "$deb" "$staging"; done
-slib=$staging/usr/lib/x86_64-linux-gnu
-ln -sf libamdhip64.so.5 "$slib/libhiprtc.so"
-ln -sf libamdhip64.so.5 "$slib/libamdhip64.so"
-cat >"$staging/run" <<'RUN'
+build() {  # build PREFIX SUITE HIP_SO PACKAGES...
+  local target=$1 suite=$2 hip_so=$3
+  shift 3
+  local libdir=$target/usr/lib/x86_64-linux-gnu
+  if [ -x "$target/run" ] && [ -e "$libdir/libhiprtc.so" ] && [ "$(cat "$target/.layout" 2>/dev/null)" = "$layout" ]; then
+    echo "rocm prefix ready: $target"
+    return 0
+  fi
+  local work
+  work=$(mktemp -d)
+  mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/debs"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main" >"$work/sources.list"
+  local apt_opts=(
+    -o "Dir::Etc::SourceList=$work/sources.list"
+    -o "Dir::Etc::SourceParts=/dev/null"
+    -o "Dir::State::Lists=$work/lists"
+    -o "Dir::Cache=$work/cache"
+    -o "Dir::State::status=/dev/null"
+    -o "APT::Architecture=amd64"
+    -o "Debug::NoLocking=1"
+    -o "APT::Sandbox::User=root"
+  )
+  apt-get "${apt_opts[@]}" -qq update
+  (cd "$work/debs" && apt-get "${apt_opts[@]}" -qq download "$@")
+  local staging=$target.partial
+  rm -rf "$staging"
+  mkdir -p "$staging"
+  for deb in "$work"/debs/*.deb; do dpkg -x "$deb" "$staging"; done
+  rm -rf "$work"
+  local slib=$staging/usr/lib/x86_64-linux-gnu
+  ln -sf "$hip_so" "$slib/libhiprtc.so"
+  ln -sf "$hip_so" "$slib/libamdhip64.so"
+  cat >"$staging/run" <<'RUN'
 #!/usr/bin/env bash
 # Runs a command under this prefix's dynamic loader (plain LD_LIBRARY_PATH crashes).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -72,8 +78,20 @@ export FLYCONFIGS_ROCM_PREFIX=$here ROCM_PATH=$here/usr
 case "$cmd" in /*) ;; *) cmd=$PWD/$cmd ;; esac
 exec "$lib/ld-linux-x86-64.so.2" --library-path "$lib" "$cmd" "$@"
 RUN
-chmod +x "$staging/run"
-echo "$layout" >"$staging/.layout"
-rm -rf "$prefix"
-mv "$staging" "$prefix"
-echo "rocm prefix ready: $prefix"
+  chmod +x "$staging/run"
+  echo "$layout" >"$staging/.layout"
+  rm -rf "$target"
+  mv "$staging" "$target"
+  echo "rocm prefix ready: $target"
+}
+
+build "$prefix" trixie libamdhip64.so.5 \
+  libamdhip64-5 libamd-comgr2 libhsa-runtime64-1 libhsakmt1 libllvm17t64 \
+  libc6 libgcc-s1 libstdc++6 libelf1t64 libnuma1 libdrm2 libdrm-amdgpu1 zlib1g libzstd1 \
+  libtinfo6 libffi8 libxml2 libedit2 libbsd0 libmd0 liblzma5 libicu76 libz3-4
+# ROCm 6's hipRTC lives in libamdhip64.so.6 in Debian's build; its clang headers come
+# from libclang-common-21-dev.
+build "$prefix6" forky libamdhip64.so.6 \
+  libamdhip64-6 libamd-comgr3 libhsa-runtime64-1 libllvm21 libclang-common-21-dev gcc-16-base \
+  libc6 libc-gconv-modules-extra libgcc-s1 libstdc++6 libelf1t64 libnuma1 libdrm2 libdrm-common libdrm-amdgpu1 \
+  zlib1g libzstd1 libtinfo6 libffi8 libxml2-16 libedit2 libbsd0 libmd0 libz3-4

@@ -23,10 +23,18 @@ needs_prefix = pytest.mark.skipif(
 )
 
 
-def run_in_prefix(code: str, timeout: float = 600) -> Any:
-    """Run ``code`` under the prefix; it must print one JSON value last."""
+PREFIX6 = Path(os.environ.get("FLYCONFIGS_ROCM6_PREFIX", Path.home() / ".cache" / "flyconfigs" / "rocm6-prefix"))
+"""The ROCm 6 prefix (scripts/rocm-prefix.sh builds it too), whose hipRTC knows gfx950."""
+needs_prefix6 = pytest.mark.skipif(
+    not (PREFIX6 / "run").exists() or importlib.util.find_spec("hip") is None,
+    reason=f"needs hip-python (the hip extra) and the ROCm 6 compile-only prefix at {PREFIX6} (scripts/rocm-prefix.sh)",
+)
+
+
+def run_in_prefix(code: str, timeout: float = 600, prefix: Path = PREFIX) -> Any:
+    """Run ``code`` under ``prefix``; it must print one JSON value last."""
     # Run from / so the checkout's source folders never shadow the installed package.
-    done = subprocess.run([str(PREFIX / "run"), sys.executable, "-c", code], capture_output=True, text=True,
+    done = subprocess.run([str(prefix / "run"), sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=timeout, cwd="/")
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,8 +1,10 @@
 """Served means valid, proven without a GPU: every kernel family is resolved against the
 committed artifacts (``artifacts/<target>``, what the official packages ship) over keys
-far wider than the tuned grids, on every device those artifacts name; every served config
-passes its family's check; and a deterministic sample of what is served for RMSNorm is
-compiled from its one source by real NVRTC (sm90) and real hipRTC (gfx942).  Because the
+far wider than the tuned grids, on every device those artifacts name (the measured sm90 and
+the predicted gfx942, sm80, sm100, gfx90a and gfx950); every served config passes its
+family's check; and a deterministic sample of what is served for RMSNorm is compiled from
+its one source by real NVRTC (sm90) and real hipRTC (gfx942) (tests/test_predicted_targets.py
+compiles every winner of the other predicted targets).  Because the
 check and the source's ``static_assert``s are the same rules
 (:mod:`flyconfigs.kernels.rmsnorm.validity`), a config the check passes is one that
 compiles; the compiles confirm it on the sample.
@@ -30,7 +32,7 @@ from flyconfigs.registry.declarations import kernel_declaration
 from hiprtc_helpers import needs_prefix, run_in_prefix
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
-TARGETS = ("sm90", "gfx942")
+TARGETS = ("sm90", "gfx942", "sm80", "sm100", "gfx90a", "gfx950")
 FAMILIES = ("rmsnorm", "fused_add_rmsnorm")
 ODD_M = (1, 3, 77, 1000, 4097, 65535)
 MAX_N = 16384

@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from flyconfigs._version import __version__
 from flyconfigs.errors import TuneError
-from flyconfigs.kernels.plugin import TunableKernel, cost_model, tool_versions
+from flyconfigs.kernels.plugin import CostModel, TunableKernel, cost_model, tool_versions
 from flyconfigs.schema.models import (
     SCHEMA_VERSION,
     Artifact,
@@ -37,7 +37,14 @@ from flyconfigs.schema.models import (
 from flyconfigs.tuner import emit
 from flyconfigs.tuner.key import candidate_configs
 
-__all__ = ["PredictReport", "ResourceCompiler", "predict"]
+__all__ = ["PredictReport", "Prescoring", "ResourceCompiler", "predict"]
+
+
+@runtime_checkable
+class Prescoring(Protocol):
+    """A cost model that can rank configs before they are compiled (``--shortlist``)."""
+
+    def prescores(self, configs: Sequence[Any], key: Any, device: Device) -> list[float]: ...
 
 
 class ResourceCompiler(Protocol):
@@ -59,29 +66,42 @@ class PredictReport:
     artifacts: list[Path] = field(default_factory=list)
     skipped: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
+    model: tuple[str, int] | None = None
+    """The cost model's name and version."""
 
 
 def predict(kernel: TunableKernel, keys: Sequence[dict[str, Any]], device: Device, out: Path,
             toolchain: ResourceCompiler, budget: int | None = None, resume: bool = False,
-            progress: Callable[[str, dict[str, Any]], None] | None = None) -> PredictReport:
-    """One predicted artifact per key of ``keys`` for ``device`` in ``out``.
+            progress: Callable[[str, dict[str, Any]], None] | None = None, model: CostModel | None = None,
+            shortlist: int | None = None) -> PredictReport:
+    """One predicted artifact per key of ``keys`` for ``device`` in ``out``, ranked by
+    ``model`` (the kernel's cost model by default).
+
+    With ``shortlist``, only the default and the ``shortlist`` configs the model ranks
+    best before compiling (:class:`Prescoring`) are compiled and ranked; the others are
+    recorded as ``skipped``, not compiled.
 
     Raises :class:`TuneError` when the kernel has no cost model, compiles only on first
-    launch, or its default does not compile without spilling for a key."""
-    model = cost_model(kernel)
+    launch, its default does not compile without spilling for a key, or ``shortlist`` is
+    asked of a model that cannot rank before compiling."""
+    model = model or cost_model(kernel)
+    if shortlist is not None and not isinstance(model, Prescoring):
+        raise TuneError(f"the cost model {model.name} cannot rank configs before they are compiled: no --shortlist")
     emit.check_writable(out)
     checked = [kernel.check_key(k) for k in keys]
     versions = {**toolchain.versions(), **tool_versions(kernel)}
     source_sha = kernel.source_sha256()
-    report = PredictReport(device)
+    report = PredictReport(device, model=(model.name, model.version))
     notify = progress or (lambda event, data: None)
     for key in checked:
         if resume and emit.already_tuned(out, kernel.name, key, device.identity, source_sha, versions):
             report.skipped += 1
             continue
         configs = candidate_configs(kernel, key, device, budget)
-        compiled = toolchain.compile_resources(kernel, key, configs, device, model.block_threads)
-        candidates = _candidates(configs, compiled)
+        chosen = _shortlisted(model, configs, key, device, shortlist)
+        compiled = dict(zip(chosen, toolchain.compile_resources(kernel, key, [configs[i] for i in chosen], device,
+                                                                model.block_threads), strict=True))
+        candidates = _candidates(configs, compiled, shortlist)
         ranked = [i for i, c in enumerate(candidates) if c.status == "compiled"]
         if 0 not in ranked:
             raise TuneError(f"the default config of {kernel.name} cannot be served for {key} on {device.arch}: "
@@ -119,10 +139,27 @@ def predict(kernel: TunableKernel, keys: Sequence[dict[str, Any]], device: Devic
     return report
 
 
-def _candidates(configs: list[dict[str, Any]], compiled: list[str | Resources]) -> list[Candidate]:
+def _shortlisted(model: CostModel, configs: list[dict[str, Any]], key: dict[str, Any], device: Device,
+                 shortlist: int | None) -> list[int]:
+    """The indices of the configs to compile: all, or the default and the ``shortlist``
+    best by the model's score before compiling."""
+    if shortlist is None:
+        return list(range(len(configs)))
+    assert isinstance(model, Prescoring)  # predict() checked it
+    scores = model.prescores(configs, key, device)
+    ranked = sorted(range(1, len(configs)), key=lambda i: (scores[i], i))
+    return [0, *sorted(ranked[:shortlist])]
+
+
+def _candidates(configs: list[dict[str, Any]], compiled: dict[int, str | Resources],
+                shortlist: int | None) -> list[Candidate]:
     out = []
-    for config, result in zip(configs, compiled, strict=True):
-        if isinstance(result, str):
+    for i, config in enumerate(configs):
+        result = compiled.get(i)
+        if result is None:
+            out.append(Candidate(config=config, status="skipped",
+                                 message=f"not among the cost model's {shortlist} best-ranked configs: not compiled"))
+        elif isinstance(result, str):
             out.append(Candidate(config=config, status="compile_error", message=result))
         elif result.spill_bytes:
             out.append(Candidate(config=config, status="skipped", resources=result,

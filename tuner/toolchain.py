@@ -25,6 +25,7 @@ from typing import Any
 
 from flyconfigs.errors import CompileError, TuneError
 from flyconfigs.gpu.backend import CompileRequest
+from flyconfigs.gpu.cubin import resources_from_cubin
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import Device, Resources
@@ -240,8 +241,9 @@ class GPUToolchain:
                           device: Device, block_threads: Callable[[Mapping[str, Any]], int]) -> list[str | Resources]:
         """Compile each config for ``device``'s arch (the GPU layer's parallel threads, through
         its cache) and read what it uses at its block size (``block_threads``): its compile
-        error, or its resources.  On AMD the code object says it all (no GPU needed); on
-        NVIDIA the driver loads it.  Runs in this process: a compile-only runtime (hipRTC
+        error, or its resources.  The code object says it all, no GPU needed: AMD's
+        metadata note, NVIDIA's cubin sections (:mod:`flyconfigs.gpu.cubin`, for the arches
+        it lists).  Runs in this process: a compile-only runtime (hipRTC
         under its own loader) is not inherited by spawned workers."""
         from flyconfigs.gpu import get_backend
 
@@ -252,16 +254,7 @@ class GPUToolchain:
             if request is None:
                 raise TuneError(f"kernel {kernel.name!r} compiles on its first launch: there is nothing to read before it runs")
             requests.append(request)
-        if self.name == "cuda":
-            # The driver reports an NVIDIA function's resources once it is loaded: this
-            # needs the GPU itself.
-            backend = get_backend("cuda")
-            if backend.device().arch != device.arch:
-                raise TuneError(f"predicting for {device.arch} reads resources through the driver: it needs that GPU, "
-                                f"and this one is {backend.device().arch}")
-            backend.activate()
-        else:
-            backend = get_backend(self.name, arch=device.arch)
+        backend = get_backend(self.name, arch=device.arch)
         out: list[str | Resources] = []
         for config, result in zip(configs, backend.compile_many(requests, workers=self.workers), strict=True):
             if isinstance(result, CompileError):
@@ -270,7 +263,11 @@ class GPUToolchain:
             with self._lock:
                 self.cached += result.from_cache
                 self.compiled += not result.from_cache
-            out.append(backend.resources(result, block_threads(config)))
+            if self.name == "cuda":
+                # The cubin records what the driver would report: no GPU needed.
+                out.append(resources_from_cubin(result.code, result.lowered_name, device.arch, block_threads(config)))
+            else:
+                out.append(backend.resources(result, block_threads(config)))
         return out
 
     def close(self) -> None:

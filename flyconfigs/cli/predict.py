@@ -31,6 +31,7 @@ def _predict(args: argparse.Namespace) -> int:
         raise Usage(f"--target {args.target} but {device.product} is {device.arch}")
     kernel = tunable_kernel(args.kernel)
     keys = parse_grids(key_grids(args), kernel, grid_extra(args))
+    model = _refitted(kernel, device, args.refit) if args.refit else None
     toolchain = GPUToolchain(backend_for_vendor(device.vendor), available_cpus())
 
     def on(event: str, data: dict[str, Any]) -> None:
@@ -40,10 +41,12 @@ def _predict(args: argparse.Namespace) -> int:
                   f"(default {data['default_us']:.2f} us)", file=sys.stderr, flush=True)
 
     try:
-        report = predict(kernel, keys, device, Path(args.out), toolchain, args.budget, args.resume, on)
+        report = predict(kernel, keys, device, Path(args.out), toolchain, args.budget, args.resume, on,
+                         model=model, shortlist=args.shortlist)
     finally:
         toolchain.close()
     summary = {"device": device.identity.model_dump(mode="json"), "keys": len(keys),
+               "model": {"name": report.model[0], "version": report.model[1]} if report.model else None,
                "predicted": len(report.artifacts), "skipped": report.skipped, "statuses": report.statuses,
                "compiled": toolchain.compiled, "compile_cache_hits": toolchain.cached,
                "artifacts": [str(p) for p in report.artifacts]}
@@ -52,6 +55,21 @@ def _predict(args: argparse.Namespace) -> int:
     else:
         print(f"predicted {len(report.artifacts)} keys ({report.skipped} skipped) for {device.product} into {args.out}")
     return 0
+
+
+def _refitted(kernel: Any, device: Any, folder: str) -> Any:
+    """The kernel's cost model refitted on ``folder``'s measured tunings of ``device``'s product."""
+    from flyconfigs.kernels.measured import artifacts_of
+    from flyconfigs.kernels.plugin import cost_model
+
+    model = cost_model(kernel)
+    refit = getattr(model, "refit", None)
+    if refit is None:
+        raise Usage(f"--refit: the cost model {model.name} of {kernel.name} cannot be refitted")
+    found = [(p, a) for p, a in artifacts_of(folder, kernel.name, device.product) if a.selection.measured]
+    if not found:
+        raise Usage(f"--refit {folder}: no measured {kernel.name} tuning of {device.product}")
+    return refit([a for _, a in found], [p.name for p, _ in found])
 
 
 def register(sub: Any) -> None:
@@ -66,3 +84,8 @@ def register(sub: Any) -> None:
     p.add_argument("--out", default="predicted", help="folder for the artifacts (default: predicted)")
     p.add_argument("--budget", type=int, help="at most this many candidates per key (the default is always one)")
     p.add_argument("--resume", action="store_true", help="skip keys already predicted with the same source and toolchain")
+    p.add_argument("--shortlist", type=int, metavar="K",
+                   help="compile only the default and the K configs the model ranks best before compiling")
+    p.add_argument("--refit", metavar="FOLDER",
+                   help="refit the cost model on FOLDER's measured tunings of this product first (they outweigh "
+                        "the reference's near their keys)")

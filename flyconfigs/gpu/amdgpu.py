@@ -15,7 +15,7 @@ from typing import Any
 from flyconfigs.errors import GPUError
 from flyconfigs.schema.models import Resources
 
-__all__ = ["KernelMetadata", "kernel_metadata", "resources_from_metadata"]
+__all__ = ["LDS_BY_ARCH", "KernelMetadata", "kernel_metadata", "resources_from_metadata"]
 
 NT_AMDGPU_METADATA = 32
 SHT_NOTE = 7
@@ -26,6 +26,8 @@ VGPR_GRANULE = 8
 MAX_WAVES_PER_SIMD = 8
 SIMDS_PER_CU = 4
 LDS_PER_CU = 64 * 1024
+LDS_BY_ARCH = {"gfx950": 160 * 1024}
+"""LDS per CU where it is not :data:`LDS_PER_CU` (gfx950: 160 KiB, AMD CDNA 4 ISA guide)."""
 
 
 @dataclass(frozen=True)
@@ -94,8 +96,10 @@ def kernel_metadata(code_object: bytes, kernel: str | None = None) -> KernelMeta
     raise GPUError("the code object has no AMDGPU metadata note")
 
 
-def resources_from_metadata(meta: KernelMetadata, block_threads: int, dynamic_lds: int = 0) -> Resources:
-    """Resources and occupancy of a launch of ``block_threads`` threads."""
+def resources_from_metadata(meta: KernelMetadata, block_threads: int, dynamic_lds: int = 0,
+                            lds_per_cu: int = LDS_PER_CU) -> Resources:
+    """Resources and occupancy of a launch of ``block_threads`` threads on a CU of
+    ``lds_per_cu`` bytes of LDS."""
     unified = meta.vgprs + meta.agprs
     allocated = max(VGPR_GRANULE, -(-unified // VGPR_GRANULE) * VGPR_GRANULE)
     waves_by_vgpr = min(MAX_WAVES_PER_SIMD, VGPR_BUDGET // allocated)
@@ -103,7 +107,7 @@ def resources_from_metadata(meta: KernelMetadata, block_threads: int, dynamic_ld
     blocks = (waves_by_vgpr * SIMDS_PER_CU) // max(1, waves_per_block)
     lds = meta.lds_bytes + dynamic_lds
     if lds:
-        blocks = min(blocks, LDS_PER_CU // lds)
+        blocks = min(blocks, lds_per_cu // lds)
     waves = min(blocks * waves_per_block, MAX_WAVES_PER_SIMD * SIMDS_PER_CU)
     spills = meta.scratch_bytes + 4 * (meta.vgpr_spills + meta.sgpr_spills)
     return Resources(

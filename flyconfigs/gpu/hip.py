@@ -10,7 +10,7 @@ import os
 from typing import Any, Literal
 
 from flyconfigs.errors import BackendUnavailableError, GPURuntimeMissingError, UnknownArchError
-from flyconfigs.gpu.amdgpu import kernel_metadata, resources_from_metadata
+from flyconfigs.gpu.amdgpu import LDS_BY_ARCH, LDS_PER_CU, kernel_metadata, resources_from_metadata
 from flyconfigs.gpu.backend import Backend, CompiledKernel, Kernel
 from flyconfigs.schema.models import Device, Resources
 
@@ -137,7 +137,8 @@ class HipBinding:
 
     def resources(self, backend: Backend, compiled: CompiledKernel, block: int, kernel: Kernel | None) -> Resources:
         """From the code object's AMDGPU metadata note: no GPU needed."""
-        return resources_from_metadata(kernel_metadata(compiled.code, compiled.lowered_name), block)
+        return resources_from_metadata(kernel_metadata(compiled.code, compiled.lowered_name), block,
+                                       lds_per_cu=LDS_BY_ARCH.get(compiled.arch, LDS_PER_CU))
 
     def destroy_program(self, program: Any) -> Any:
         # hip-python 10 crashes on hiprtcDestroyProgram(prog); a reference works.

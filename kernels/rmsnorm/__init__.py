@@ -1,7 +1,8 @@
 """The RMSNorm family, one module a job: :mod:`.declaration` (key, tunables, validity, the
 space, the launch geometry; what the registry reads), :mod:`.default` and
 :mod:`.model` (the learned default and the cost model, with the tables they ship;
-:mod:`.fit_default` and :mod:`.fit_model` fit those tables on measured tunings),
+:mod:`.fit_default` and :mod:`.fit_model` fit those tables on measured tunings;
+:mod:`.ridge` is the cost model's first version, kept to be scored beside it),
 :mod:`.workload` (what the tuner times), :mod:`.op` (the op users call) and
 ``rmsnorm.cu`` (the one source for hipRTC and NVRTC).
 

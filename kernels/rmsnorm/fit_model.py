@@ -1,22 +1,24 @@
-"""Fits RMSNorm's ranking model (:mod:`flyconfigs.kernels.rmsnorm.model`) on one device's
-measured tunings and writes its weights (``model.json``) with where they came from.
+"""Fits RMSNorm's cost model (:mod:`flyconfigs.kernels.rmsnorm.model`) on one device's
+measured tunings and writes its table (``model.json``) with where it came from.
 
-    python -m flyconfigs.kernels.rmsnorm.fit_model FOLDER --out kernels/rmsnorm/model.json
+    python -m flyconfigs.kernels.rmsnorm.fit_model artifacts/sm90 --product "NVIDIA H200" --out kernels/rmsnorm/model.json
 
-FOLDER holds the tunings to fit on and nothing else (a tuning run's ``--out``; the shipped
-weights were fitted on the H200's tunings of the benchmark grid that ``flyconfigs-sm90``
-2026.12.4 shipped, kept in the tests' data so that a test refits them).  A folder that
-holds several devices' tunings needs ``--product``.
+FOLDER holds the tunings to fit on (a folder that holds several devices' tunings needs
+``--product``).  The table keeps, for every measured key, each timed and spill-free
+shape's log slowdown against the key's tuned winner, up to
+:data:`~flyconfigs.kernels.rmsnorm.model.MISSING`:
 
-Data: every timed, spill-free candidate of every measured RMSNorm artifact; target: the
-log of its time over the best candidate of its key; ridge regression.  The ridge strength
-is chosen by leave-one-row-length-out cross-validation: each row length is held out in
-turn, the model fitted on the others picks a config for each held-out key from that key's
-timed candidates, and the pick's time is compared with the tuned winner.  How the model
-does on row lengths it has not seen is the figure that matters, so keys it will be scored
-on must not be in FOLDER.  Most candidates were timed only in the tuner's screen, so the
-figures also give the share of picks whose time is the final's
-(``picks_timed_in_final``) and the within-10% share on those alone.
+* the winner is 0, and every other finalist at least :data:`LOSER_FLOOR`: the tuner's
+  final kept the winner because no other config beat it beyond the noise, so a tie in
+  the table goes to the config the measurement chose;
+* a candidate timed only in the tuner's screen is at least :data:`SCREEN_MARGIN` slower
+  than the slowest finalist: the screen sent the fastest to the final, and a screen time
+  is a shorter measurement that can read lower than a final one.
+
+The figures are leave-one-row-length-out: each row length is held out in turn, the
+table of the others picks a config for each held-out key from its timed candidates, and
+the pick's time is compared with the tuned winner (``picks_timed_in_final`` says how many
+of those times come from the final protocol).
 """
 
 from __future__ import annotations
@@ -24,132 +26,196 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from flyconfigs.errors import FitError, FlyconfigsError
 from flyconfigs.kernels.measured import artifacts_of, timed_in
-from flyconfigs.kernels.rmsnorm.model import features
+from flyconfigs.kernels.rmsnorm.default import DefaultTable, Shape, encode, shape_of
+from flyconfigs.kernels.rmsnorm.model import MISSING, OWN_WEIGHT, ROOFLINE, SIGMA, RMSNormCostModel
 from flyconfigs.schema import Artifact, Candidate, write_atomic
+from flyconfigs.schema.models import Device
 
-__all__ = ["GOAL", "LAMBDAS", "dumps", "fit", "main"]
+__all__ = ["LOSER_FLOOR", "NAME", "ROOFLINE_WEIGHTS", "SCREEN_MARGIN", "cell_of", "dumps", "fit", "fit_artifacts", "main", "pick",
+           "refit_document", "table_of", "timed", "usable"]
 
-LAMBDAS = (1.0, 10.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
-"""The ridge strengths cross-validation chooses from."""
-GOAL = 1.10
-"""A pick within this factor of the tuned winner counts as good."""
+NAME = "rmsnorm-neighbours"
+"""The model's name as predicted artifacts record it."""
+LOSER_FLOOR = 0.002
+"""The least log slowdown of a finalist that is not the winner."""
+SCREEN_MARGIN = 0.005
+"""How much slower than the slowest finalist a screen-only candidate counts, at least."""
+ROOFLINE_WEIGHTS = (0.001, 0.03, 0.1, 0.2, 0.4)
+"""The roofline weights cross-validation chooses from: the most held-out picks within 3%
+of their winners, the smaller geometric mean breaking ties."""
+
+Cell = tuple[tuple[str, str, int, int], dict[Shape, float]]
 
 
-def _n(artifact: Artifact) -> int:
-    """The key's row length (RMSNorm's declaration types ``N`` as an int)."""
-    n = artifact.key["N"]
-    assert isinstance(n, int)
-    return n
-
-
-def _timed(artifact: Artifact) -> list[Candidate]:
-    # A spilling candidate is never served by a prediction (predict skips it), so it
-    # must not teach the model either.
+def timed(artifact: Artifact) -> list[Candidate]:
+    """``artifact``'s timed candidates that a prediction may serve: a spilling candidate is
+    never served by a prediction (predict skips it), so it must not teach the model either."""
     return [c for c in artifact.candidates if c.timing and c.resources and not c.resources.spill_bytes]
 
 
-def _median(candidate: Candidate) -> float:
-    assert candidate.timing is not None  # _timed keeps timed candidates only
-    return candidate.timing.median_us
+def usable(artifact: Artifact) -> bool:
+    """Whether ``artifact`` can teach the model: measured, its winner timed, and at least
+    one servable timed candidate."""
+    return bool(artifact.selection.measured and artifact.winner.timing and timed(artifact))
 
 
-def _rows(artifacts: Sequence[Artifact]) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    x, y, group = [], [], []
-    for i, artifact in enumerate(artifacts):
-        timed = _timed(artifact)
-        best = min(_median(c) for c in timed)
-        for c in timed:
-            assert c.resources is not None
-            x.append(features(c.config, artifact.key, artifact.device, c.resources))
-            y.append(math.log(_median(c) / best))
-            group.append(i)
-    return torch.tensor(x, dtype=torch.float64), torch.tensor(y, dtype=torch.float64), group
+def cell_of(artifact: Artifact) -> Cell:
+    """``artifact``'s key and its shapes' log slowdowns as the table keeps them (see the
+    module docstring)."""
+    winner = artifact.winner.timing
+    assert winner is not None  # usable() keeps artifacts with a timed winner only
+    n, dtype = _n(artifact), str(artifact.key["dtype"])
+    won = dict(artifact.winner.config)
+    finals = [c for c in timed(artifact) if timed_in(c, artifact) == "final"]
+    slowest = max((_slowdown(c, winner.median_us) for c in finals), default=0.0)
+    cell: dict[Shape, float] = {}
+    for c in timed(artifact):
+        slow = _slowdown(c, winner.median_us)
+        if dict(c.config) == won:
+            slow = 0.0
+        elif timed_in(c, artifact) == "final":
+            slow = max(slow, LOSER_FLOOR)
+        else:
+            slow = max(slow, max(slowest, LOSER_FLOOR) + SCREEN_MARGIN)
+        if slow <= MISSING:
+            shape = shape_of(c.config, n, dtype)
+            cell[shape] = min(cell.get(shape, MISSING), round(slow, 4))
+    m = artifact.key["M"]
+    assert isinstance(m, int)  # RMSNorm's declaration types M as an int
+    return (dtype, str(artifact.key["weight_dtype"]), m, n), cell
 
 
-def _fit(x: torch.Tensor, y: torch.Tensor, lam: float) -> torch.Tensor:
-    eye = torch.eye(x.shape[1], dtype=x.dtype)
-    eye[0, 0] = 0.0  # the intercept is not shrunk
-    weights: torch.Tensor = torch.linalg.solve(x.T @ x + lam * eye, x.T @ y)
-    return weights
+def _n(artifact: Artifact) -> int:
+    n = artifact.key["N"]
+    assert isinstance(n, int)  # RMSNorm's declaration types N as an int
+    return n
 
 
-def _picks(weights: torch.Tensor, artifacts: Sequence[Artifact], indices: Sequence[int]) -> list[tuple[float, str]]:
-    """Each key's pick over its tuned winner, with the protocol that timed the pick."""
-    ratios: list[tuple[float, str]] = []
-    for i in indices:
-        artifact = artifacts[i]
-        timed = _timed(artifact)
-        scores = torch.tensor([features(c.config, artifact.key, artifact.device, c.resources)  # type: ignore[arg-type]
-                               for c in timed], dtype=torch.float64) @ weights
-        pick = timed[int(torch.argmin(scores))]
-        winner = artifact.winner.timing
-        assert winner is not None  # measured() keeps artifacts with a timed winner only
-        ratios.append((_median(pick) / winner.median_us, timed_in(pick, artifact)))
-    return ratios
+def _slowdown(candidate: Candidate, winner_us: float) -> float:
+    assert candidate.timing is not None  # timed() keeps timed candidates only
+    return math.log(candidate.timing.median_us / winner_us)
 
 
-def _figures(picks: Sequence[tuple[float, str]]) -> dict[str, float | None]:
+def table_of(cells: Sequence[Cell], compute_units: int) -> DefaultTable:
+    """The table of ``cells`` measured on a device of ``compute_units``."""
+    return DefaultTable(compute_units, dict(cells))
+
+
+def pick(model: RMSNormCostModel, artifact: Artifact, device: Device | None = None,
+         table: DefaultTable | None = None) -> Candidate:
+    """The timed, spill-free candidate of ``artifact`` that ``model`` (with ``table`` as
+    its reference, when given) ranks first on ``device`` (the artifact's own by default: a
+    prediction for a product passes the catalog's descriptor of it)."""
+    candidates = timed(artifact)
+    scores = model.scores([c.config for c in candidates], artifact.key, device or artifact.device,
+                          [c.resources for c in candidates],  # type: ignore[misc]
+                          [(table, 1.0)] if table is not None else None)
+    return candidates[scores.index(min(scores))]
+
+
+def _figures(picks: Sequence[tuple[float, str]]) -> dict[str, float]:
     ratios = [r for r, _ in picks]
-    final = [r for r, stage in picks if stage == "final"]
-    return {"within_10pct_of_tuned": sum(r <= GOAL for r in ratios) / len(ratios),
+    return {"keys": len(ratios), "within_3pct_of_tuned": sum(r <= 1.03 for r in ratios) / len(ratios),
+            "within_10pct_of_tuned": sum(r <= 1.10 for r in ratios) / len(ratios),
             "geomean_slowdown_vs_tuned": math.exp(sum(map(math.log, ratios)) / len(ratios)),
             "worst_slowdown_vs_tuned": max(ratios),
-            "picks_timed_in_final": len(final) / len(ratios),
-            "within_10pct_of_tuned_final_picks": sum(r <= GOAL for r in final) / len(final) if final else None}
+            "picks_timed_in_final": sum(stage == "final" for _, stage in picks) / len(ratios)}
 
 
-def fit(folder: str | Path, product: str | None = None, version: int = 1,
-        progress: bool = False) -> dict[str, Any]:
+def fit(folder: str | Path, product: str | None = None, version: int = 2) -> dict[str, Any]:
     """The model document fitted on ``folder``'s measured RMSNorm tunings (``product``'s
     when given).
 
     Raises :class:`~flyconfigs.errors.FitError` naming the folder when it holds no
     measured RMSNorm artifact or several devices' without ``product``."""
-    found = [(p, a) for p, a in artifacts_of(folder, "rmsnorm", product)
-             if a.selection.measured and a.winner.timing and _timed(a)]
+    found = [(p, a) for p, a in artifacts_of(folder, "rmsnorm", product) if usable(a)]
     if not found:
         raise FitError(f"{folder}: no measured RMSNorm artifact" + (f" of {product!r}" if product else ""))
-    paths, artifacts = [p for p, _ in found], [a for _, a in found]
-    x, y, group = _rows(artifacts)
-    row_lengths = sorted({_n(a) for a in artifacts})
-    cv: dict[str, dict[str, float | None]] = {}
-    for lam in LAMBDAS:
-        ratios: list[tuple[float, str]] = []
-        for held in row_lengths:
-            train = [j for j, g in enumerate(group) if _n(artifacts[g]) != held]
-            weights = _fit(x[train], y[train], lam)
-            ratios += _picks(weights, artifacts, [i for i, a in enumerate(artifacts) if _n(a) == held])
-        cv[str(lam)] = _figures(ratios)
-        if progress:
-            print(f"lambda {lam:>8}: leave-one-N-out {cv[str(lam)]}", flush=True)
-    # The most keys within 10% on unseen row lengths; the smaller mean slowdown breaks ties.
-    chosen = max(LAMBDAS, key=lambda lam: (cv[str(lam)]["within_10pct_of_tuned"],
-                                             -(cv[str(lam)]["geomean_slowdown_vs_tuned"] or 0.0)))
-    weights = _fit(x, y, chosen)
+    return fit_artifacts([a for _, a in found], [p.name for p, _ in found], version)
+
+
+def fit_artifacts(artifacts: Sequence[Artifact], files: Sequence[str] = (), version: int = 2) -> dict[str, Any]:
+    """The model document fitted on ``artifacts`` (one device's measured keys, read from
+    ``files``): the table of every key, and the roofline weight that leave-one-row-length-out
+    cross-validation on them chooses, with each weight's figures."""
+    cells = [cell_of(a) for a in artifacts]
+    units = artifacts[0].device.compute_units
+    figures = _cross_validate(artifacts, cells, units)
+    chosen = max(ROOFLINE_WEIGHTS, key=lambda w: (figures[str(w)]["within_3pct_of_tuned"],
+                                                  -figures[str(w)]["geomean_slowdown_vs_tuned"]))
     return {
-        "model": "rmsnorm-ridge",
+        "model": NAME,
         "version": version,
-        "target": "log(median_us / best median_us of the key)",
-        "lambda": chosen,
+        "sigma": SIGMA,
+        "missing": MISSING,
+        "roofline_weight": chosen,
+        "loser_floor": LOSER_FLOOR,
+        "screen_margin": SCREEN_MARGIN,
         "fitted_on": {"device": artifacts[0].device.identity.describe(), "keys": len(artifacts),
-                      "candidates": int(x.shape[0]), "row_lengths": row_lengths,
-                      "files": [p.name for p in paths]},
-        "leave_one_row_length_out": cv,
-        "weights": [float(w) for w in weights],
+                      "row_lengths": sorted({_n(a) for a in artifacts}), "files": list(files)},
+        "leave_one_row_length_out": figures,
+        "table": encode(table_of(cells, units)),
     }
 
 
+def _cross_validate(artifacts: Sequence[Artifact], cells: Sequence[Cell], units: int) -> dict[str, dict[str, float]]:
+    """Each roofline weight's figures when every row length is held out in turn and the
+    table of the others picks a config for each of its keys."""
+    shapes_only = RMSNormCostModel({})  # prescores reads only the tables it is given
+    picks: dict[float, list[tuple[float, str]]] = {w: [] for w in ROOFLINE_WEIGHTS}
+    for held in sorted({_n(a) for a in artifacts}):
+        table = [(table_of([c for c in cells if c[0][3] != held], units), 1.0)]
+        for a in artifacts:
+            if _n(a) != held:
+                continue
+            candidates = timed(a)
+            winner = a.winner.timing
+            assert winner is not None
+            prescores = shapes_only.prescores([c.config for c in candidates], a.key, a.device, table)
+            roofline = [math.log(ROOFLINE.predict_us(c.config, a.key, a.device, c.resources))  # type: ignore[arg-type]
+                        for c in candidates]
+            for w in ROOFLINE_WEIGHTS:
+                scores = [p + w * r for p, r in zip(prescores, roofline, strict=True)]
+                chosen = candidates[scores.index(min(scores))]
+                picks[w].append((math.exp(_slowdown(chosen, winner.median_us)), timed_in(chosen, a)))
+    return {str(w): _figures(p) for w, p in picks.items()}
+
+
+_FLAT_LIST = re.compile(r"\[\n([^\[\]{}]*?)\n *\]")
+"""A list of scalars as ``json.dumps(indent=1)`` writes it: one element a line."""
+
+
+def refit_document(document: Mapping[str, Any], artifacts: Sequence[Artifact], files: Sequence[str] = ()
+                   ) -> dict[str, Any]:
+    """``document`` (a fitted model) with ``artifacts``, one device's measured tunings, as
+    that device's own keys (``refit``; they weigh
+    :data:`~flyconfigs.kernels.rmsnorm.model.OWN_WEIGHT` times the reference's), named
+    ``<model>-refit``.  Raises :class:`~flyconfigs.errors.FitError` when none is usable or
+    they are several devices'."""
+    kept = [a for a in artifacts if a.kernel.name == "rmsnorm" and usable(a)]
+    if not kept:
+        raise FitError("no measured RMSNorm tuning to refit on")
+    devices = {a.device.identity.describe() for a in kept}
+    if len(devices) > 1:
+        raise FitError(f"tunings of several devices ({', '.join(sorted(devices))}): refit on one device's")
+    base = str(document["model"]).removesuffix("-refit")
+    return {**document, "model": f"{base}-refit",
+            "refit": {"device": devices.pop(), "keys": len(kept), "own_weight": OWN_WEIGHT, "files": list(files),
+                      "table": encode(table_of([cell_of(a) for a in kept], kept[0].device.compute_units))}}
+
+
 def dumps(document: dict[str, Any]) -> str:
-    """``document`` as the shipped file's text (sorted keys, indent 1, a final newline)."""
-    return json.dumps(document, indent=1, sort_keys=True) + "\n"
+    """``document`` as the shipped file's text: sorted keys, indent 1, a list of scalars
+    (a shape and its slowdown) on one line, a final newline."""
+    text = json.dumps(document, indent=1, sort_keys=True)
+    return _FLAT_LIST.sub(lambda m: "[" + " ".join(line.strip() for line in m.group(1).split("\n")) + "]", text) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -158,18 +224,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flyconfigs.kernels.rmsnorm.fit_model",
                                      description=" ".join((__doc__ or "").split("\n\n")[0].split()))
     parser.add_argument("folder", type=Path, help="a folder holding the tunings to fit on, and nothing else")
-    parser.add_argument("--out", type=Path, required=True, help="the weights to write (kernels/rmsnorm/model.json)")
-    parser.add_argument("--version", type=int, default=1, help="the model version the weights are recorded as")
+    parser.add_argument("--out", type=Path, required=True, help="the table to write (kernels/rmsnorm/model.json)")
+    parser.add_argument("--version", type=int, default=2, help="the model version the table is recorded as")
     parser.add_argument("--product", help="fit on this device's tunings only (when FOLDER holds several)")
     args = parser.parse_args(argv)
     if not args.folder.is_dir():
         parser.error(f"{args.folder}: no such folder")  # bad input on the command line: exit 2
     try:
-        document = fit(args.folder, args.product, args.version, progress=True)
+        document = fit(args.folder, args.product, args.version)
     except FlyconfigsError as exc:
         parser.exit(1, f"{parser.prog}: {exc}\n")
     write_atomic(args.out, dumps(document).encode("utf-8"))
-    print(f"lambda {document['lambda']}: {document['leave_one_row_length_out'][str(document['lambda'])]} -> {args.out}")
+    print(f"leave-one-N-out {document['leave_one_row_length_out']} -> {args.out}")
     return 0
 
 

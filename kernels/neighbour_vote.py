@@ -1,0 +1,119 @@
+"""A neighbourhood rule for families whose nearest tuned key's winner is sometimes clearly
+worse than another recorded config (RMSNorm's long rows between tuned sizes): a vote of
+the device's own measurements at the tuned keys around the asked one.
+
+The vote (:class:`NeighbourVote`, the defaults being the rule RMSNorm ships):
+
+- neighbours: the tuned keys offered (one step, one standing, one device; nearest first)
+  whose distance is within ``reach`` (1.0: one doubling of M or N) of the nearest one's,
+  at most ``most`` of them; the first element of the family's ``key_distance`` is the
+  distance (the sum of ``|log2 a - log2 b|`` over the ordinal axes by default);
+- candidates: the ``top`` fastest configs each neighbour timed, and the family's default
+  for the asked key, kept only where the registry's checks accept them for that key;
+- score of a candidate: the mean over the neighbours of ``log(its time there / that
+  neighbour's best)``, ``untimed`` where a neighbour did not time it, each neighbour
+  weighted ``1 / (distance + soften)``; the lowest score is served (a tie to the earlier
+  candidate: the nearer neighbour's faster config first, the default last).
+
+Measured by a leave-one-out through the resolver over the committed sm90 artifacts
+(``python -m bench.neighbour_vote``; docs/benchmarks.md has the figures).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, default_config
+from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.neighbourhood import Neighbour
+
+__all__ = ["NeighbourVote", "VotesAmongNeighbours"]
+
+_Slot = tuple[tuple[str, type, KeyValue], ...]
+
+
+@dataclass(frozen=True)
+class NeighbourVote:
+    """The vote's parameters (see the module docstring); :meth:`choose` is a family's
+    ``choose_from_neighbours``."""
+
+    reach: float = 1.0
+    most: int = 8
+    top: int = 3
+    untimed: float = 0.35
+    soften: float = 0.05
+
+    def choose(self, decl: KernelDecl, asked: Mapping[str, KeyValue], neighbours: Iterable[Neighbour],
+               device: DeviceQuery) -> tuple[dict[str, KeyValue], str] | None:
+        """The config with the lowest score for ``asked`` and why, or ``None`` when no
+        neighbour timed anything (a predicted artifact) or no candidate fits ``asked``."""
+        near = self._near(neighbours)
+        if not near:
+            return None
+        defaults = decl.tunable_defaults
+
+        def slot(config: Mapping[str, KeyValue]) -> _Slot:
+            return tuple(sorted((k, type(v), v) for k, v in {**defaults, **config}.items()))
+
+        tables = [{slot(c): t for c, t in reversed(n.timings)} for n in near]  # the fastest of a repeat kept
+        bests = [n.timings[0][1] for n in near]
+        weights = [1.0 / (_first(n) + self.soften) for n in near]
+        offered: dict[_Slot, dict[str, KeyValue]] = {}
+        for n in near:
+            for config, _ in n.timings[:self.top]:
+                offered.setdefault(slot(config), dict(config))
+        fallback = default_config(decl, asked, device)
+        offered.setdefault(slot(fallback), fallback)
+        fits = {s: c for s, c in offered.items() if check_config(decl, c, asked, device) is None}
+        if not fits:
+            return None
+
+        def score(s: _Slot) -> float:
+            total = sum(w * (math.log(table[s] / b) if s in table else self.untimed)
+                        for w, b, table in zip(weights, bests, tables, strict=True))
+            return total / sum(weights)
+
+        best = min(fits, key=score)
+        nearest = slot(near[0].winner)
+        against = (f"the nearest key's winner {score(nearest):.3f}" if nearest in fits
+                   else "the nearest key's winner does not fit this key")
+        what = "the default" if best == slot(fallback) else "a recorded config"
+        return fits[best], (f"{what} has the lowest weighted mean log time over the best at {len(near)} tuned "
+                            f"key(s) within {self.reach:g} of the nearest: {score(best):.3f} ({against})")
+
+    def _near(self, neighbours: Iterable[Neighbour]) -> list[Neighbour]:
+        """The neighbours that vote: timed ones within reach of the first, at most
+        :attr:`most`; stops reading at the first one beyond."""
+        near: list[Neighbour] = []
+        first: float | None = None
+        for neighbour in neighbours:
+            distance = _first(neighbour)
+            if first is None:
+                first = distance
+            if distance > first + self.reach:
+                break
+            if neighbour.timings and neighbour.timings[0][1] > 0:
+                near.append(neighbour)
+                if len(near) == self.most:
+                    break
+        return near
+
+
+def _first(neighbour: Neighbour) -> float:
+    """The neighbour's distance: the first element of the family's ``key_distance``."""
+    return float(neighbour.distance[0]) if neighbour.distance else 0.0
+
+
+class VotesAmongNeighbours(KernelDecl):
+    """A family whose neighbourhood rule is :attr:`neighbour_vote` (a base class beside
+    its others)."""
+
+    neighbour_vote = NeighbourVote()
+
+    def choose_from_neighbours(self, asked: Mapping[str, KeyValue], neighbours: Iterable[Neighbour],
+                               device: DeviceQuery) -> tuple[dict[str, KeyValue], str] | None:
+        """The config :attr:`neighbour_vote` chooses from the device's measurements at the
+        tuned keys around ``asked`` (see :mod:`flyconfigs.kernels.neighbour_vote`)."""
+        return self.neighbour_vote.choose(self, asked, neighbours, device)

@@ -104,7 +104,7 @@ def choose(offer: Offer) -> Found | None:
     with the record of where it came from, or ``None`` (serve the anchor's winner): the
     family said nothing, failed, or chose a config the registry's checks refuse (both
     reported once)."""
-    decl, key, query, problems = offer.kernel.decl, offer.key, offer.query, offer.problems
+    decl, key, query = offer.kernel.decl, offer.key, offer.query
     try:
         answer = decl.choose_from_neighbours(key, offer, query)
         if answer is None:

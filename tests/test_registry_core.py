@@ -382,3 +382,47 @@ def test_a_declaration_passed_as_an_object_hits_the_memo(tmp_path: Path) -> None
     for decl in (SPEC, RMSNormV2()):
         first = resolver.resolve(decl, KEY, H200_SPEC)
         assert resolver.resolve(decl, KEY, H200_SPEC) is first
+
+
+def test_a_slow_plugin_call_never_holds_up_another_resolve(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    entered, release = threading.Event(), threading.Event()
+
+    @dataclass(frozen=True)
+    class Slow(RMSNormSpec):
+        name: str = "slow_rms"
+
+        def check_config(self, config: Mapping[str, object], key: Mapping[str, Any],
+                         device: DeviceQuery | None) -> str | None:
+            entered.set()
+            release.wait(10)
+            return None
+
+    folder = _folder(tmp_path / "t", make_artifact(key=KEY, kernel="slow_rms"), make_artifact(key=KEY, winner_index=2))
+    resolver = Resolver([str(folder)], detector=None)
+    worker = threading.Thread(target=resolver.resolve, args=(Slow(), KEY, H200_SPEC))
+    worker.start()
+    try:
+        assert entered.wait(10)
+        start = time.perf_counter()
+        assert resolver.resolve("rmsnorm", KEY, H200_SPEC).source == "override"
+        assert time.perf_counter() - start < 5, "the other resolve waited for the slow plugin"
+    finally:
+        release.set()
+        worker.join()
+
+
+def test_a_discarded_resolver_leaves_nothing_of_its_catalog_alive(tmp_path: Path) -> None:
+    import gc
+    import weakref
+
+    folder = _folder(tmp_path / "t", make_artifact(key=KEY, winner_index=3))
+    resolver = Resolver([str(folder)], detector=None)
+    assert resolver.resolve("rmsnorm", {**KEY, "M": 4000}, H200_SPEC).key_match == "nearest"
+    index = next(iter(resolver._catalog._indexes.values()))
+    entry = weakref.ref(index.entries[0])
+    del resolver, index
+    gc.collect()
+    assert entry() is None, gc.get_referrers(entry())

@@ -8,8 +8,10 @@ The vote (:class:`NeighbourVote`, the defaults being the rule RMSNorm ships):
   whose distance is within ``reach`` (1.0: one doubling of M or N) of the nearest one's,
   at most ``most`` of them; the first element of the family's ``key_distance`` is the
   distance (the sum of ``|log2 a - log2 b|`` over the ordinal axes by default);
-- candidates: the ``top`` fastest configs each neighbour timed, and the family's default
-  for the asked key, kept only where the registry's checks accept them for that key;
+- candidates: the ``top`` fastest configs each neighbour timed that the registry's checks
+  accept for the asked key, and then the family's default for it (where ``with_default``);
+  where none of the neighbours' configs fits (a row no recorded vector width divides) the
+  vote says nothing and the nearer key's winner, adapted, serves;
 - score of a candidate: the mean over the neighbours of ``log(its time there / that
   neighbour's best)``, ``untimed`` where a neighbour did not time it, each neighbour
   weighted ``1 / (distance + soften)``; the lowest score is served (a tie to the earlier
@@ -22,17 +24,14 @@ Measured by a leave-one-out through the resolver over the committed sm90 artifac
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
 from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, default_config
 from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.neighbourhood import Neighbour
+from flyconfigs.registry.neighbourhood import Neighbour, slot_of
 
 __all__ = ["NeighbourVote", "VotesAmongNeighbours"]
-
-_Slot = tuple[tuple[str, type, KeyValue], ...]
-
 
 @dataclass(frozen=True)
 class NeighbourVote:
@@ -44,6 +43,8 @@ class NeighbourVote:
     top: int = 3
     untimed: float = 0.35
     soften: float = 0.05
+    with_default: bool = True
+    """Whether the family's default for the asked key is a candidate."""
 
     def choose(self, decl: KernelDecl, asked: Mapping[str, KeyValue], neighbours: Iterable[Neighbour],
                device: DeviceQuery) -> tuple[dict[str, KeyValue], str] | None:
@@ -54,32 +55,39 @@ class NeighbourVote:
             return None
         defaults = decl.tunable_defaults
 
-        def slot(config: Mapping[str, KeyValue]) -> _Slot:
-            return tuple(sorted((k, type(v), v) for k, v in {**defaults, **config}.items()))
+        def slot(config: Mapping[str, KeyValue]) -> Hashable:
+            return slot_of(config, defaults)
 
-        tables = [{slot(c): t for c, t in reversed(n.timings)} for n in near]  # the fastest of a repeat kept
         bests = [n.timings[0][1] for n in near]
         weights = [1.0 / (_first(n) + self.soften) for n in near]
-        offered: dict[_Slot, dict[str, KeyValue]] = {}
+        offered: dict[Hashable, dict[str, KeyValue]] = {}
         for n in near:
             for config, _ in n.timings[:self.top]:
                 offered.setdefault(slot(config), dict(config))
-        fallback = default_config(decl, asked, device)
-        offered.setdefault(slot(fallback), fallback)
         fits = {s: c for s, c in offered.items() if check_config(decl, c, asked, device) is None}
         if not fits:
+            # Nothing the neighbours timed runs at this key (a row no recorded vector width
+            # divides): no evidence to vote on, so the nearer key's winner, adapted, serves.
             return None
+        fallback = default_config(decl, asked, device) if self.with_default else None
+        if fallback is not None and check_config(decl, fallback, asked, device) is None:
+            fits.setdefault(slot(fallback), fallback)
+            offered.setdefault(slot(fallback), fallback)
 
-        def score(s: _Slot) -> float:
-            total = sum(w * (math.log(table[s] / b) if s in table else self.untimed)
-                        for w, b, table in zip(weights, bests, tables, strict=True))
+        def score(s: Hashable) -> float:
+            config = offered[s]
+            total = 0.0
+            for w, b, neighbour in zip(weights, bests, near, strict=True):
+                time = neighbour.time_of(config)
+                total += w * (math.log(time / b) if time is not None else self.untimed)
             return total / sum(weights)
 
         best = min(fits, key=score)
         nearest = slot(near[0].winner)
+        offered.setdefault(nearest, dict(near[0].winner))
         against = (f"the nearest key's winner {score(nearest):.3f}" if nearest in fits
                    else "the nearest key's winner does not fit this key")
-        what = "the default" if best == slot(fallback) else "a recorded config"
+        what = "the default" if fallback is not None and best == slot(fallback) else "a recorded config"
         return fits[best], (f"{what} has the lowest weighted mean log time over the best at {len(near)} tuned "
                             f"key(s) within {self.reach:g} of the nearest: {score(best):.3f} ({against})")
 

@@ -18,8 +18,9 @@ anchor's winner is served, as without the rule.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -35,9 +36,13 @@ from flyconfigs.registry.serving import Found
 from flyconfigs.registry.sources import Entry
 from flyconfigs.schema.canonical import canonical_text
 
-__all__ = ["MEMBER", "Neighbour", "Offer", "choose", "timings_of"]
+__all__ = ["MEMBER", "Neighbour", "Offer", "Timings", "choose", "said", "slot_of", "timings_of"]
 
 MEMBER = "choose_from_neighbours"
+
+
+Timings = tuple[tuple[Mapping[str, KeyValue], float], ...]
+_Slot = tuple[tuple[str, str, KeyValue], ...]
 
 
 @dataclass(frozen=True)
@@ -46,21 +51,63 @@ class Neighbour:
     the asked key (the family's ``key_distance``), its winner, and every candidate its
     artifact timed (status ``ok``) as ``(config, median µs)``, fastest first; configs are
     as recorded (a tunable added later may be left out: ``tunable_defaults`` says what
-    that means).  ``file`` is the artifact it was read from."""
+    that means, and :meth:`time_of` applies it).  ``file`` is the artifact it was read
+    from."""
 
     key: Mapping[str, KeyValue]
     distance: tuple[float, ...]
     winner: Mapping[str, KeyValue]
-    timings: tuple[tuple[Mapping[str, KeyValue], float], ...]
+    timings: Timings
     file: str
+    lookup: Mapping[_Slot, float] = field(default_factory=dict, repr=False, compare=False)
+    defaults: Mapping[str, KeyValue] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.lookup and self.timings:  # made by hand (the registry passes the lookup it keeps)
+            object.__setattr__(self, "lookup", _lookup(self.timings, self.defaults))
+
+    def time_of(self, config: Mapping[str, KeyValue]) -> float | None:
+        """The median µs this key timed ``config`` at (the family's ``tunable_defaults``
+        filling what either leaves out), or ``None`` where it did not time it."""
+        return self.lookup.get(slot_of(config, self.defaults))
 
 
-def timings_of(artifact: Any) -> tuple[tuple[Mapping[str, KeyValue], float], ...]:
+def slot_of(config: Mapping[str, KeyValue], defaults: Mapping[str, KeyValue]) -> _Slot:
+    """``config`` completed with ``defaults`` as a hashable value that tells ``1`` from
+    ``True`` and ``1.0`` (JSON types differ)."""
+    return tuple(sorted((k, type(v).__name__, v) for k, v in {**defaults, **config}.items()))
+
+
+def timings_of(artifact: Any) -> Timings:
     """``(config, median µs)`` of every candidate ``artifact`` timed, fastest first
     (read-only configs); empty for a predicted artifact, which timed nothing."""
     timed = [(c.config, c.timing.median_us) for c in artifact.candidates if c.status == "ok" and c.timing is not None]
     timed.sort(key=lambda item: item[1])
     return tuple((MappingProxyType(dict(config)), float(median)) for config, median in timed)
+
+
+def _lookup(timings: Timings, defaults: Mapping[str, KeyValue]) -> dict[_Slot, float]:
+    lookup: dict[_Slot, float] = {}
+    for config, median in reversed(timings):  # a config timed twice keeps its faster time
+        lookup[slot_of(config, defaults)] = median
+    return lookup
+
+
+_TIMED: dict[int, tuple[weakref.ref[Any], str, Timings, Mapping[_Slot, float]]] = {}
+"""By artifact, while it lives: its timings and their lookup for one family's tunable
+defaults, made once (resolves off the grid read the same neighbours again and again)."""
+
+
+def _timed(artifact: Any, defaults: Mapping[str, KeyValue]) -> tuple[Timings, Mapping[_Slot, float]]:
+    token = canonical_text(dict(defaults))
+    ident = id(artifact)
+    hit = _TIMED.get(ident)
+    if hit is not None and hit[0]() is artifact and hit[1] == token:
+        return hit[2], hit[3]
+    timings = timings_of(artifact)
+    lookup = _lookup(timings, defaults)
+    _TIMED[ident] = (weakref.ref(artifact, lambda _: _TIMED.pop(ident, None)), token, timings, lookup)
+    return timings, lookup
 
 
 class Offer:
@@ -93,8 +140,11 @@ class Offer:
             if artifact is None or refusal(self.kernel, artifact, entry.key, self.query) is not None:
                 continue
             keys.add(slot)
+            defaults = self.kernel.decl.tunable_defaults
+            timings, lookup = _timed(artifact, defaults)
             neighbour = Neighbour(MappingProxyType(dict(entry.key)), distance,
-                                  MappingProxyType(dict(artifact.winner.config)), timings_of(artifact), str(entry.path))
+                                  MappingProxyType(dict(artifact.winner.config)), timings, str(entry.path),
+                                  lookup, defaults)
             self.seen.append(neighbour)
             yield neighbour
 
@@ -121,29 +171,33 @@ def choose(offer: Offer) -> Found | None:
         _fault(offer, f"{MEMBER}:refused", f"{MEMBER} chose {config} for {dict(key)}, which the checks refuse: {why}")
         return None
     defaults = decl.tunable_defaults
-
-    def same(other: Mapping[str, KeyValue]) -> bool:
-        return _same({**defaults, **other}, {**defaults, **config})
-
+    target = slot_of(config, defaults)
+    timed_at = tuple(n.key for n in offer.seen if n.time_of(config) is not None)
     return replace(offer.anchor, config=config, adapted_from=None, neighbourhood=Neighbourhood(
         reason=reason,
         neighbours=tuple(n.key for n in offer.seen),
-        timed_at=tuple(n.key for n in offer.seen if any(same(c) for c, _ in n.timings)),
-        winner_at=tuple(n.key for n in offer.seen if same(n.winner)),
-        default=_is_default(offer, same),
+        timed_at=timed_at,
+        winner_at=tuple(n.key for n in offer.seen if slot_of(n.winner, defaults) == target),
+        # Asked only of a config no neighbour timed: the family's default may cost a search
+        # of its space, and a timed config is already named by where it was timed.
+        default=not timed_at and _is_default(offer, target),
     ))
 
 
-def _is_default(offer: Offer, same: Callable[[Mapping[str, KeyValue]], bool]) -> bool:
+def said(kernel: str, found: Found) -> str:
+    """What the record's reasons and ``explain`` say of a config ``kernel``'s
+    neighbourhood rule chose (``found`` made by :func:`choose`)."""
+    hood = found.neighbourhood
+    assert hood is not None
+    return f"{kernel}'s neighbourhood rule chose {found.config}: {hood.reason} ({hood.describe()})"
+
+
+def _is_default(offer: Offer, target: _Slot) -> bool:
+    decl = offer.kernel.decl
     try:
-        return same(default_config(offer.kernel.decl, offer.key, offer.query, offer.problems))
+        return slot_of(default_config(decl, offer.key, offer.query, offer.problems), decl.tunable_defaults) == target
     except FlyconfigsError:  # a default that fails is reported where it is served; here it is only not this one
         return False
-
-
-def _same(a: Mapping[str, KeyValue], b: Mapping[str, KeyValue]) -> bool:
-    """Equal as JSON values are (``1`` is not ``True`` nor ``1.0``)."""
-    return a.keys() == b.keys() and all(type(a[k]) is type(b[k]) and a[k] == b[k] for k in a)
 
 
 def _short(value: object) -> str:

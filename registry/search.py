@@ -47,7 +47,7 @@ from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.kernels import LoadedKernel
 from flyconfigs.registry.matching import exact_matches, nearest_ranked
 from flyconfigs.registry.nearest import passed_over
-from flyconfigs.registry.neighbourhood import Offer, choose
+from flyconfigs.registry.neighbourhood import Offer, choose, said
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import LAYER_NAMES, Resolution, Step
 from flyconfigs.registry.serving import ROUTINE, Found, adapt, changes, how, selection_of
@@ -107,13 +107,6 @@ def serve_default(kernel: LoadedKernel, key: dict[str, KeyValue], query: DeviceQ
                       reasons=(*reasons, "served the kernel's default heuristic"))
 
 
-def _chosen(kernel: str, found: Found) -> str:
-    """What the record and ``explain`` say of a config the family's neighbourhood rule chose."""
-    assert found.neighbourhood is not None
-    return (f"{kernel}'s neighbourhood rule chose {found.config}: {found.neighbourhood.reason} "
-            f"({found.neighbourhood.describe()})")
-
-
 def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
     """A read-only copy sharing nothing with the catalog or the caller: a list or object
     in a config or key is copied, so mutating what the record holds cannot change what
@@ -162,7 +155,7 @@ class _Search:
             adapted = "" if found.adapted_from is None else (
                 f"; its winner adapted to this key by {self.decl.name}: {changes(found.adapted_from, found.config)}")
             if found.neighbourhood is not None:
-                adapted = f"; {_chosen(self.decl.name, found)}"
+                adapted = f"; {said(self.decl.name, found)}"
             self.trace.append(Step(f"{LAYER_NAMES[layer]} device, {mode} key",
                                    f"found {entry.path} ({entry.source.describe()})"
                                    + ("" if artifact.selection.measured else f", {how(artifact)}") + adapted))
@@ -242,7 +235,7 @@ class _Search:
         if chosen is None or chosen.neighbourhood is None:
             return found
         # Kept in the record's reasons; explain prints it on the step's "found" line.
-        self.reasons.append(_chosen(self.decl.name, chosen))
+        self.reasons.append(said(self.decl.name, chosen))
         return chosen
 
     def _lower_was_nearer(self, found: Found, ranked: list[tuple[Entry, tuple[float, ...]]], what: str) -> None:

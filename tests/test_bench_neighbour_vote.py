@@ -28,6 +28,7 @@ def test_each_key_is_hidden_and_scored_by_its_own_timings(tmp_path: Path) -> Non
     assert hidden["nearest"]["ratio"] == 1.0 and hidden["vote"]["ratio"] == 1.0
     at_4096 = next(r for r in rows if r["key"]["M"] == 4096)
     assert at_4096["nearest"]["ratio"] == 10.1 / 10.0, "served the winner at 2600 (FAST_AROUND), timed 10.1 here"
+    assert hidden["vote_without_default"]["ratio"] == 1.0
     stats = summary(rows)
     assert stats["keys"] == 4 and stats["not_nearest"] == 0 and stats["vote"]["n"] + stats["vote"]["untimed"] == 4
 
@@ -38,4 +39,6 @@ def test_the_rules_compared_are_the_family_without_and_with_the_vote() -> None:
         assert rules["nearest"].choose_from_neighbours(key(3000), iter(()), None) is None  # type: ignore[arg-type]
         assert rules["default"] is spec
         assert type(rules["vote"]).choose_from_neighbours is not type(rules["nearest"]).choose_from_neighbours
+        assert rules["vote"].neighbour_vote.with_default  # type: ignore[attr-defined]
+        assert not rules["vote_without_default"].neighbour_vote.with_default  # type: ignore[attr-defined]
     assert rules_of(SPEC)["vote"] is SPEC

@@ -22,7 +22,9 @@ class Neighbourhood:
     """Where a config the family's neighbourhood rule chose came from: the rule's
     ``reason``, the tuned keys it read (``neighbours``, nearest first), those whose
     artifacts timed the served config (``timed_at``) and of which it is the winner
-    (``winner_at``), and whether it is the family's default for the asked key."""
+    (``winner_at``), and, for a config none of them timed, whether it is the family's
+    default for the asked key (``False`` for a timed one: where it was timed says where it
+    came from)."""
 
     reason: str
     neighbours: tuple[Mapping[str, KeyValue], ...]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -20,6 +20,7 @@ from flyconfigs.errors import InvalidKeyError
 
 if TYPE_CHECKING:
     from flyconfigs.registry.device import DeviceQuery
+    from flyconfigs.registry.neighbourhood import Neighbour
 
 __all__ = ["DEVICE_MATCHES", "NAME_PATTERN", "REQUIRED", "Default", "DeviceMatch", "KernelDecl", "KeyAxis", "KeyValue",
            "SourceBinding", "TunableVariants"]
@@ -252,6 +253,21 @@ class KernelDecl(ABC):
         as it would be served for ``asked``, after :meth:`adapt_config`) for ``asked`` on
         ``device``; the next candidate is tried, and in the end :meth:`default_config`.
         The reason is kept in the resolution's ``reasons``.  Default: ``None``."""
+        return None
+
+    def choose_from_neighbours(self, asked: Mapping[str, KeyValue], neighbours: Iterable[Neighbour],
+                               device: DeviceQuery) -> tuple[Mapping[str, KeyValue], str] | None:
+        """The family's neighbourhood rule: the config to serve for ``asked`` on
+        ``device`` where the nearest-key step would serve a nearer key's winner, chosen
+        from what the device measured around it, and why (kept in the resolution and
+        printed by ``explain``); ``None`` (the default): serve that winner.
+
+        ``neighbours`` are the tuned keys of that one step and one standing (those the
+        step would serve from), measured on the device the nearest one was, each with its
+        distance and every candidate it timed (:class:`~flyconfigs.registry.neighbourhood.Neighbour`),
+        nearest first; each is read from its file when the iteration reaches it, so stop
+        as soon as the rest are too far.  What is returned is served only if the
+        registry's checks accept it for ``asked``, as any served config is."""
         return None
 
 

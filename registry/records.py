@@ -11,10 +11,44 @@ from flyconfigs.registry.contract import KeyValue
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import DeviceIdentity
 
-__all__ = ["LAYER_NAMES", "Collision", "Layer", "Resolution", "Step"]
+__all__ = ["LAYER_NAMES", "Collision", "Layer", "Neighbourhood", "Resolution", "Step"]
 
 Layer = Literal["exact", "same-compute-units", "same-arch", "default"]
 LAYER_NAMES: tuple[Layer, Layer, Layer] = ("exact", "same-compute-units", "same-arch")
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """Where a config the family's neighbourhood rule chose came from: the rule's
+    ``reason``, the tuned keys it read (``neighbours``, nearest first), those whose
+    artifacts timed the served config (``timed_at``) and of which it is the winner
+    (``winner_at``), and, for a config none of them timed, whether it is the family's
+    default for the asked key (``False`` for a timed one: where it was timed says where it
+    came from)."""
+
+    reason: str
+    neighbours: tuple[Mapping[str, KeyValue], ...]
+    timed_at: tuple[Mapping[str, KeyValue], ...]
+    winner_at: tuple[Mapping[str, KeyValue], ...]
+    default: bool
+
+    def describe(self) -> str:
+        """``the winner at M=4096 N=5120; timed at 2 of 3 neighbours; the default``."""
+        parts = [f"the winner at {' and '.join(map(_key_text, self.winner_at))}"] if self.winner_at else []
+        parts.append(f"timed at {len(self.timed_at)} of {len(self.neighbours)} neighbour key(s)")
+        if self.default:
+            parts.append("the family's default for this key")
+        return "; ".join(parts)
+
+    def as_json(self) -> dict[str, object]:
+        """The record as plain JSON data."""
+        return {"reason": self.reason, "neighbours": [dict(k) for k in self.neighbours],
+                "timed_at": [dict(k) for k in self.timed_at], "winner_at": [dict(k) for k in self.winner_at],
+                "default": self.default}
+
+
+def _key_text(key: Mapping[str, KeyValue]) -> str:
+    return " ".join(f"{k}={v}" for k, v in key.items())
 
 
 @dataclass(frozen=True)
@@ -47,6 +81,10 @@ class Resolution:
     adapted_from: Mapping[str, KeyValue] | None = None
     """The winner of ``file`` as tuned, when the kernel adapted it to fit ``key`` (a
     nearer key's winner that did not fit as it was); ``config`` is what it became."""
+    neighbourhood: Neighbourhood | None = None
+    """Set when the family's neighbourhood rule (its ``choose_from_neighbours``) chose
+    ``config`` from the measurements at the tuned keys around ``key``; ``matched_key``
+    and ``file`` are then the nearest of them, whose standing the step served."""
 
     def as_json(self) -> dict[str, object]:
         """The record as plain JSON data (for ``--json`` output)."""
@@ -67,6 +105,7 @@ class Resolution:
             "reasons": list(self.reasons),
             "selection": self.selection,
             "adapted_from": None if self.adapted_from is None else dict(self.adapted_from),
+            "neighbourhood": None if self.neighbourhood is None else self.neighbourhood.as_json(),
         }
 
 

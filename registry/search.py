@@ -24,7 +24,11 @@ test double made to a real device.  A nearer key's winner that does not fit the 
 key (a vector width that does not divide the row, say) is adapted by the kernel's
 optional ``adapt_config(config, key, device)`` and served if the check accepts the
 result (the record's ``adapted_from`` keeps the winner as tuned); else the next nearest
-key is tried.  Passing over such a key is routine (one DEBUG line per resolve, the
+key is tried.  Where a nearer key's winner would serve, a family's optional
+``choose_from_neighbours`` may choose another config from the timings recorded at the
+tuned keys of that step and standing (:mod:`flyconfigs.registry.neighbourhood`); it is
+served only when the same checks accept it, and the record's ``neighbourhood`` says why
+and where it came from.  Passing over such a key is routine (one DEBUG line per resolve, the
 reasons in the record); a missing, corrupt, mismatched or invalid artifact, or a winner
 its kernel refuses for the artifact's own key, is skipped with one warning per cause and
 the search goes on; the reasons are kept in the record.
@@ -46,6 +50,7 @@ from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.kernels import LoadedKernel
 from flyconfigs.registry.matching import exact_matches, nearest_ranked
 from flyconfigs.registry.nearest import own_device_first, passed_over
+from flyconfigs.registry.neighbourhood import Offer, choose, said
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import LAYER_NAMES, Resolution, Step
 from flyconfigs.registry.serving import ROUTINE, Found, adapt, changes, how, selection_of
@@ -83,6 +88,7 @@ def search(kernel: LoadedKernel, key: dict[str, KeyValue], query: DeviceQuery, i
         origin=entry.source.name, version=entry.source.version, file=str(entry.path), reasons=tuple(run.reasons),
         selection=selection_of(artifact),
         adapted_from=None if found.adapted_from is None else _frozen(found.adapted_from),
+        neighbourhood=found.neighbourhood,
     )
 
 
@@ -157,6 +163,8 @@ class _Search:
             entry, artifact = found.entry, found.artifact
             adapted = "" if found.adapted_from is None else (
                 f"; its winner adapted to this key by {self.decl.name}: {changes(found.adapted_from, found.config)}")
+            if found.neighbourhood is not None:
+                adapted = f"; {said(self.decl.name, found)}"
             self.trace.append(Step(f"{LAYER_NAMES[layer]} device, {mode} key",
                                    f"found {entry.path} ({entry.source.describe()})"
                                    + ("" if artifact.selection.measured else f", {how(artifact)}") + adapted))
@@ -225,10 +233,29 @@ class _Search:
             found = self._usable(entry, what, distance)
             if found is not None:
                 self._lower_was_nearer(found, ranked, what)
-                return found
+                return self._around(found, ranked, layer, token, what)
         if predicted is not None:
             self._lower_was_nearer(predicted, ranked, what)
+            return self._around(predicted, ranked, layer, token, what)
         return predicted
+
+    def _around(self, found: Found, ranked: list[tuple[Entry, tuple[float, ...]]], layer: int,
+                token: tuple[object, ...], what: str) -> Found:
+        """``found``, or at a nearer key the config the family's neighbourhood rule
+        chooses from the neighbours of this step and ``found``'s standing
+        (:mod:`flyconfigs.registry.neighbourhood`), with why."""
+        if found.entry.key == self.key:
+            return found
+
+        def contested(entry: Entry) -> bool:
+            return bool(self.index.claimants(layer, token, entry) - {entry.source.name})
+
+        chosen = choose(Offer(self.kernel, self.key, self.query, found, ranked, contested, self.problems))
+        if chosen is None or chosen.neighbourhood is None:
+            return found
+        # Kept in the record's reasons; explain prints it on the step's "found" line.
+        self.reasons.append(said(self.decl.name, chosen))
+        return chosen
 
     def _lower_was_nearer(self, found: Found, ranked: list[tuple[Entry, tuple[float, ...]]], what: str) -> None:
         """Say when a source of a lower standing had a nearer key than the one served."""

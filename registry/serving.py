@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.records import Neighbourhood
 from flyconfigs.registry.sources import Entry
 
 __all__ = ["ROUTINE", "Found", "adapt", "changes", "how", "selection_of"]
@@ -23,14 +24,17 @@ ROUTINE = "its winner does not fit this key"
 @dataclass(frozen=True)
 class Found:
     """What one step serves: the entry, its artifact, the config, the winner as tuned
-    when the kernel adapted it to the asked key, and the key's distance (empty for an
-    exact key)."""
+    when the kernel adapted it to the asked key, the key's distance (empty for an
+    exact key) and, where the family's neighbourhood rule chose the config, the record
+    of it."""
 
     entry: Entry
     artifact: Any
     config: dict[str, KeyValue]
     adapted_from: dict[str, KeyValue] | None
     distance: tuple[float, ...] = ()
+    neighbourhood: Neighbourhood | None = None
+    """Set when the family's neighbourhood rule chose ``config``."""
 
     @property
     def predicted(self) -> bool:

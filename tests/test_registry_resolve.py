@@ -251,13 +251,20 @@ class _Without(RMSNormSpec):
         return self._adapt(config, key, device)
 
 
+class _NoVote(RMSNormSpec):
+    """RMSNorm without its neighbourhood rule: the step serves the nearer key's winner."""
+
+    def choose_from_neighbours(self, asked: Any, neighbours: Any, device: Any) -> None:
+        return None
+
+
 def test_a_nearer_winner_that_does_not_fit_the_row_is_served_adapted_and_says_so(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     near = _winner_at(tmp_path, 1024, WIDE)
     _winner_at(tmp_path, 512, NARROW)
     resolver = Resolver(paths=[str(tmp_path)], detector=None)
     with caplog.at_level(logging.DEBUG, logger="flyconfigs"):
-        r, steps = resolver.explain("rmsnorm", key(N=1020), H200_SPEC)
+        r, steps = resolver.explain(_NoVote(), key(N=1020), H200_SPEC)
     assert dict(r.config) == {**WIDE, "vector_bytes": 8}
     assert r.adapted_from is not None and dict(r.adapted_from) == WIDE
     assert (r.file, r.key_match, r.matched_key) == (str(near), "nearest", key(N=1024))

@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flyconfigs.kernels.neighbour_vote import VotesAmongNeighbours
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm.model import MODEL, RMSNormCostModel
@@ -105,8 +106,9 @@ def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
 
 
 @dataclass(frozen=True)
-class RMSNormSpec(TunableKernel):
-    """The RMSNorm family (a :class:`~flyconfigs.kernels.plugin.TunableKernel`)."""
+class RMSNormSpec(TunableKernel, VotesAmongNeighbours):
+    """The RMSNorm family (a :class:`~flyconfigs.kernels.plugin.TunableKernel`); off the tuned grid it
+    serves the config its neighbourhood vote chooses (:mod:`flyconfigs.kernels.neighbour_vote`)."""
 
     name: str = "rmsnorm"
     version: int = 1

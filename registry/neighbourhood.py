@@ -1,0 +1,217 @@
+"""The family's neighbourhood rule in the nearest-key step: the tuned keys around the
+asked one that a step offers a family's optional ``choose_from_neighbours``, and the
+checked call.
+
+Where the nearest-key step would serve a nearer key's winner (the *anchor*), the family
+may choose another config from what the device measured around the asked key.  It is
+offered the neighbours of that one step and that one standing only — the entries of the
+anchor's standing in the step's order, measured on the anchor's device and labelled as
+the anchor is (measured or predicted), none contested, each read when the family's
+iteration reaches it and offered only when its artifact may serve its own key — so the
+precedence rule is kept: a lower standing's measurements never decide what a higher one
+serves.  Served means valid: the choice is served only when the registry's checks
+(:func:`~flyconfigs.registry.calls.check_config`) accept it for the asked key on the
+asked device.  A rule that raises, answers anything but ``None`` or a (config, reason)
+pair, or chooses a config the checks refuse, is reported once (``kernel-error``) and the
+anchor's winner is served, as without the rule.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from flyconfigs.errors import FlyconfigsError
+from flyconfigs.registry.calls import check_config, default_config
+from flyconfigs.registry.check import refusal
+from flyconfigs.registry.contract import KeyValue
+from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.kernels import TABLE, LoadedKernel, origin_of, raised
+from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.records import Neighbourhood
+from flyconfigs.registry.serving import Found
+from flyconfigs.registry.sources import Entry
+from flyconfigs.schema.canonical import canonical_text
+
+__all__ = ["MEMBER", "Neighbour", "Offer", "Timings", "choose", "said", "slot_of", "timings_of"]
+
+MEMBER = "choose_from_neighbours"
+
+
+Timings = tuple[tuple[Mapping[str, KeyValue], float], ...]
+_Slot = tuple[tuple[str, str, KeyValue], ...]
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """One tuned key offered to a family's neighbourhood rule: its key, its distance from
+    the asked key (the family's ``key_distance``), its winner, and every candidate its
+    artifact timed (status ``ok``) as ``(config, median µs)``, fastest first; configs are
+    as recorded (a tunable added later may be left out: ``tunable_defaults`` says what
+    that means, and :meth:`time_of` applies it).  ``file`` is the artifact it was read
+    from."""
+
+    key: Mapping[str, KeyValue]
+    distance: tuple[float, ...]
+    winner: Mapping[str, KeyValue]
+    timings: Timings
+    file: str
+    lookup: Mapping[_Slot, float] = field(default_factory=dict, repr=False, compare=False)
+    defaults: Mapping[str, KeyValue] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.lookup and self.timings:  # made by hand (the registry passes the lookup it keeps)
+            object.__setattr__(self, "lookup", _lookup(self.timings, self.defaults))
+
+    def time_of(self, config: Mapping[str, KeyValue]) -> float | None:
+        """The median µs this key timed ``config`` at (the family's ``tunable_defaults``
+        filling what either leaves out), or ``None`` where it did not time it."""
+        return self.lookup.get(slot_of(config, self.defaults))
+
+
+def slot_of(config: Mapping[str, KeyValue], defaults: Mapping[str, KeyValue]) -> _Slot:
+    """``config`` completed with ``defaults`` as a hashable value that tells ``1`` from
+    ``True`` and ``1.0`` (JSON types differ)."""
+    return tuple(sorted((k, type(v).__name__, v) for k, v in {**defaults, **config}.items()))
+
+
+def timings_of(artifact: Any) -> Timings:
+    """``(config, median µs)`` of every candidate ``artifact`` timed, fastest first
+    (read-only configs); empty for a predicted artifact, which timed nothing."""
+    timed = [(c.config, c.timing.median_us) for c in artifact.candidates if c.status == "ok" and c.timing is not None]
+    timed.sort(key=lambda item: item[1])
+    return tuple((MappingProxyType(dict(config)), float(median)) for config, median in timed)
+
+
+def _lookup(timings: Timings, defaults: Mapping[str, KeyValue]) -> dict[_Slot, float]:
+    lookup: dict[_Slot, float] = {}
+    for config, median in reversed(timings):  # a config timed twice keeps its faster time
+        lookup[slot_of(config, defaults)] = median
+    return lookup
+
+
+_TIMED: dict[int, tuple[weakref.ref[Any], str, Timings, Mapping[_Slot, float]]] = {}
+"""By artifact, while it lives: its timings and their lookup for one family's tunable
+defaults, made once (resolves off the grid read the same neighbours again and again)."""
+
+
+def _timed(artifact: Any, defaults: Mapping[str, KeyValue]) -> tuple[Timings, Mapping[_Slot, float]]:
+    token = canonical_text(dict(defaults))
+    ident = id(artifact)
+    hit = _TIMED.get(ident)
+    if hit is not None and hit[0]() is artifact and hit[1] == token:
+        return hit[2], hit[3]
+    timings = timings_of(artifact)
+    lookup = _lookup(timings, defaults)
+    _TIMED[ident] = (weakref.ref(artifact, lambda _: _TIMED.pop(ident, None)), token, timings, lookup)
+    return timings, lookup
+
+
+class Offer:
+    """The neighbours one nearest-key step offers around ``anchor``, nearest first, each
+    read when an iteration reaches it; :attr:`seen` keeps those handed out (the record
+    names them).  ``ranked`` is the step's (entry, distance) list in its order and
+    ``contested`` says whether an entry's slot is contested (never served, so never
+    offered)."""
+
+    def __init__(self, kernel: LoadedKernel, key: Mapping[str, KeyValue], query: DeviceQuery, anchor: Found,
+                 ranked: list[tuple[Entry, tuple[float, ...]]], contested: Callable[[Entry], bool],
+                 problems: ProblemLog) -> None:
+        self.kernel, self.key, self.query, self.anchor = kernel, key, query, anchor
+        self.ranked, self.contested, self.problems = ranked, contested, problems
+        self.seen: list[Neighbour] = []
+
+    def __iter__(self) -> Iterator[Neighbour]:
+        anchor = self.anchor.entry
+        tier, predicted = anchor.source.rank[0], self.anchor.predicted
+        keys: set[str] = set()
+        for entry, distance in self.ranked:
+            if entry.source.rank[0] != tier or entry.device != anchor.device:
+                continue
+            slot = canonical_text(entry.key)
+            # One key once: a second artifact of it (a lower-ranked source of the same
+            # standing, or a duplicate in a folder) is what the step would not serve.
+            if slot in keys or self.contested(entry) or entry.predicted(self.problems) != predicted:
+                continue
+            artifact = entry.load(self.problems)
+            if artifact is None or refusal(self.kernel, artifact, entry.key, self.query) is not None:
+                continue
+            keys.add(slot)
+            defaults = self.kernel.decl.tunable_defaults
+            timings, lookup = _timed(artifact, defaults)
+            neighbour = Neighbour(MappingProxyType(dict(entry.key)), distance,
+                                  MappingProxyType(dict(artifact.winner.config)), timings, str(entry.path),
+                                  lookup, defaults)
+            self.seen.append(neighbour)
+            yield neighbour
+
+
+def choose(offer: Offer) -> Found | None:
+    """What the family's ``choose_from_neighbours`` serves instead of ``offer``'s anchor,
+    with the record of where it came from, or ``None`` (serve the anchor's winner): the
+    family said nothing, failed, or chose a config the registry's checks refuse (both
+    reported once)."""
+    decl, key, query = offer.kernel.decl, offer.key, offer.query
+    try:
+        answer = decl.choose_from_neighbours(key, offer, query)
+        if answer is None:
+            return None
+        if (not isinstance(answer, tuple) or len(answer) != 2 or not isinstance(answer[0], Mapping)
+                or not isinstance(answer[1], str)):
+            raise TypeError(f"it returned {_short(answer)}, not a (config, reason) pair or None")
+    except Exception as exc:  # noqa: BLE001 - a plugin's rule failing must not break serving
+        _fault(offer, MEMBER, f"{MEMBER} {raised(exc)}")
+        return None
+    config, reason = dict(answer[0]), answer[1]
+    why = check_config(decl, config, key, query)
+    if why is not None:
+        _fault(offer, f"{MEMBER}:refused", f"{MEMBER} chose {config} for {dict(key)}, which the checks refuse: {why}")
+        return None
+    defaults = decl.tunable_defaults
+    target = slot_of(config, defaults)
+    timed_at = tuple(n.key for n in offer.seen if n.time_of(config) is not None)
+    return replace(offer.anchor, config=config, adapted_from=None, neighbourhood=Neighbourhood(
+        reason=reason,
+        neighbours=tuple(n.key for n in offer.seen),
+        timed_at=timed_at,
+        winner_at=tuple(n.key for n in offer.seen if slot_of(n.winner, defaults) == target),
+        # Asked only of a config no neighbour timed: the family's default may cost a search
+        # of its space, and a timed config is already named by where it was timed.
+        default=not timed_at and _is_default(offer, target),
+    ))
+
+
+def said(kernel: str, found: Found) -> str:
+    """What the record's reasons and ``explain`` say of a config ``kernel``'s
+    neighbourhood rule chose (``found`` made by :func:`choose`)."""
+    hood = found.neighbourhood
+    assert hood is not None
+    return f"{kernel}'s neighbourhood rule chose {found.config}: {hood.reason} ({hood.describe()})"
+
+
+def _is_default(offer: Offer, target: _Slot) -> bool:
+    decl = offer.kernel.decl
+    try:
+        return slot_of(default_config(decl, offer.key, offer.query, offer.problems), decl.tunable_defaults) == target
+    except FlyconfigsError:  # a default that fails is reported where it is served; here it is only not this one
+        return False
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _fault(offer: Offer, slot: str, message: str) -> None:
+    """Report a fault of the family's rule once per declaration and kind, however many
+    resolves meet it (a serving loop must not flood the logs)."""
+    decl = offer.kernel.decl
+    if (id(decl), slot) in TABLE.faults:
+        return
+    TABLE.faults.add((id(decl), slot))
+    where, distribution = origin_of(decl)
+    offer.problems.report(Problem("kernel-error", where, f"{message}; the nearest key's winner is served instead",
+                                  distribution))

@@ -32,6 +32,7 @@ __all__ = [
     "Entry",
     "PackageInfo",
     "Source",
+    "checked_bytes",
 ]
 
 ARTIFACT_GROUP = "flyconfigs.artifacts"
@@ -170,21 +171,7 @@ class Entry:
         return self.source.name if self.source.kind == "package" else None
 
     def _read(self) -> Artifact:
-        if self.root is not None:
-            real = os.path.realpath(self.path)
-            root = os.path.realpath(self.root)
-            if os.path.commonpath([real, root]) != root:
-                raise _Bad("unsafe-path", f"resolves outside its package ({real})")
-        try:
-            raw = read_file_bytes(self.path)
-        except FileNotFoundError:
-            raise _Bad("missing-file", "listed in the manifest but not installed") from None
-        except ArtifactError as exc:
-            raise _Bad("invalid-artifact", str(exc.problems[0].message)) from None
-        if self.sha256 is not None:
-            digest = hashlib.sha256(raw).hexdigest()
-            if digest != self.sha256:
-                raise _Bad("hash-mismatch", f"sha256 {digest} does not match the manifest's {self.sha256}")
+        raw = checked_bytes(self.path, self.root, self.sha256)
         try:
             artifact, _ = parse_artifact(parse_document(raw, str(self.path), schema_bounds_depth=True), str(self.path))
         except UnsupportedSchemaVersionError as exc:
@@ -196,6 +183,25 @@ class Entry:
                         if self.root is not None else "the artifact's kernel, device or key differs from what its "
                         "file's end said when the folder was indexed (the file changed)")
         return artifact
+
+
+def checked_bytes(path: str | os.PathLike[str], root: str | None, sha256: str | None) -> bytes:
+    """The bytes of a source's file, once it is known to lie inside its package's folder
+    ``root`` (when given), to exist and be readable, and to match the manifest's
+    ``sha256`` (when given); else :class:`_Bad` saying which."""
+    if root is not None:
+        real, real_root = os.path.realpath(path), os.path.realpath(root)
+        if os.path.commonpath([real, real_root]) != real_root:
+            raise _Bad("unsafe-path", f"resolves outside its package ({real})")
+    try:
+        raw = read_file_bytes(path)
+    except FileNotFoundError:
+        raise _Bad("missing-file", "listed in the manifest but not installed") from None
+    except ArtifactError as exc:
+        raise _Bad("invalid-artifact", str(exc.problems[0].message)) from None
+    if sha256 is not None and (digest := hashlib.sha256(raw).hexdigest()) != sha256:
+        raise _Bad("hash-mismatch", f"sha256 {digest} does not match the manifest's {sha256}")
+    return raw
 
 
 class _Bad(Exception):

@@ -13,8 +13,6 @@ resolver first tries it.  A table that fails any check is reported once and offe
 
 from __future__ import annotations
 
-import hashlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,9 +20,9 @@ from pydantic import ValidationError
 
 from flyconfigs.errors import ArtifactError, UnsupportedSchemaVersionError
 from flyconfigs.registry.problems import Problem, ProblemLog
-from flyconfigs.registry.sources import Entry, Source, _Bad, _File
+from flyconfigs.registry.sources import Entry, Source, _Bad, _File, checked_bytes
 from flyconfigs.schema.canonical import TextedDict, canonical_text, key_texts
-from flyconfigs.schema.jsonio import parse_document, read_file_bytes
+from flyconfigs.schema.jsonio import parse_document
 from flyconfigs.schema.load import parse_table
 from flyconfigs.schema.manifest import ManifestTable
 from flyconfigs.schema.models import Artifact, DeviceIdentity
@@ -97,18 +95,7 @@ class TableRef:
         return made
 
     def _read(self) -> Table:
-        if self.root is not None:
-            real, root = os.path.realpath(self.path), os.path.realpath(self.root)
-            if os.path.commonpath([real, root]) != root:
-                raise _Bad("unsafe-path", f"resolves outside its package ({real})")
-        try:
-            raw = read_file_bytes(self.path)
-        except FileNotFoundError:
-            raise _Bad("missing-file", "listed in the manifest but not installed") from None
-        except ArtifactError as exc:
-            raise _Bad("invalid-artifact", str(exc.problems[0].message)) from None
-        if self.sha256 is not None and (digest := hashlib.sha256(raw).hexdigest()) != self.sha256:
-            raise _Bad("hash-mismatch", f"sha256 {digest} does not match the manifest's {self.sha256}")
+        raw = checked_bytes(self.path, self.root, self.sha256)
         try:
             table, _ = parse_table(parse_document(raw, str(self.path), schema_bounds_depth=True), str(self.path))
         except UnsupportedSchemaVersionError as exc:

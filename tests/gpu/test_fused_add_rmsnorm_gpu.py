@@ -90,27 +90,36 @@ def test_the_source_implementation_against_the_reference(dtype: str, wdtype: str
             _assert_result(y, r, x, before, w, dtype)
 
 
-def test_a_served_source_config_runs_and_misaligned_tensors_fall_back(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def _serve_source_default(key: dict[str, object], folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """Serve RMSNorm's default for ``key`` on this GPU as a ``source`` config of the fused
+    family (a 16-byte vector config), from an artifact in ``folder`` on FLYCONFIGS_PATH."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).parents[1]))
     from factories import artifact_dict
 
     from flyconfigs.gpu import get_backend
-    from flyconfigs.registry import refresh, resolve
+    from flyconfigs.registry import refresh
     from flyconfigs.schema import Artifact, write_atomic
 
     device = get_backend().device()
-    key = {"M": 64, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
     config = {"impl": "source", **RMSNORM.default_config(key, DeviceQuery.of(device.identity))}
     assert config["vector_bytes"] == 16
     data = artifact_dict(device=device.model_dump(mode="json"), key=key, kernel="fused_add_rmsnorm", n_candidates=1)
     data["candidates"][0]["config"] = data["winner"]["config"] = data["default"]["config"] = config
     artifact = Artifact.model_validate(data)
-    write_atomic(tmp_path / artifact.file_name(), artifact.to_json_bytes())
-    monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path))
+    write_atomic(folder / artifact.file_name(), artifact.to_json_bytes())
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(folder))
     refresh()
+    return config
+
+
+def test_a_served_source_config_runs_and_misaligned_tensors_fall_back(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from flyconfigs.registry import resolve
+
+    key = {"M": 64, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
+    config = _serve_source_default(key, tmp_path, monkeypatch)
     served = resolve("fused_add_rmsnorm", key)
     assert (served.source, dict(served.config)) == ("override", config)
     x, r, w = _inputs((64, 4096), "bf16", "bf16", 8)
@@ -132,26 +141,11 @@ def test_a_layout_seen_before_takes_the_prepared_path_and_still_checks_each_call
     """The eager hot path launches a remembered layout's prepared kernel without the
     input rules; the addresses' alignment, eps and aliasing are still checked on every
     call, and a registry change (another config served) makes a new plan."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parents[1]))
-    from factories import artifact_dict
-
-    from flyconfigs.gpu import get_backend
     from flyconfigs.kernels.fused_add_rmsnorm import op as fused_op
     from flyconfigs.registry import refresh
-    from flyconfigs.schema import Artifact, write_atomic
 
-    device = get_backend().device()
     key = {"M": 16, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
-    config = {"impl": "source", **RMSNORM.default_config(key, DeviceQuery.of(device.identity))}
-    assert config["vector_bytes"] == 16
-    data = artifact_dict(device=device.model_dump(mode="json"), key=key, kernel="fused_add_rmsnorm", n_candidates=1)
-    data["candidates"][0]["config"] = data["winner"]["config"] = data["default"]["config"] = config
-    artifact = Artifact.model_validate(data)
-    write_atomic(tmp_path / artifact.file_name(), artifact.to_json_bytes())
-    monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path))
-    refresh()
+    config = _serve_source_default(key, tmp_path, monkeypatch)
     fused_op._LAYOUTS.clear()
     x, r, w = _inputs((16, 4096), "bf16", "bf16", 11)
     before = r.clone()

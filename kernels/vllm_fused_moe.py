@@ -11,10 +11,14 @@ separate down-projection files, which vLLM 0.34 reads for block-quantized fp8) a
 tunables below.
 
 **Which entry serves** is vLLM's rule (``_get_configured_moe_config``:
-``configs[min(configs, key=lambda x: abs(x - M))]``): the tuned ``M`` nearest by absolute
-difference, a tie to the smaller (:meth:`VLLMFusedMoESpec.key_distance`).  vLLM itself
-breaks a tie by the file's order, which is ascending in all but three of vLLM 0.34.0's
-files; docs/adapters.md names them.
+``configs[min(configs, key=lambda x: abs(x - M))]`` over the file as ``json.load`` read
+it): the tuned ``M`` nearest by absolute difference (:meth:`VLLMFusedMoESpec.key_distance`),
+a tie to the entry that comes first in the file.  An imported file is one table whose rows
+keep the file's order, and the family declares ``ties_by_row_order``, so a tie goes to the
+earlier row, as in vLLM, also in the three of vLLM 0.34.0's files that list their batch
+sizes out of order (docs/adapters.md names them).  A tie between keys that are not rows of
+one table (a down file's ``{"USE_TMA": false}`` entry is an artifact beside it) goes to the
+smaller, the file's order wherever it is ascending.
 
 **What is served** is the file's config unchanged; vLLM adjusts it at launch
 (``invoke_fused_moe_kernel``), and so does :func:`launch_config`: ``SPLIT_K`` is 1,
@@ -88,6 +92,9 @@ class VLLMFusedMoESpec(KernelDecl):
     key_axes = KEY_AXES
     own_device_first = True
     """vLLM reads the asked device's own file: its nearest batch size before a sibling's exact one."""
+    ties_by_row_order = True
+    """vLLM takes the first of two equally near batch sizes in its file's order: an
+    imported file's rows keep it."""
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` validated against the axes; ``block_n`` and ``block_k`` are both null
@@ -99,8 +106,10 @@ class VLLMFusedMoESpec(KernelDecl):
         return norm
 
     def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
-        """vLLM's nearest batch size: ``(|M - m|, m)``, nearest by absolute difference, a
-        tie to the smaller tuned ``m``; every tuned ``m`` may serve (never ``None``)."""
+        """vLLM's nearest batch size: ``(|M - m|, m)``, nearest by absolute difference;
+        every tuned ``m`` may serve (never ``None``).  A tie between two rows of one file
+        goes to the earlier row (:attr:`ties_by_row_order`); ``m`` breaks only the others,
+        to the smaller."""
         m = int(tuned["M"])
         return (float(abs(int(asked["M"]) - m)), float(m))
 

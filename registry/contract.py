@@ -199,6 +199,16 @@ class KernelDecl(ABC):
             tuned on a sibling of the same arch and compute units, as a framework that
             keeps one tuned file per device looks its configs up (vLLM).  Default
             ``False``: an exact key on a sibling comes first."""
+
+        @property
+        def ties_by_row_order(self) -> bool:
+            """``True``: of tuned keys equally near by the first element of
+            :meth:`key_distance`, the rows of one table (one upstream file) serve in the
+            table's row order, the earlier row first, as a framework that takes the
+            first of its file's equally near entries does (vLLM's ``min`` over the dict
+            it read in file order); the rest of :meth:`key_distance` orders only the
+            keys row order cannot (not rows of one table).  Default ``False``:
+            :meth:`key_distance` alone, then the step's order."""
     else:
         tunables = Default(_NOTHING)
         tunable_defaults = Default(_NOTHING)
@@ -208,6 +218,7 @@ class KernelDecl(ABC):
         data_packages = Default(())
         device_match = Default("arch")
         own_device_first = Default(False)
+        ties_by_row_order = Default(False)
 
     @abstractmethod
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:

@@ -8,9 +8,10 @@ import math
 import os
 
 from flyconfigs.registry.contract import KernelDecl, KeyValue
-from flyconfigs.registry.nearest import has_own_distance, neighbour_distance
+from flyconfigs.registry.nearest import has_own_distance, neighbour_distance, ties_by_row_order
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry
+from flyconfigs.registry.tables import TableRowEntry
 from flyconfigs.schema.canonical import canonical_text
 
 __all__ = ["Pool", "by_product", "exact_matches", "nearest_matches", "nearest_ranked", "source_label"]
@@ -57,7 +58,9 @@ def nearest_ranked(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl
     ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned value), then pool
     order.  A higher-standing source's nearest key so goes before a lower one's nearer
     key: distance decides only among sources of one standing.  An entry the family's
-    rule answers ``None`` for is left out."""
+    rule answers ``None`` for is left out.  For a family whose ``ties_by_row_order`` is
+    true, the rows of one table among entries of one standing and one first distance
+    element follow the table's row order (:func:`_rows_in_order`)."""
     ordinal = tuple(a.name for a in decl.key_axes if a.ordinal)
     if not ordinal:
         return []
@@ -82,7 +85,37 @@ def nearest_ranked(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl
             scored.append((entry.source.rank[0], (total, *larger), rank, entry))
     # Ranks are unique, so the tuples never compare two entries.
     scored.sort(key=lambda item: item[:3])
-    return [(item[3], item[1]) for item in scored]
+    ranked = [(item[3], item[1]) for item in scored]
+    return _rows_in_order(ranked) if ties_by_row_order(decl, problems) else ranked
+
+
+def _rows_in_order(ranked: list[tuple[Entry, tuple[float, ...]]]) -> list[tuple[Entry, tuple[float, ...]]]:
+    """``ranked`` with, in each run of entries of one standing and one first distance
+    element (equally near), the rows of each table moved among the places they hold so
+    that the earlier row comes first; every other entry keeps its place.  Of two equally
+    near rows of one upstream file the first in the file so serves, as a lookup that
+    takes the first of them does (vLLM's ``min`` over its file's dict), and the rest of
+    the distance still orders what row order cannot (an artifact beside the table,
+    another source's table)."""
+    out = list(ranked)
+    start = 0
+    while start < len(out):
+        head = (out[start][0].source.rank[0], out[start][1][:1])
+        end = start + 1
+        while end < len(out) and (out[end][0].source.rank[0], out[end][1][:1]) == head:
+            end += 1
+        if end - start > 1:
+            tables: dict[int, list[int]] = {}
+            for place in range(start, end):
+                entry = out[place][0]
+                if isinstance(entry, TableRowEntry) and entry.ref is not None:
+                    tables.setdefault(id(entry.ref), []).append(place)
+            for places in tables.values():
+                rows = sorted((out[p] for p in places), key=lambda item: item[0].row)  # type: ignore[attr-defined]
+                for place, item in zip(places, rows, strict=True):
+                    out[place] = item
+        start = end
+    return out
 
 
 def _signature(key: dict[str, KeyValue], exact: tuple[str, ...]) -> tuple[object, ...]:

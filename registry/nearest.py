@@ -16,6 +16,9 @@ needs: a member that raises or answers something of the wrong type is reported o
   asked key; the next candidate is tried, and in the end the family's default.  The reason
   is kept in the :class:`~flyconfigs.registry.records.Resolution`'s ``reasons`` and
   printed by ``explain``.  Default: ``None``.
+- ``ties_by_row_order``: ``True`` when keys equally near by the first element of
+  ``key_distance`` that are rows of one table serve in its row order (the upstream file's
+  order, by which vLLM breaks a tie); :func:`ties_by_row_order` reads it checked.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ if TYPE_CHECKING:
     from flyconfigs.registry.device import DeviceQuery
     from flyconfigs.registry.problems import ProblemLog
 
-__all__ = ["has_own_distance", "log_distance", "neighbour_distance", "own_device_first", "passed_over"]
+__all__ = ["has_own_distance", "log_distance", "neighbour_distance", "own_device_first", "passed_over",
+           "ties_by_row_order"]
 
 
 def log_distance(axes: Sequence[KeyAxis], asked: Mapping[str, KeyValue],
@@ -112,4 +116,19 @@ def own_device_first(decl: KernelDecl, problems: ProblemLog | None = None) -> bo
         return value
     except Exception as exc:  # noqa: BLE001 - a plugin's member failing must not break serving
         report_fault(decl, "own_device_first", exc, "an exact key on a sibling device serves first", problems)
+        return False
+
+
+def ties_by_row_order(decl: KernelDecl, problems: ProblemLog | None = None) -> bool:
+    """``decl.ties_by_row_order`` checked: a member that raises or is not a bool is
+    reported once and taken as ``False`` (ties by ``key_distance`` alone)."""
+    from flyconfigs.registry.calls import report_fault
+
+    try:
+        value = decl.ties_by_row_order
+        if type(value) is not bool:
+            raise TypeError(f"it is a {type(value).__name__}, not a bool")
+        return value
+    except Exception as exc:  # noqa: BLE001 - a plugin's member failing must not break serving
+        report_fault(decl, "ties_by_row_order", exc, "equally near keys are ordered by key_distance alone", problems)
         return False

@@ -1,7 +1,9 @@
 """vLLM 0.34.0's whole corpus: every file imports, and flyconfigs serves what vLLM's own
 lookup serves on every (file, batch size) pair tried (every entry, the midpoints between
-neighbours and their neighbours, 1, and beyond both ends), through the families'
-key_distance and through a resolver over the imported artifacts."""
+neighbours and their neighbours, 1, and beyond both ends): the families' key_distance
+alone on every pair but the ties of the three files whose batch sizes are out of order,
+and a resolver over the imported files (whose rows keep the file's order,
+``ties_by_row_order``) on every pair."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ UNSORTED = {"E=16,N=3200,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json",
             "E=16,N=6400,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json",
             "E=16,N=800,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json"}
 SAMPLE = ["E=128,N=384,device_name=NVIDIA_GB200,dtype=fp8_w8a8,block_shape=[128,128].json",
+          "E=16,N=3200,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json",
           "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128]_down.json",
           "E=384,N=256,device_name=AMD_Instinct_MI355X,dtype=int4_w4a16,backend=flydsl.json",
           "E=8,N=14336,device_name=AMD_Instinct_MI300X.json",
@@ -58,7 +61,8 @@ def test_the_nearest_key_rule_serves_what_vllm_serves_on_every_pair_but_its_orde
             pairs += 1
             ours, theirs = _served_by_rule(path, table, m), vllm_pick(table, m)
             if m in ties:
-                # vLLM takes the member listed first; the rule, the smaller of the two.
+                # vLLM takes the member listed first; key_distance alone, the smaller of
+                # the two (the table's row order decides these: tests/test_vllm_ties.py).
                 assert (ours, theirs) == (min(ours, theirs), max(ours, theirs)) and ours != theirs, (path.name, m)
                 differ += 1
             else:
@@ -75,12 +79,12 @@ def _serve_all(files: list[Path], out: Path) -> tuple[int, list[tuple[str, int]]
         named = parse_file_name(path.name)
         table = vllm_table(path)
         raw: dict[str, Any] = json.loads(path.read_text())
-        ties = _ties_vllm_breaks_to_the_larger(path)
         for m in probe_sizes(list(table)):
             served = resolver.resolve(named.decl.name, {**named.axes, "M": m}, device=named.device_name)
-            expect = min(table, key=lambda t, m=m: (abs(t - m), t)) if m in ties else vllm_pick(table, m)
+            expect = vllm_pick(table, m)
             pairs += 1
-            if (served.source, dict(served.config)) != ("override", raw[str(expect)]):
+            matched = served.matched_key["M"] if served.matched_key is not None else None
+            if (served.source, matched, dict(served.config)) != ("override", expect, raw[str(expect)]):
                 wrong.append((path.name, m))
     return pairs, wrong
 

@@ -87,7 +87,10 @@ def test_a_down_projection_entry_may_only_turn_the_tma_path_off() -> None:
     assert "missing BLOCK_SIZE_M" in (SPEC.check_config({"USE_TMA": True}, down, H100) or "")
 
 
-def test_the_nearest_batch_size_is_vllms_ties_to_the_smaller() -> None:
+def test_the_nearest_batch_size_is_vllms_and_a_tie_goes_by_the_files_order() -> None:
+    # key_distance alone sends a tie to the smaller (the order of an ascending file); two
+    # rows of one file tie by their order (tests/test_vllm_ties.py).
+    assert SPEC.ties_by_row_order is True and vllm_flydsl_moe.SPEC.ties_by_row_order is True
     tuned = [1, 8, 16, 128, 256]
 
     def served(m: int) -> int:

@@ -7,7 +7,10 @@ imported and each one refused with its file, field and reason; then, through a r
 over what was imported, every (file, batch size) pair of every imported file (every entry,
 the midpoints between neighbours and their neighbours, 1, and beyond both ends) on the
 file's own device, against vLLM 0.34's lookup (``min(configs, key=lambda x: abs(x - M))``
-over the file read as ``get_moe_configs`` reads it); then ``flyconfigs export vllm`` from
+over the file read as ``get_moe_configs`` reads it, in the file's order): a pair is equal
+when the entry served is vLLM's (its batch size) and so is its config, and the ties tried
+(two batch sizes equally near) are counted, with those where vLLM's pick is the larger
+(a file listing them out of order); then ``flyconfigs export vllm`` from
 that folder on ``FLYCONFIGS_PATH``, compared file by file as JSON; and the bytes of the
 corpus against those of the package folders (artifacts/vllm-fused-moe-*).  Writes
 ``bench/results/vllm-corpus.json`` (or ``--out FOLDER``).
@@ -47,7 +50,7 @@ def _serve(out: Path, files: list[Path]) -> dict[str, Any]:
     from flyconfigs.registry import Resolver
 
     resolver = Resolver(paths=[str(out)], detector=None)
-    pairs, differ = 0, []
+    pairs, ties, larger, differ = 0, 0, 0, []
     started = time.perf_counter()
     for path in files:
         named = parse_file_name(path.name)
@@ -57,11 +60,15 @@ def _serve(out: Path, files: list[Path]) -> dict[str, Any]:
             served = resolver.resolve(named.decl.name, {**named.axes, "M": m}, device=named.device_name)
             theirs = vllm_pick(table, m)
             pairs += 1
-            if (served.source, dict(served.config)) != ("override", raw[str(theirs)]):
-                ours = served.matched_key["M"] if served.matched_key else None
+            nearest = sorted(t for t in table if abs(t - m) == abs(theirs - m))
+            if len(nearest) == 2:
+                ties += 1
+                larger += theirs == nearest[1]
+            ours = served.matched_key["M"] if served.matched_key else None
+            if (served.source, ours, dict(served.config)) != ("override", theirs, raw[str(theirs)]):
                 differ.append({"file": path.name, "M": m, "vllm_serves_entry": theirs, "flyconfigs_serves_entry": ours})
-    return {"pairs": pairs, "equal": pairs - len(differ), "differ": differ,
-            "seconds": round(time.perf_counter() - started, 2)}
+    return {"pairs": pairs, "equal": pairs - len(differ), "differ": differ, "ties": ties,
+            "ties_vllm_breaks_to_the_larger": larger, "seconds": round(time.perf_counter() - started, 2)}
 
 
 def _export(out: Path, exported: Path, files: list[Path]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ class _Family(KernelDecl):
 
 
 class _Absolute(_Family):
-    """vLLM's rule: the nearest by absolute difference, a tie to the smaller entry."""
+    """vLLM's distance: the nearest by absolute difference, a tie to the smaller entry."""
 
     def key_distance(self, asked: Mapping[str, Any], tuned: Mapping[str, Any]) -> tuple[float, ...] | None:
         return (abs(asked["M"] - tuned["M"]), tuned["M"])

@@ -73,6 +73,34 @@ def test_the_probe_sizes_hold_every_tie_and_both_its_neighbours(name: str) -> No
     assert ties and all({m - 1, m, m + 1} <= probes for m in ties)
 
 
+def test_the_probe_sizes_of_every_file_hold_both_sides_of_every_midpoint_and_every_tie() -> None:
+    midpoints = 0
+    for path in config_files():
+        table = vllm_table(path)
+        probes = set(probe_sizes(list(table)))
+        for a in table:
+            for b in table:
+                if a < b and not any(a < t < b for t in table):  # neighbours, whatever the file's order
+                    low, high = (a + b) // 2, (a + b + 1) // 2  # equal when the midpoint is a tie
+                    assert {a, b, low, high} <= probes, (path.name, a, b)
+                    if low == high:
+                        assert {low - 1, low + 1} <= probes, (path.name, a, b)
+                    midpoints += 1
+    assert midpoints == 6066 - 340  # every entry but each file's largest starts one
+
+
+def test_every_committed_table_keeps_its_upstream_files_order() -> None:
+    root = Path(__file__).parents[1] / "artifacts"
+    checked = 0
+    for path in sorted(root.glob("vllm-fused-moe-*/*-table-*.json")):
+        table = json.loads(path.read_text())
+        upstream = CONFIGS / Path(table["provenance"]["source"]["file"]).name
+        at = table["columns"]["key"].index("M")
+        assert [row[at] for row in table["rows"]] == [m for m in vllm_table(upstream) if f'"{m}"' in table["entries"]]
+        checked += 1
+    assert checked == 340
+
+
 def _imported(tmp_path: Path, names: list[str]) -> Resolver:
     assert main(["import", "vllm", *(str(CONFIGS / n) for n in names), "--out", str(tmp_path)]) == 0
     return Resolver(paths=[str(tmp_path)], detector=None)

@@ -12,7 +12,9 @@ product, arch and compute units: the other products of the first two layers are 
 over (``explain`` says how many) and the sibling steps are skipped.
 
 Nearest key: the family's ``key_distance(asked, tuned)`` over tuned keys equal to the
-asked one on every exact axis, the smaller tuple first, ``None`` never served (by default
+asked one on every exact axis, the smaller tuple first (for a family whose
+``ties_by_row_order`` is true, rows of one table equally near by its first element in the
+table's row order), ``None`` never served (by default
 the smallest sum over ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned
 value; :mod:`flyconfigs.registry.nearest`); a neighbour whose winner the family's
 ``pass_over_neighbour`` gives a reason against is passed over.  A config is served only

@@ -105,14 +105,14 @@ def _rows_in_order(ranked: list[tuple[Entry, tuple[float, ...]]]) -> list[tuple[
         while end < len(out) and (out[end][0].source.rank[0], out[end][1][:1]) == head:
             end += 1
         if end - start > 1:
-            tables: dict[int, list[int]] = {}
+            tables: dict[int, list[tuple[int, int]]] = {}
             for place in range(start, end):
                 entry = out[place][0]
                 if isinstance(entry, TableRowEntry) and entry.ref is not None:
-                    tables.setdefault(id(entry.ref), []).append(place)
-            for places in tables.values():
-                rows = sorted((out[p] for p in places), key=lambda item: item[0].row)  # type: ignore[attr-defined]
-                for place, item in zip(places, rows, strict=True):
+                    tables.setdefault(id(entry.ref), []).append((entry.row, place))
+            for rows in tables.values():
+                moved = [out[place] for _, place in sorted(rows)]
+                for (_, place), item in zip(rows, moved, strict=True):
                     out[place] = item
         start = end
     return out

@@ -20,6 +20,10 @@ family's :attr:`~AiterFamily.rule`:
   token count only;
 - ``exact``: the key as it is.
 
+At each of those a family may retry without some key columns, its
+:attr:`~AiterFamily.relaxed_axes`: the fused MoE with any ``act_type`` (the first row of
+aiter's merged file), the grouped MoE with any ``cu_num`` (the lowest ``us``).
+
 The default config is the empty one: a resolution that falls back (``source ==
 "default"``) means "no tuned config: let aiter take its own default path".
 """

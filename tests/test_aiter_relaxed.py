@@ -186,3 +186,20 @@ def test_the_grouped_moe_relaxes_cu_num_only_after_the_asked_cu_num() -> None:
     assert GROUPED_FMOE.relaxed_axes == ("cu_num",) and FMOE.relaxed_axes == ("act_type",)
     with pytest.raises(ValueError, match="relaxed_axes"):
         AiterFamily("x", ("x_tuned",), None, ("cu_num", "token"), ("a",), "moe", relaxed_axes=("token",))
+
+
+def test_an_opus_stage1_row_is_never_served_for_an_activation_aiter_does_not_run_it_for(tmp_path: Path) -> None:
+    dsv4 = CONFIGS / "model_configs" / "dsv4_fp8fp4_tuned_fmoe.csv"
+    resolver, (table, *_) = _installed([dsv4], tmp_path)
+    index = next(i for i in range(len(table.rows)) if str(table.config_of(i)["kernelName1"]).startswith("opus_"))
+    key = {k: v for k, v in table.key_of(index).items() if k != "flydsl_fallback"}
+    assert key["act_type"] == "ActivationType.Silu"
+    device = f"gfx950:{table.device.compute_units}:AMD Instinct MI355X"
+    # Swiglu runs an Opus stage 1: the retry serves the Silu row; Gelu does not: aiter
+    # discards the row and takes its default path.
+    swiglu = resolver.resolve("aiter_fmoe", {**key, "act_type": "ActivationType.Swiglu"}, device)
+    assert dict(swiglu.config) == table.config_of(index) and swiglu.key_match == "nearest"
+    gelu = resolver.resolve("aiter_fmoe", {**key, "act_type": "ActivationType.Gelu"}, device)
+    assert gelu.source == "default" and dict(gelu.config) == {}
+    assert any("discards an Opus stage-1 kernel for ActivationType.Gelu" in r for r in gelu.reasons)
+    assert Reference(FMOE, [dsv4]).config("gfx950", {**key, "act_type": "ActivationType.Gelu"}) == {}

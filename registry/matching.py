@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+from collections.abc import Collection
 
 from flyconfigs.registry.calls import report_fault
 from flyconfigs.registry.contract import KernelDecl, KeyValue
@@ -97,7 +98,8 @@ def relaxed_axes(decl: KernelDecl, problems: ProblemLog | None = None) -> frozen
     try:
         names = decl.relaxed_axes
         axes = {a.name for a in decl.key_axes if not a.ordinal}
-        if isinstance(names, str) or not all(isinstance(n, str) and n in axes for n in names):
+        if isinstance(names, str) or not isinstance(names, Collection) or not all(
+                isinstance(n, str) and n in axes for n in names):
             raise TypeError(f"it is {names!r}, not names of the kernel's non-ordinal axes")
         return frozenset(names)
     except Exception as exc:  # noqa: BLE001 - a plugin's member failing must not break serving

@@ -21,8 +21,9 @@ family's :attr:`~AiterFamily.rule`:
 - ``exact``: the key as it is.
 
 At each of those a family may retry without some key columns, its
-:attr:`~AiterFamily.relaxed_axes`: the fused MoE with any ``act_type`` (the first row of
-aiter's merged file), the grouped MoE with any ``cu_num`` (the lowest ``us``).
+:attr:`~AiterFamily.retried` columns: the fused MoE with any ``act_type`` (the first row
+of aiter's merged file), the grouped MoE with any ``cu_num`` (the lowest ``us``); and the
+grouped MoE never compares its :attr:`~AiterFamily.unmatched` columns.
 
 The default config is the empty one: a resolution that falls back (``source ==
 "default"``) means "no tuned config: let aiter take its own default path".
@@ -30,7 +31,6 @@ The default config is the empty one: a resolution that falls back (``source ==
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -112,12 +112,16 @@ class AiterFamily(KernelDecl):
     on_duplicate: Literal["refuse", "lowest-us"] = "refuse"
     """Two rows of one device and key: aiter's lookup cannot tell them apart (the later
     is refused), or it serves the one of the lowest ``us`` (the other is refused as never served)."""
-    relaxed_axes: tuple[str, ...] = ()
+    retried: tuple[str, ...] = ()
     """The key columns aiter's lookup retries without when no row has the asked key
     (``fmoe``: ``act_type``; the grouped MoE: ``cu_num``): a row that differs from the
     asked key on them serves after the asked key's own row and before the next padding
     tier, of several such rows the first of aiter's merged file (``refuse``) or the lowest
     ``us`` (``lowest-us``, :meth:`tie_rank`)."""
+    unmatched: tuple[str, ...] = ()
+    """Key columns aiter's lookup never compares (the grouped MoE: ``use_g1u1``,
+    ``doweight_stage1``): a row of any value of them matches, as near as one of the asked
+    value (a nearest-key match all the same: the row was tuned for its own)."""
     opus_activations: tuple[str, ...] | None = None
     """The activations aiter runs an Opus stage-1 kernel for (``get_2stage_cfgs``): a
     row whose ``kernelName1`` begins with ``opus_`` is discarded for any other; ``None``:
@@ -128,7 +132,13 @@ class AiterFamily(KernelDecl):
     def __post_init__(self) -> None:
         stray = [c for c in self.relaxed_axes if c not in self.key or c == self.ordinal_axis]
         if stray:
-            raise ValueError(f"{self.name}: relaxed_axes {stray} are not exact key columns of {self.key}")
+            raise ValueError(f"{self.name}: retried or unmatched columns {stray} are not exact key columns of {self.key}")
+
+    @property
+    def relaxed_axes(self) -> tuple[str, ...]:
+        """The key columns a row may differ on from the asked key: :attr:`retried` and
+        :attr:`unmatched` (the contract member the nearest-key step reads)."""
+        return (*self.retried, *self.unmatched)
 
     @property
     def name(self) -> str:
@@ -166,12 +176,13 @@ class AiterFamily(KernelDecl):
         1 and 2 for the fine and coarse padding (``gemm``) or 1 for the smaller MoE tier;
         ``None`` where aiter takes its default path.  A family with
         :attr:`relaxed_axes` answers ``(level, retried)``: ``retried`` is 1 for a row
-        that differs from the asked key on them (aiter's retry without them, tried at
-        each level after the asked key itself)."""
+        that differs from the asked key on a :attr:`retried` column (aiter's retry without
+        them, tried at each level after the asked key itself), 0 for one that differs on
+        :attr:`unmatched` columns only."""
         level = self._level(asked, tuned)
         if level is None or not self.relaxed_axes:
             return level
-        retried = any(canonical_text(asked.get(c)) != canonical_text(tuned.get(c)) for c in self.relaxed_axes)
+        retried = any(canonical_text(asked.get(c)) != canonical_text(tuned.get(c)) for c in self.retried)
         return (*level, 1.0 if retried else 0.0)
 
     def _level(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
@@ -209,7 +220,8 @@ class AiterFamily(KernelDecl):
         source = artifact.provenance.source
         if self.on_duplicate == "lowest-us":
             us = source.reported.get("us") if source is not None else None
-            return (float(us) if isinstance(us, (int, float)) and not isinstance(us, bool) else math.inf,)
+            # aiter sorts by float(us or 0.0): a row without a time comes first.
+            return (float(us) if isinstance(us, (int, float)) and not isinstance(us, bool) else 0.0,)
         default = source is not None and source.file in {f"aiter/configs/{stem}.csv" for stem in self.stems}
         return (0.0 if default else 1.0,)
 

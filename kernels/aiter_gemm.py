@@ -63,7 +63,7 @@ BATCHED_MXSCALE = AiterFamily(
 FMOE = AiterFamily(
     "fmoe", ("tuned_fmoe",), "AITER_CONFIG_FMOE", _MOE,
     ("block_m", "ksplit", "kernelName1", "kernelName2", "run_1stage", "xbf16", "flat", "_tag"), "moe",
-    relaxed_axes=("act_type",), opus_activations=_OPUS_ACTS,
+    retried=("act_type",), opus_activations=_OPUS_ACTS,
     summary="two-stage fused MoE (fused_moe.py: get_2stage_cfgs; a miss retries with any act_type)")
 FHMOE = AiterFamily(
     "fhmoe", ("tuned_fhmoe",), "AITER_CONFIG_FHMOE",
@@ -75,7 +75,8 @@ GROUPED_FMOE = AiterFamily(
     ("max_m", "tile_m", "tile_n", "tile_k", "tile_m2", "tile_n2", "tile_k2", "m_warp", "n_warp", "m_warp2", "n_warp2",
      "num_buffers", "num_buffer_stage2", "split_k1", "split_k2", "grouped_persistent_m", "persistent_workers",
      "wave_specialized_tdm", "tdm_as_in_prologue", "cluster_n", "waves_per_tensor_tdm", "next_stage_prefetch",
-     "kernelName1", "kernelName2"), "moe-exact", on_duplicate="lowest-us", relaxed_axes=("cu_num",),
+     "kernelName1", "kernelName2"), "moe-exact", on_duplicate="lowest-us", retried=("cu_num",),
+    unmatched=("use_g1u1", "doweight_stage1"),
     summary="gfx1250 grouped MoE (flydsl/grouped_moe_gfx1250.py: _find_grouped_config; a miss relaxes cu_num)")
 CHUNK_GDN_H_OPT = AiterFamily(
     "chunk_gdn_h_opt", ("chunk_gdn_h_opt_tuned",), "AITER_CONFIG_GDN_K5_OPT",

@@ -89,6 +89,11 @@ _GROUPED_MATCHED = ("gfx", "cu_num", "token", "model_dim", "inter_dim", "expert"
 _OPUS_ACTS = ("ActivationType.Silu", "ActivationType.Swiglu", "ActivationType.Situv2")
 
 
+def _us(row: dict[str, Any]) -> float:
+    """A row's ``us`` as ``_find_grouped_config`` sorts by it: ``float(us or 0.0)``."""
+    return float(row.get("us") or 0.0)
+
+
 def _place(path: Path) -> str:
     """The file's path in aiter, or its name for a file from elsewhere."""
     return upstream_path(path) if path.is_relative_to(CORPUS) else path.name
@@ -114,7 +119,7 @@ class Reference:
         self.any_act: dict[tuple[Any, ...], dict[str, Any]] = {}
         for cells in self.merged:
             slot = (cells["gfx"], *(cells[c] for c in family.key))
-            if family.on_duplicate == "lowest-us" and slot in self.rows and self.rows[slot]["us"] > cells["us"]:
+            if family.on_duplicate == "lowest-us" and slot in self.rows and _us(self.rows[slot]) > _us(cells):
                 self.rows[slot] = cells
             self.rows.setdefault(slot, cells)
             # get_2stage_cfgs' second dict: act_type disabled, the first row of each key kept.
@@ -148,7 +153,7 @@ class Reference:
             found = [r for r in self.merged
                      if all(r[c] == asked[c] for c in _GROUPED_MATCHED if c not in relaxed)]
             if found:
-                return sorted(found, key=lambda r: float(r.get("us") or 0.0))[0]
+                return sorted(found, key=_us)[0]
         return None
 
     def _tries(self, key: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -183,9 +183,45 @@ def test_the_grouped_moe_relaxes_cu_num_only_after_the_asked_cu_num() -> None:
     assert GROUPED_FMOE.key_distance(asked, asked) == (0.0, 0.0)
     assert GROUPED_FMOE.key_distance(asked, {**asked, "cu_num": 256}) == (0.0, 1.0)
     assert GROUPED_FMOE.key_distance(asked, {**asked, "cu_num": 256, "token": 2}) is None
-    assert GROUPED_FMOE.relaxed_axes == ("cu_num",) and FMOE.relaxed_axes == ("act_type",)
-    with pytest.raises(ValueError, match="relaxed_axes"):
-        AiterFamily("x", ("x_tuned",), None, ("cu_num", "token"), ("a",), "moe", relaxed_axes=("token",))
+    # use_g1u1 and doweight_stage1 aiter's grouped lookup never compares: no retry level.
+    assert GROUPED_FMOE.key_distance(asked, {**asked, "use_g1u1": 0, "doweight_stage1": 1}) == (0.0, 0.0)
+    assert GROUPED_FMOE.key_distance(asked, {**asked, "use_g1u1": 0, "cu_num": 256}) == (0.0, 1.0)
+    assert GROUPED_FMOE.relaxed_axes == ("cu_num", "use_g1u1", "doweight_stage1")
+    assert FMOE.relaxed_axes == ("act_type",)
+    with pytest.raises(ValueError, match="not exact key columns"):
+        AiterFamily("x", ("x_tuned",), None, ("cu_num", "token"), ("a",), "moe", retried=("token",))
+
+
+def test_the_grouped_moe_never_compares_use_g1u1_or_doweight_stage1(tmp_path: Path) -> None:
+    files = _files(GROUPED_FMOE)
+    resolver, (table,) = _installed(files, tmp_path)
+    reference = Reference(GROUPED_FMOE, files)
+    for i in range(0, len(table.rows), 10):
+        key = table.key_of(i)
+        for cus in (256, 128):
+            asked = {**key, "cu_num": cus, "use_g1u1": 0, "doweight_stage1": 1}
+            served = resolver.resolve("aiter_grouped_fmoe", asked, f"gfx1250:{cus}:AMD gfx1250")
+            assert dict(served.config) == reference.config("gfx1250", asked) == table.config_of(i)
+            assert served.key_match == "nearest" and any("use_g1u1=1 (asked 0)" in r for r in served.reasons)
+
+
+def test_a_grouped_row_without_a_time_comes_first_as_aiter_sorts_it(tmp_path: Path) -> None:
+    """Upstream line 2 copied to a 192-CU row with its ``us`` left empty (the test's own
+    variant): aiter sorts by ``float(us or 0.0)``, so it serves that row first."""
+    upstream = CONFIGS / "tuned_grouped_fmoe.csv"
+    header, rows = read_rows(upstream)
+    line2 = dict(zip(header, rows[0], strict=True))
+    variant = tmp_path / "tuned_grouped_fmoe_192.csv"
+    with open(variant, "w", newline="") as f:
+        writer = csv.DictWriter(f, header)
+        writer.writeheader()
+        writer.writerow({**line2, "cu_num": "192", "us": "", "tile_m": "32"})
+    resolver, tables = _installed([upstream, variant], tmp_path / "tables")
+    (own,) = (t for t in tables if t.device.compute_units == 256)
+    asked = {**own.key_of(0), "cu_num": 128}
+    served = resolver.resolve("aiter_grouped_fmoe", asked, "gfx1250:128:AMD gfx1250")
+    assert served.config["tile_m"] == 32
+    assert dict(served.config) == Reference(GROUPED_FMOE, [upstream, variant]).config("gfx1250", asked)
 
 
 def test_an_opus_stage1_row_is_never_served_for_an_activation_aiter_does_not_run_it_for(tmp_path: Path) -> None:

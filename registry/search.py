@@ -32,6 +32,12 @@ and where it came from.  Passing over such a key is routine (one DEBUG line per 
 reasons in the record); a missing, corrupt, mismatched or invalid artifact, or a winner
 its kernel refuses for the artifact's own key, is skipped with one warning per cause and
 the search goes on; the reasons are kept in the record.
+
+A family's ``relaxed_axes`` are the exception to "equal on every exact axis": tuned keys
+that differ from the asked one on those are offered to its ``key_distance`` too, equally
+near ones of one standing in its ``tie_rank`` order (:mod:`flyconfigs.registry.matching`);
+what is served from one says, in the record's reasons and on its step, which asked value
+no tuned key had.
 """
 
 from __future__ import annotations

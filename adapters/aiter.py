@@ -225,7 +225,8 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
 
 
 def _us(values: list[Any], config: list[str], measured: list[str]) -> float:
+    """The row's ``us`` as aiter sorts by it (``float(us or 0.0)``: none is 0)."""
     if "us" not in measured:
-        return float("inf")
+        return 0.0
     value = values[len(values) - len(measured) + measured.index("us")]
-    return float(value) if isinstance(value, (int, float)) else float("inf")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0

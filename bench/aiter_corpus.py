@@ -9,8 +9,12 @@ first ``flyconfigs.resolve`` of a key of its largest table (the loader's own imp
 discovery, the manifests of that arch, the family's tables read and indexed, the search)
 is timed, in wall time and in the process's CPU time (which other work on the machine
 inflates less); runs of the families are interleaved.  Last, ``flyconfigs export aiter`` from that install writes aiter's CSVs,
-compared with the upstream files as aiter reads them.  With ``--out FOLDER`` writes
-FOLDER/aiter-corpus.json.
+compared with the upstream files as aiter reads them.  And what the installed packages
+serve is checked against aiter's own lookup over the CSVs (``tests/aiter_corpus.py``'s
+``Reference``) where aiter relaxes a key column: every fused-MoE row's shape asked with
+each activation no row has for it (aiter retries with any activation), and every
+grouped-MoE row asked on a GPU of a CU count no row has (aiter relaxes ``cu_num``).
+With ``--out FOLDER`` writes FOLDER/aiter-corpus.json.
 
     python -m bench.aiter_corpus [--runs 5] [--out bench/results]
 """
@@ -27,10 +31,10 @@ import zipfile
 from pathlib import Path
 
 from bench.common import quantiles, write_result
-from flyconfigs.kernels.aiter_gemm import FAMILIES
+from flyconfigs.kernels.aiter_gemm import FAMILIES, family_of
 from flyconfigs.publish.build import publish_all
 from flyconfigs.schema.table import Table
-from tests.aiter_corpus import CORPUS, compare, tuned_files, upstream_path
+from tests.aiter_corpus import CORPUS, Reference, compare, tuned_files, upstream_path
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPORTED = ROOT / "imported"
@@ -45,6 +49,59 @@ t2, c2 = time.perf_counter(), time.process_time()
 assert r.source == "package" and dict(r.config) == {config!r}, r
 print(json.dumps({{"import_s": t1 - t0, "first_resolve_s": t2 - t1, "first_resolve_cpu_s": c2 - c1}}))
 """
+
+
+ACTIVATIONS = ("ActivationType.Silu", "ActivationType.Gelu", "ActivationType.Swiglu", "ActivationType.Situv2")
+LOOKUP_CHECK = "import json; from bench.aiter_corpus import lookup_checks; print(json.dumps(lookup_checks()))"
+
+
+def _relaxed_asks(kernel: str) -> list[tuple[dict[str, object], str, str]]:
+    """(key, device, arch) asks that miss the asked key where aiter relaxes a column: each
+    fused-MoE row's shape with each activation no row has for it; each grouped-MoE row
+    on a GPU of its arch with 128 CUs, which no row has."""
+    tables = [Table.model_validate_json(p.read_bytes()) for p in sorted(IMPORTED.glob(f"*/{kernel}-*.json"))]
+    family = FAMILIES[kernel]
+    tuned = {(t.device.arch, *(t.key_of(i)[c] for c in family.key)) for t in tables for i in range(len(t.rows))}
+    asks = []
+    for table in tables:
+        d = table.device
+        for i in range(len(table.rows)):
+            key = {k: v for k, v in table.key_of(i).items() if k != "flydsl_fallback"}
+            if kernel == "aiter_grouped_fmoe":
+                asks.append(({**key, "cu_num": 128}, f"{d.arch}:128:AMD {d.arch}, 128 CUs", d.arch))
+                continue
+            for act in ACTIVATIONS:
+                other = {**key, "act_type": act}
+                if (d.arch, *(other[c] for c in family.key)) not in tuned:
+                    asks.append((other, f"{d.arch}:{d.compute_units}:{d.product}", d.arch))
+    return asks
+
+
+def lookup_checks() -> dict[str, dict[str, object]]:
+    """For the two families whose aiter lookup relaxes a column, what the installed
+    packages serve (``flyconfigs.resolve``) against aiter's lookup over the CSVs: how many
+    keys were asked, how many got a relaxed row (a nearest-key match that names the
+    column), how many aiter's default path, and the first keys that differ."""
+    import flyconfigs
+
+    out: dict[str, dict[str, object]] = {}
+    for kernel in ("aiter_fmoe", "aiter_grouped_fmoe"):
+        family = FAMILIES[kernel]
+        reference = Reference(family, [p for p in tuned_files() if family_of(p.name) is family])
+        asks = _relaxed_asks(kernel)
+        relaxed = default = 0
+        differ: list[str] = []
+        for key, device, arch in asks:
+            served = flyconfigs.resolve(kernel, key, device=device)
+            want = reference.config(arch, key)
+            named = any("relaxed it" in r for r in served.reasons)
+            if dict(served.config) != want or (want and (served.source != "package" or not named)):
+                differ.append(f"{device} {key}: served {dict(served.config)} ({served.source}), aiter {want}")
+            relaxed += bool(want) and served.key_match == "nearest" and named
+            default += not want and served.source == "default"
+        out[kernel] = {"asked": len(asks), "served_a_relaxed_row": relaxed, "aiters_default_path": default,
+                       "differ": len(differ), "first_differences": differ[:3]}
+    return out
 
 
 def _asks() -> list[tuple[str, dict[str, object], str, dict[str, object], int]]:
@@ -100,6 +157,10 @@ def main() -> None:
                 if done.returncode != 0:
                     raise SystemExit(done.stderr)
                 runs[kernel].append(json.loads(done.stdout))
+        done = subprocess.run([sys.executable, "-c", LOOKUP_CHECK], env=env, capture_output=True, text=True, cwd=ROOT)
+        if done.returncode != 0:
+            raise SystemExit(done.stderr)
+        lookups = json.loads(done.stdout)
         out = Path(tmp) / "exported"
         done = subprocess.run([sys.executable, "-m", "flyconfigs", "export", "aiter", "--out", str(out), "--json"],
                               env=env, capture_output=True, text=True, cwd=tmp)
@@ -138,6 +199,7 @@ def main() -> None:
         "worst_family_first_resolve_ms": worst,
         "worst_family_first_resolve_cpu_ms": worst_cpu,
         "load_average_1min_before": load,
+        "relaxed_lookups_against_aiters": lookups,
         "round_trip_files_compared": len(csvs),
         "round_trip_differences": differences,
         "targets": {"installed_over_csv": 2.0, "worst_family_first_resolve_ms": 500.0},
@@ -145,7 +207,9 @@ def main() -> None:
     where = write_result("aiter-corpus", result, args.out) if args.out else "(not written: no --out)"
     print(f"aiter corpus: {len(csvs)} CSVs, {csv_bytes / 1e6:.1f} MB; installed {installed / 1e6:.1f} MB "
           f"({result['installed_over_csv']:.2f}x), wheels {wheel_bytes / 1e6:.1f} MB; first resolve, worst family "
-          f"{worst:.0f} ms ({worst_cpu:.0f} ms of CPU); round trip: {len(differences)} files differ -> {where}")
+          f"{worst:.0f} ms ({worst_cpu:.0f} ms of CPU); relaxed lookups: "
+          + ", ".join(f"{k} {v['asked'] - v['differ']}/{v['asked']} as aiter's" for k, v in lookups.items())
+          + f"; round trip: {len(differences)} files differ -> {where}")
 
 
 if __name__ == "__main__":

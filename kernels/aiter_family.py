@@ -20,6 +20,11 @@ family's :attr:`~AiterFamily.rule`:
   token count only;
 - ``exact``: the key as it is.
 
+At each of those a family may retry without some key columns, its
+:attr:`~AiterFamily.retried` columns: the fused MoE with any ``act_type`` (the first row
+of aiter's merged file), the grouped MoE with any ``cu_num`` (the lowest ``us``); and the
+grouped MoE never compares its :attr:`~AiterFamily.unmatched` columns.
+
 The default config is the empty one: a resolution that falls back (``source ==
 "default"``) means "no tuned config: let aiter take its own default path".
 """
@@ -29,10 +34,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from flyconfigs.registry.contract import KernelDecl, KeyAxis, KeyValue, normalize_key
 from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.schema.canonical import canonical_text
+
+if TYPE_CHECKING:
+    from flyconfigs.schema.models import Artifact
 
 __all__ = ["COLUMN_TYPES", "MEASURED", "AiterFamily", "moe_padded_token", "padded_m"]
 
@@ -103,8 +112,33 @@ class AiterFamily(KernelDecl):
     on_duplicate: Literal["refuse", "lowest-us"] = "refuse"
     """Two rows of one device and key: aiter's lookup cannot tell them apart (the later
     is refused), or it serves the one of the lowest ``us`` (the other is refused as never served)."""
+    retried: tuple[str, ...] = ()
+    """The key columns aiter's lookup retries without when no row has the asked key
+    (``fmoe``: ``act_type``; the grouped MoE: ``cu_num``): a row that differs from the
+    asked key on them serves after the asked key's own row and before the next padding
+    tier, of several such rows the first of aiter's merged file (``refuse``) or the lowest
+    ``us`` (``lowest-us``, :meth:`tie_rank`)."""
+    unmatched: tuple[str, ...] = ()
+    """Key columns aiter's lookup never compares (the grouped MoE: ``use_g1u1``,
+    ``doweight_stage1``): a row of any value of them matches, as near as one of the asked
+    value (a nearest-key match all the same: the row was tuned for its own)."""
+    opus_activations: tuple[str, ...] | None = None
+    """The activations aiter runs an Opus stage-1 kernel for (``get_2stage_cfgs``): a
+    row whose ``kernelName1`` begins with ``opus_`` is discarded for any other; ``None``:
+    no such rule."""
     version: int = 2
     summary: str = ""
+
+    def __post_init__(self) -> None:
+        stray = [c for c in self.relaxed_axes if c not in self.key or c == self.ordinal_axis]
+        if stray:
+            raise ValueError(f"{self.name}: retried or unmatched columns {stray} are not exact key columns of {self.key}")
+
+    @property
+    def relaxed_axes(self) -> tuple[str, ...]:
+        """The key columns a row may differ on from the asked key: :attr:`retried` and
+        :attr:`unmatched` (the contract member the nearest-key step reads)."""
+        return (*self.retried, *self.unmatched)
 
     @property
     def name(self) -> str:
@@ -140,10 +174,23 @@ class AiterFamily(KernelDecl):
     def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
         """aiter's lookup on a miss (module docstring): ``(level,)``, 0 for the asked key,
         1 and 2 for the fine and coarse padding (``gemm``) or 1 for the smaller MoE tier;
-        ``None`` where aiter takes its default path."""
+        ``None`` where aiter takes its default path.  A family with
+        :attr:`relaxed_axes` answers ``(level, retried)``: ``retried`` is 1 for a row
+        that differs from the asked key on a :attr:`retried` column (aiter's retry without
+        them, tried at each level after the asked key itself), 0 for one that differs on
+        :attr:`unmatched` columns only."""
+        level = self._level(asked, tuned)
+        if level is None or not self.relaxed_axes:
+            return level
+        retried = any(canonical_text(asked.get(c)) != canonical_text(tuned.get(c)) for c in self.retried)
+        return (*level, 1.0 if retried else 0.0)
+
+    def _level(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
         axis = self.ordinal_axis
         if axis is None:
-            return (0.0,) if dict(asked) == dict(tuned) else None
+            same = all(canonical_text(asked.get(c)) == canonical_text(tuned.get(c))
+                       for c in asked if c not in self.relaxed_axes)
+            return (0.0,) if same else None
         a, t = asked.get(axis), tuned.get(axis)
         if type(a) is not int or type(t) is not int:
             return None
@@ -161,15 +208,38 @@ class AiterFamily(KernelDecl):
             return (1.0,)
         return None
 
+    def tie_rank(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue],
+                 artifact: Artifact) -> tuple[float, ...]:
+        """Of several rows at one level (they differ from the asked key on
+        :attr:`relaxed_axes` only), the one aiter's retry takes first: the lowest ``us``
+        (``lowest-us``: ``_find_grouped_config`` sorts its matches by ``us``), else the
+        first of aiter's merged file, which begins with the default file
+        (``aiter/configs/<stem>.csv``; ``get_2stage_cfgs`` keeps the first row of each
+        key without the relaxed columns).  Ties keep the sources' order: a file's line
+        order (aiter's order among the per-model files is the folder listing's)."""
+        source = artifact.provenance.source
+        if self.on_duplicate == "lowest-us":
+            us = source.reported.get("us") if source is not None else None
+            # aiter sorts by float(us or 0.0): a row without a time comes first.
+            return (float(us) if isinstance(us, (int, float)) and not isinstance(us, bool) else 0.0,)
+        default = source is not None and source.file in {f"aiter/configs/{stem}.csv" for stem in self.stems}
+        return (0.0 if default else 1.0,)
+
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:
-        """``None`` when ``config`` names only the family's config columns, each a scalar."""
+        """``None`` when ``config`` names only the family's config columns, each a scalar,
+        and aiter would not discard it for ``key`` (an Opus stage-1 kernel for an
+        activation it does not run, :attr:`opus_activations`)."""
         unknown = sorted(set(map(str, config)) - set(self.config))
         if unknown:
             return f"not a {self.name} config: {', '.join(unknown)} (columns: {', '.join(self.config)})"
         for name, value in config.items():
             if value is not None and not isinstance(value, (bool, int, float, str)):
                 return f"{name}={value!r} is not a scalar"
+        if self.opus_activations is not None and str(config.get("kernelName1") or "").strip().startswith("opus_") \
+                and key.get("act_type") not in self.opus_activations:
+            return (f"aiter discards an Opus stage-1 kernel for {key.get('act_type')} (it runs one for "
+                    f"{', '.join(self.opus_activations)} only)")
         return None
 
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:

@@ -20,6 +20,7 @@ __all__ = ["A8W8_BLOCKSCALE", "A8W8_BPRESHUFFLE", "FAMILIES", "family_named", "f
 
 _GEMM = ("cu_num", "M", "N", "K")
 _CK = ("libtype", "kernelId", "splitK", "kernelName")
+_OPUS_ACTS = ("ActivationType.Silu", "ActivationType.Swiglu", "ActivationType.Situv2")
 _MOE = ("cu_num", "token", "model_dim", "inter_dim", "expert", "topk", "act_type", "dtype", "q_dtype_a", "q_dtype_w",
         "q_type", "use_g1u1", "doweight_stage1")
 
@@ -62,19 +63,21 @@ BATCHED_MXSCALE = AiterFamily(
 FMOE = AiterFamily(
     "fmoe", ("tuned_fmoe",), "AITER_CONFIG_FMOE", _MOE,
     ("block_m", "ksplit", "kernelName1", "kernelName2", "run_1stage", "xbf16", "flat", "_tag"), "moe",
-    summary="two-stage fused MoE (fused_moe.py: get_2stage_cfgs)")
+    retried=("act_type",), opus_activations=_OPUS_ACTS,
+    summary="two-stage fused MoE (fused_moe.py: get_2stage_cfgs; a miss retries with any act_type)")
 FHMOE = AiterFamily(
     "fhmoe", ("tuned_fhmoe",), "AITER_CONFIG_FHMOE",
     (*_MOE[:6], "shared_expert_id", *_MOE[6:], "hidden_pad", "intermediate_pad", "gate_mode"),
-    ("block_m", "ksplit", "kernelName1", "kernelName2"), "moe-exact",
+    ("block_m", "ksplit", "kernelName1", "kernelName2"), "moe-exact", opus_activations=_OPUS_ACTS,
     summary="fused MoE with a shared expert (fused_moe.py: get_2stage_cfgs with a config file)")
 GROUPED_FMOE = AiterFamily(
     "grouped_fmoe", ("tuned_grouped_fmoe",), "AITER_CONFIG_GROUPED_FMOE", _MOE,
     ("max_m", "tile_m", "tile_n", "tile_k", "tile_m2", "tile_n2", "tile_k2", "m_warp", "n_warp", "m_warp2", "n_warp2",
      "num_buffers", "num_buffer_stage2", "split_k1", "split_k2", "grouped_persistent_m", "persistent_workers",
      "wave_specialized_tdm", "tdm_as_in_prologue", "cluster_n", "waves_per_tensor_tdm", "next_stage_prefetch",
-     "kernelName1", "kernelName2"), "moe-exact", on_duplicate="lowest-us",
-    summary="gfx1250 grouped MoE (flydsl/grouped_moe_gfx1250.py: _find_grouped_config)")
+     "kernelName1", "kernelName2"), "moe-exact", on_duplicate="lowest-us", retried=("cu_num",),
+    unmatched=("use_g1u1", "doweight_stage1"),
+    summary="gfx1250 grouped MoE (flydsl/grouped_moe_gfx1250.py: _find_grouped_config; a miss relaxes cu_num)")
 CHUNK_GDN_H_OPT = AiterFamily(
     "chunk_gdn_h_opt", ("chunk_gdn_h_opt_tuned",), "AITER_CONFIG_GDN_K5_OPT",
     ("cu_num", "H", "Hg", "V", "is_varlen", "use_h0", "store_fs", "snapshot_bf16", "state_bf16", "total_chunks",

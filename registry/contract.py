@@ -21,6 +21,7 @@ from flyconfigs.errors import InvalidKeyError
 if TYPE_CHECKING:
     from flyconfigs.registry.device import DeviceQuery
     from flyconfigs.registry.neighbourhood import Neighbour
+    from flyconfigs.schema.models import Artifact
 
 __all__ = ["DEVICE_MATCHES", "NAME_PATTERN", "REQUIRED", "Default", "DeviceMatch", "KernelDecl", "KeyAxis", "KeyValue",
            "SourceBinding", "TunableVariants"]
@@ -209,6 +210,15 @@ class KernelDecl(ABC):
             it read in file order); the rest of :meth:`key_distance` orders only the
             keys row order cannot (not rows of one table).  Default ``False``:
             :meth:`key_distance` alone, then the step's order."""
+
+        @property
+        def relaxed_axes(self) -> Collection[str]:
+            """Exact (non-ordinal) axes on which the nearest-key step may offer a tuned
+            key that differs from the asked one, as a framework's lookup retries
+            without them (aiter's fused MoE retries with any activation).  The family's
+            own :meth:`key_distance` ranks such keys (``None``: never served); a family
+            without one is offered none.  Default none: only tuned keys equal to the
+            asked one on every exact axis."""
     else:
         tunables = Default(_NOTHING)
         tunable_defaults = Default(_NOTHING)
@@ -219,6 +229,7 @@ class KernelDecl(ABC):
         device_match = Default("arch")
         own_device_first = Default(False)
         ties_by_row_order = Default(False)
+        relaxed_axes = Default(())
 
     @abstractmethod
     def default_config(self, key: Mapping[str, KeyValue], device: DeviceQuery | None) -> dict[str, KeyValue]:
@@ -257,6 +268,15 @@ class KernelDecl(ABC):
         from flyconfigs.registry.nearest import log_distance
 
         return log_distance(self.key_axes, asked, tuned)
+
+    def tie_rank(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue],
+                 artifact: Artifact) -> tuple[float, ...]:
+        """How the nearest-key step orders tuned keys of one standing at one
+        :meth:`key_distance` from ``asked`` (``tuned`` one of them, ``artifact`` its
+        artifact: its provenance and the figures its source reported), compared
+        lexicographically, the smaller served first; asked only where such keys tie.
+        Default ``()``: the sources' order."""
+        return ()
 
     def pass_over_neighbour(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue],
                             config: Mapping[str, Any], device: DeviceQuery) -> str | None:

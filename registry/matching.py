@@ -4,9 +4,12 @@ artifacts are tried."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
+from collections.abc import Collection
 
+from flyconfigs.registry.calls import report_fault
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.nearest import has_own_distance, neighbour_distance, ties_by_row_order
 from flyconfigs.registry.problems import ProblemLog
@@ -14,7 +17,7 @@ from flyconfigs.registry.sources import Entry
 from flyconfigs.registry.tables import TableRowEntry
 from flyconfigs.schema.canonical import canonical_text
 
-__all__ = ["Pool", "by_product", "exact_matches", "nearest_matches", "nearest_ranked", "source_label"]
+__all__ = ["Pool", "by_product", "exact_matches", "nearest_matches", "nearest_ranked", "relaxed_axes", "source_label"]
 
 
 class Pool(list[Entry]):
@@ -60,11 +63,15 @@ def nearest_ranked(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl
     key: distance decides only among sources of one standing.  An entry the family's
     rule answers ``None`` for is left out.  For a family whose ``ties_by_row_order`` is
     true, the rows of one table among entries of one standing and one first distance
-    element follow the table's row order (:func:`_rows_in_order`)."""
+    element follow the table's row order (:func:`_rows_in_order`).  A family with its own
+    ``key_distance`` may name ``relaxed_axes``: entries that differ from ``key`` on those
+    are offered too, and entries of one standing at one distance are ordered by its
+    ``tie_rank``."""
     ordinal = tuple(a.name for a in decl.key_axes if a.ordinal)
-    if not ordinal:
+    relaxed = relaxed_axes(decl, problems) if has_own_distance(decl) else frozenset()
+    if not ordinal and not relaxed:
         return []
-    exact = tuple(a.name for a in decl.key_axes if not a.ordinal)
+    exact = tuple(a.name for a in decl.key_axes if not a.ordinal and a.name not in relaxed)
     try:
         asked = [key[n] for n in ordinal]
         group = _prepared(pool).by_exact(ordinal, exact).get(_signature(key, exact))
@@ -86,7 +93,9 @@ def nearest_ranked(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl
     # Ranks are unique, so the tuples never compare two entries.
     scored.sort(key=lambda item: item[:3])
     ranked = [(item[3], item[1]) for item in scored]
-    return _rows_in_order(ranked) if ties_by_row_order(decl, problems) else ranked
+    if ties_by_row_order(decl, problems):
+        ranked = _rows_in_order(ranked)
+    return _ties_ranked(decl, key, ranked, problems) if relaxed else ranked
 
 
 def _rows_in_order(ranked: list[tuple[Entry, tuple[float, ...]]]) -> list[tuple[Entry, tuple[float, ...]]]:
@@ -116,6 +125,55 @@ def _rows_in_order(ranked: list[tuple[Entry, tuple[float, ...]]]) -> list[tuple[
                     out[place] = item
         start = end
     return out
+
+
+def relaxed_axes(decl: KernelDecl, problems: ProblemLog | None = None) -> frozenset[str]:
+    """``decl.relaxed_axes`` checked: names of its non-ordinal axes.  A member that raises
+    or names anything else is reported once and counts as none."""
+    try:
+        names = decl.relaxed_axes
+        axes = {a.name for a in decl.key_axes if not a.ordinal}
+        if isinstance(names, str) or not isinstance(names, Collection) or not all(
+                isinstance(n, str) and n in axes for n in names):
+            raise TypeError(f"it is {names!r}, not names of the kernel's non-ordinal axes")
+        return frozenset(names)
+    except Exception as exc:  # noqa: BLE001 - a plugin's member failing must not break serving
+        report_fault(decl, "relaxed_axes", exc, "only keys equal on every exact axis are served", problems)
+        return frozenset()
+
+
+def _ties_ranked(decl: KernelDecl, key: dict[str, KeyValue], ranked: list[tuple[Entry, tuple[float, ...]]],
+                 problems: ProblemLog | None) -> list[tuple[Entry, tuple[float, ...]]]:
+    """``ranked`` with each run of entries of one standing at one distance ordered by the
+    family's ``tie_rank`` (stable: equal ranks keep the sources' order).  An entry whose
+    artifact cannot be read goes last (the search reports it when it reaches it); a rule
+    that raises or answers anything but a tuple of numbers is reported once and leaves
+    the order as it was."""
+    log = problems if problems is not None else ProblemLog()
+    out: list[tuple[Entry, tuple[float, ...]]] = []
+    for _, run in itertools.groupby(ranked, key=lambda item: (item[0].source.rank[0], item[1])):
+        tied = list(run)
+        if len(tied) > 1:
+            try:
+                ranks = [_tie_rank(decl, key, entry, log) for entry, _ in tied]
+            except Exception as exc:  # noqa: BLE001 - a plugin's rule failing must not break serving
+                report_fault(decl, "tie_rank", exc, "tied keys are served in the sources' order", problems)
+            else:
+                order = sorted(range(len(tied)), key=ranks.__getitem__)
+                tied = [tied[i] for i in order]
+        out.extend(tied)
+    return out
+
+
+def _tie_rank(decl: KernelDecl, key: dict[str, KeyValue], entry: Entry, problems: ProblemLog) -> tuple[float, ...]:
+    artifact = entry.load(problems)
+    if artifact is None:
+        return (math.inf,)
+    rank = decl.tie_rank(key, entry.key, artifact)
+    if not isinstance(rank, tuple) or not all(
+            isinstance(r, (int, float)) and not isinstance(r, bool) and not math.isnan(r) for r in rank):
+        raise TypeError(f"it returned {rank!r}, not a tuple of numbers")
+    return (-math.inf, *rank)
 
 
 def _signature(key: dict[str, KeyValue], exact: tuple[str, ...]) -> tuple[object, ...]:

@@ -34,6 +34,12 @@ and where it came from.  Passing over such a key is routine (one DEBUG line per 
 reasons in the record); a missing, corrupt, mismatched or invalid artifact, or a winner
 its kernel refuses for the artifact's own key, is skipped with one warning per cause and
 the search goes on; the reasons are kept in the record.
+
+A family's ``relaxed_axes`` are the exception to "equal on every exact axis": tuned keys
+that differ from the asked one on those are offered to its ``key_distance`` too, equally
+near ones of one standing in its ``tie_rank`` order (:mod:`flyconfigs.registry.matching`);
+what is served from one says, in the record's reasons and on its step, which asked value
+no tuned key had.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import LAYER_NAMES, Resolution, Step
 from flyconfigs.registry.serving import ROUTINE, Found, adapt, changes, how, selection_of
 from flyconfigs.registry.sources import PACKAGES_ENV, Entry
+from flyconfigs.schema.canonical import canonical_text
 
 __all__ = ["search", "serve_default"]
 
@@ -167,11 +174,25 @@ class _Search:
                 f"; its winner adapted to this key by {self.decl.name}: {changes(found.adapted_from, found.config)}")
             if found.neighbourhood is not None:
                 adapted = f"; {said(self.decl.name, found)}"
+            relaxed = self._relaxed(found.entry.key)
+            if relaxed:
+                self.reasons.append(relaxed)
+                adapted += f"; {relaxed}"
             self.trace.append(Step(f"{LAYER_NAMES[layer]} device, {mode} key",
                                    f"found {entry.path} ({entry.source.describe()})"
                                    + ("" if artifact.selection.measured else f", {how(artifact)}") + adapted))
             return found, layer, mode
         return None
+
+    def _relaxed(self, tuned: Mapping[str, KeyValue]) -> str:
+        """What a nearer key's match says of the exact axes it differs on (the family's
+        ``relaxed_axes``): never an exact match, and where it was tuned; ``""`` for none."""
+        differ = [a.name for a in self.decl.key_axes if not a.ordinal and a.name in tuned
+                  and canonical_text(tuned[a.name]) != canonical_text(self.key.get(a.name))]
+        if not differ:
+            return ""
+        said = ", ".join(f"{n}={tuned[n]} (asked {self.key.get(n)})" for n in differ)
+        return f"no tuned key has the asked {', '.join(differ)}: {self.decl.name}'s lookup relaxed it and serves {said}"
 
     def log_passed_over(self) -> None:
         """One DEBUG line for the tuned keys this search passed over because their winners

@@ -63,7 +63,7 @@ def test_the_moe_key_is_padded_as_aiter_pads_it_and_falls_back_one_tier() -> Non
     assert checked["token"] == 8 and checked["flydsl_fallback"] is False
     big = FMOE.check_key({**key, "token": 200000})
     assert big["token"] == 131072
-    assert FMOE.key_distance(big, {**big, "token": 32768}) == (1.0,)
+    assert FMOE.key_distance(big, {**big, "token": 32768}) == (1.0, 0.0)
     assert FMOE.key_distance(FMOE.check_key({**key, "token": 40000}), {**big, "token": 16384}) is None
     assert GROUPED_FMOE.key_distance(big, {**big, "token": 32768}) is None  # no tier fallback there
     with pytest.raises(InvalidKeyError):

@@ -2,21 +2,21 @@
 in its CSVs, on every (file, M) pair tried: each tuned M, its neighbours, the midpoints
 between tuned Ms and the padding boundaries, on the device each row was tuned for.
 
-The reference below restates aiter's lookup from its source at the corpus's revision
-(corpora/aiter-e4048607/ORIGIN.md names the functions) over the CSV rows themselves, read
-as pandas reads them, with a family's files merged as aiter merges them; it shares no code
-with the families' ``key_distance`` but the column lists the declarations state."""
+The reference (``aiter_corpus.Reference``) restates aiter's lookup from its source at the
+corpus's revision (corpora/aiter-e4048607/ORIGIN.md names the functions) over the CSV rows
+themselves, read as pandas reads them, with a family's files merged as aiter merges them;
+it shares no code with the families' ``key_distance`` but the column lists the
+declarations state."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aiter_corpus import REVISION, as_read, read_rows, tuned_files
+from aiter_corpus import REVISION, Reference, fine, pow2, tuned_files
 from flyconfigs.adapters.aiter import import_aiter_file
 from flyconfigs.kernels.aiter_family import MEASURED, AiterFamily
 from flyconfigs.kernels.aiter_gemm import FAMILIES, family_of
@@ -26,71 +26,11 @@ from flyconfigs.schema import write_atomic
 from flyconfigs.schema.table import Table
 
 
-def _pow2(n: int) -> int:
-    return 1 if n <= 1 else 2 ** (n - 1).bit_length()
-
-
-def _fine(m: int) -> int:
-    step = 16 if m <= 256 else 32 if m <= 1024 else 64 if m <= 4096 else 128
-    return -(-m // step) * step
-
-
-def _coarse(m: int, n: int) -> int:
-    return 8192 if m > 8192 and n > 4096 else _pow2(m)
-
-
-def _moe_token(token: int) -> int:
-    return _pow2(token) if token < 32768 else (131072 if token >= 131072 else 32768)
-
-
-class Reference:
-    """aiter's lookup over one family's rows (every file, merged), by device."""
-
-    def __init__(self, family: AiterFamily, files: list[Path]) -> None:
-        self.family = family
-        self.rows: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for path in files:
-            header, rows = read_rows(path)
-            for values in map(as_read, rows):
-                cells = dict(zip(header, values, strict=True))
-                if cells.get("_tag") == "flydsl_fallback":
-                    continue  # get_2stage_cfgs drops them before its lookup
-                arch = cells.get(family.arch_column) or ("gfx942" if cells["cu_num"] in (80, 304) else "gfx950")
-                slot = (arch, *(cells[c] for c in family.key))
-                if family.on_duplicate == "lowest-us" and slot in self.rows:
-                    if self.rows[slot]["us"] <= cells["us"]:
-                        continue
-                self.rows.setdefault(slot, cells) if family.on_duplicate != "lowest-us" else self.rows.update({slot: cells})
-
-    def config(self, arch: str, key: dict[str, Any]) -> dict[str, Any]:
-        """The config aiter's lookup finds for ``key`` on a GPU of ``arch`` (and the key's
-        ``cu_num``), ``{}`` for none."""
-        for asked in self._tries(key):
-            row = self.rows.get((arch, *(asked[c] for c in self.family.key)))
-            if row is not None:
-                return {c: v for c, v in row.items() if c in self.family.config}
-        return {}
-
-    def _tries(self, key: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        rule = self.family.rule
-        if rule == "gemm":
-            m, n, k = ("m", "n", "k") if "m" in key else ("M", "N", "K")
-            for value in (key[m], _fine(key[m]), _coarse(key[m], key[n])):
-                yield {**key, m: value}
-        elif rule in ("moe", "moe-exact"):
-            token = _moe_token(key["token"])
-            yield {**key, "token": token}
-            if rule == "moe" and token > 32768:
-                yield {**key, "token": 32768}
-        else:
-            yield key
-
-
 def _asked_ms(tuned: list[int]) -> set[int]:
     """Each tuned M, its neighbours, the midpoints between tuned Ms, the paddings' edges."""
     found = set(tuned)
     for m in tuned:
-        found.update({m - 1, m + 1, _fine(m) + 1, _pow2(m) // 2 + 1, 2 * m, 3 * m})
+        found.update({m - 1, m + 1, fine(m) + 1, pow2(m) // 2 + 1, 2 * m, 3 * m})
     for a, b in itertools.pairwise(sorted(set(tuned))):
         found.update({(a + b) // 2, (a + b + 1) // 2})
     return {m for m in found if m >= 1}

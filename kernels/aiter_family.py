@@ -31,6 +31,7 @@ The default config is the empty one: a resolution that falls back (``source ==
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.canonical import canonical_text
 
 if TYPE_CHECKING:
-    from flyconfigs.schema.models import Artifact
+    from flyconfigs.registry.ties import Tie
 
 __all__ = ["COLUMN_TYPES", "MEASURED", "AiterFamily", "moe_padded_token", "padded_m"]
 
@@ -208,22 +209,29 @@ class AiterFamily(KernelDecl):
             return (1.0,)
         return None
 
-    def tie_rank(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue],
-                 artifact: Artifact) -> tuple[float, ...]:
-        """Of several rows at one level (they differ from the asked key on
-        :attr:`relaxed_axes` only), the one aiter's retry takes first: the lowest ``us``
+    def tie_rank(self, asked: Mapping[str, KeyValue], tie: Tie) -> tuple[float, ...]:
+        """Of several rows at one level, the asked key's own row (and those differing
+        from it on :attr:`unmatched` columns only) before a retried one (the rest of
+        :meth:`key_distance`), then the one aiter's retry takes first: the lowest ``us``
         (``lowest-us``: ``_find_grouped_config`` sorts its matches by ``us``), else the
         first of aiter's merged file, which begins with the default file
         (``aiter/configs/<stem>.csv``; ``get_2stage_cfgs`` keeps the first row of each
         key without the relaxed columns).  Ties keep the sources' order: a file's line
-        order (aiter's order among the per-model files is the folder listing's)."""
+        order (aiter's order among the per-model files is the folder listing's).  A row
+        whose artifact cannot be read goes last; a family without :attr:`relaxed_axes`
+        keeps the default order (and reads nothing)."""
+        if not self.relaxed_axes:
+            return ()
+        artifact = tie.artifact
+        if artifact is None:
+            return (*tie.distance[1:], math.inf)
         source = artifact.provenance.source
         if self.on_duplicate == "lowest-us":
             us = source.reported.get("us") if source is not None else None
             # aiter sorts by float(us or 0.0): a row without a time comes first.
-            return (float(us) if isinstance(us, (int, float)) and not isinstance(us, bool) else 0.0,)
+            return (*tie.distance[1:], float(us) if isinstance(us, (int, float)) and not isinstance(us, bool) else 0.0)
         default = source is not None and source.file in {f"aiter/configs/{stem}.csv" for stem in self.stems}
-        return (0.0 if default else 1.0,)
+        return (*tie.distance[1:], 0.0 if default else 1.0)
 
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:

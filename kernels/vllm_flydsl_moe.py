@@ -6,7 +6,7 @@ vLLM keeps one JSON file per ``(E, N, device)``
 size ``M`` to the two stages' tiles (``tile_m``, ``tile_n``, ``tile_k`` for the first,
 ``tile_n2``, ``tile_k2`` for the second), and serves the entry of the nearest ``M`` as its
 fused-MoE Triton kernel does (:meth:`VLLMFlyDSLMoESpec.key_distance`), a tie to the entry
-first in the file (``ties_by_row_order``: an imported file's rows keep its order).  At launch it
+first in the file (its ``tie_rank``: an imported file's rows keep its order).  At launch it
 snaps each tile to the nearest one the kernel registers (``_snap_flydsl_int4_tiles``), so
 any positive tile launches: :func:`launch_config` is that rule, and the config served is
 the file's, unchanged.  The default is the empty config (vLLM's own default table).
@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue
 from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.ties import Tie, file_order
 
 __all__ = ["SPEC", "TUNABLES", "VLLMFlyDSLMoESpec", "launch_config"]
 
@@ -51,14 +52,19 @@ class VLLMFlyDSLMoESpec(KernelDecl):
     key_axes = KEY_AXES
     own_device_first = True
     """vLLM reads the asked device's own file: its nearest batch size before a sibling's exact one."""
-    ties_by_row_order = True
-    """vLLM takes the first of two equally near batch sizes in its file's order."""
 
     def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
         """vLLM's nearest batch size: ``(|M - m|, m)``; a tie between two rows of one file
-        to the earlier row (:attr:`ties_by_row_order`), any other to the smaller ``m``."""
+        to the earlier row (:meth:`tie_rank`), any other to the smaller ``m``."""
         m = int(tuned["M"])
         return (float(abs(int(asked["M"]) - m)), float(m))
+
+    def tie_rank(self, asked: Mapping[str, KeyValue], tie: Tie) -> tuple[float, ...]:
+        """vLLM takes the first of two equally near batch sizes in its file's order: the
+        rows of one table (an imported file keeps its order) by row, the earlier first;
+        keys of different files by :meth:`key_distance` (the smaller ``m``)
+        (:func:`~flyconfigs.registry.ties.file_order`)."""
+        return file_order(tie)
 
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:

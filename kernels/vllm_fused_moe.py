@@ -14,7 +14,7 @@ tunables below.
 ``configs[min(configs, key=lambda x: abs(x - M))]`` over the file as ``json.load`` read
 it): the tuned ``M`` nearest by absolute difference (:meth:`VLLMFusedMoESpec.key_distance`),
 a tie to the entry that comes first in the file.  An imported file is one table whose rows
-keep the file's order, and the family declares ``ties_by_row_order``, so a tie goes to the
+keep the file's order, and the family's ``tie_rank`` is that order, so a tie goes to the
 earlier row, as in vLLM, also in the three of vLLM 0.34.0's files that list their batch
 sizes out of order (docs/adapters.md names them).  A tie between keys that are not rows of
 one table (a down file's ``{"USE_TMA": false}`` entry is an artifact beside it) goes to the
@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from flyconfigs.errors import InvalidKeyError
 from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue, normalize_key
 from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.ties import Tie, file_order
 from flyconfigs.schema.models import wave_size_of_arch
 
 __all__ = ["OPTIONAL_TUNABLES", "REQUIRED_TUNABLES", "SPEC", "VLLMFusedMoESpec", "launch_config"]
@@ -92,9 +93,6 @@ class VLLMFusedMoESpec(KernelDecl):
     key_axes = KEY_AXES
     own_device_first = True
     """vLLM reads the asked device's own file: its nearest batch size before a sibling's exact one."""
-    ties_by_row_order = True
-    """vLLM takes the first of two equally near batch sizes in its file's order: an
-    imported file's rows keep it."""
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` validated against the axes; ``block_n`` and ``block_k`` are both null
@@ -108,10 +106,17 @@ class VLLMFusedMoESpec(KernelDecl):
     def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
         """vLLM's nearest batch size: ``(|M - m|, m)``, nearest by absolute difference;
         every tuned ``m`` may serve (never ``None``).  A tie between two rows of one file
-        goes to the earlier row (:attr:`ties_by_row_order`); ``m`` breaks only the others,
+        goes to the earlier row (:meth:`tie_rank`); ``m`` breaks only the others,
         to the smaller."""
         m = int(tuned["M"])
         return (float(abs(int(asked["M"]) - m)), float(m))
+
+    def tie_rank(self, asked: Mapping[str, KeyValue], tie: Tie) -> tuple[float, ...]:
+        """vLLM takes the first of two equally near batch sizes in its file's order: the
+        rows of one table (an imported file keeps its order) by row, the earlier first;
+        keys of different files by :meth:`key_distance` (the smaller ``m``)
+        (:func:`~flyconfigs.registry.ties.file_order`)."""
+        return file_order(tie)
 
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:

@@ -21,7 +21,7 @@ from flyconfigs.errors import InvalidKeyError
 if TYPE_CHECKING:
     from flyconfigs.registry.device import DeviceQuery
     from flyconfigs.registry.neighbourhood import Neighbour
-    from flyconfigs.schema.models import Artifact
+    from flyconfigs.registry.ties import Tie
 
 __all__ = ["DEVICE_MATCHES", "NAME_PATTERN", "REQUIRED", "Default", "DeviceMatch", "KernelDecl", "KeyAxis", "KeyValue",
            "SourceBinding", "TunableVariants"]
@@ -202,16 +202,6 @@ class KernelDecl(ABC):
             ``False``: an exact key on a sibling comes first."""
 
         @property
-        def ties_by_row_order(self) -> bool:
-            """``True``: of tuned keys equally near by the first element of
-            :meth:`key_distance`, the rows of one table (one upstream file) serve in the
-            table's row order, the earlier row first, as a framework that takes the
-            first of its file's equally near entries does (vLLM's ``min`` over the dict
-            it read in file order); the rest of :meth:`key_distance` orders only the
-            keys row order cannot (not rows of one table).  Default ``False``:
-            :meth:`key_distance` alone, then the step's order."""
-
-        @property
         def relaxed_axes(self) -> Collection[str]:
             """Exact (non-ordinal) axes on which the nearest-key step may offer a tuned
             key that differs from the asked one, as a framework's lookup retries
@@ -228,7 +218,6 @@ class KernelDecl(ABC):
         data_packages = Default(())
         device_match = Default("arch")
         own_device_first = Default(False)
-        ties_by_row_order = Default(False)
         relaxed_axes = Default(())
 
     @abstractmethod
@@ -261,21 +250,27 @@ class KernelDecl(ABC):
 
     def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
         """The family's nearest-key rule: how far the tuned key ``tuned`` is from
-        ``asked`` (both equal on every exact axis), as a tuple compared
-        lexicographically, the smaller served first; ``None``: never serve ``tuned``'s
+        ``asked`` (both equal on every exact axis but the family's :attr:`relaxed_axes`),
+        as a tuple compared lexicographically, the smaller served first (keys that share
+        its first element are equally near, ordered by :meth:`tie_rank`); ``None``: never serve ``tuned``'s
         winner for ``asked``.  Default: the sum over ordinal axes of ``|log2 a - log2 b|``,
         a tie to the larger tuned value (:func:`~flyconfigs.registry.nearest.log_distance`)."""
         from flyconfigs.registry.nearest import log_distance
 
         return log_distance(self.key_axes, asked, tuned)
 
-    def tie_rank(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue],
-                 artifact: Artifact) -> tuple[float, ...]:
-        """How the nearest-key step orders tuned keys of one standing at one
-        :meth:`key_distance` from ``asked`` (``tuned`` one of them, ``artifact`` its
-        artifact: its provenance and the figures its source reported), compared
-        lexicographically, the smaller served first; asked only where such keys tie.
-        Default ``()``: the sources' order."""
+    def tie_rank(self, asked: Mapping[str, KeyValue], tie: Tie) -> tuple[float, ...]:
+        """How the nearest-key step orders tuned keys of one standing equally near
+        ``asked`` (the same first element of :meth:`key_distance`): ``tie`` is one of
+        them (:class:`~flyconfigs.registry.ties.Tie`: its key, its distance, which file
+        and row it comes from, its artifact read on first use), and the keys are served
+        in the order of the ranks answered, compared lexicographically, the smaller
+        first; equal ranks keep the default order.  The rank replaces the rest of
+        :meth:`key_distance` for these keys (a family that wants it kept puts
+        ``tie.distance[1:]`` first).  Asked only where such keys tie.  Default ``()``:
+        the rest of :meth:`key_distance`, then the sources' order.
+        :func:`~flyconfigs.registry.ties.file_order` is the rank of a framework that
+        takes the first of its file's equally near entries (vLLM)."""
         return ()
 
     def pass_over_neighbour(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue],

@@ -4,17 +4,16 @@ artifacts are tried."""
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 from collections.abc import Collection
 
 from flyconfigs.registry.calls import report_fault
 from flyconfigs.registry.contract import KernelDecl, KeyValue
-from flyconfigs.registry.nearest import has_own_distance, neighbour_distance, ties_by_row_order
+from flyconfigs.registry.nearest import has_own_distance, neighbour_distance
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry
-from flyconfigs.registry.tables import TableRowEntry
+from flyconfigs.registry.ties import ties_ordered
 from flyconfigs.schema.canonical import canonical_text
 
 __all__ = ["Pool", "by_product", "exact_matches", "nearest_matches", "nearest_ranked", "relaxed_axes", "source_label"]
@@ -55,18 +54,17 @@ def nearest_matches(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDec
 
 def nearest_ranked(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl,
                    problems: ProblemLog | None = None) -> list[tuple[Entry, tuple[float, ...]]]:
-    """Entries equal to ``key`` on every exact axis with their distance, in the
-    nearest-key step's order: **standing first** (a source's tier), then the family's
-    ``key_distance`` (:mod:`flyconfigs.registry.nearest`; by default the smallest sum over
+    """Entries equal to ``key`` on every exact axis but the family's ``relaxed_axes``,
+    with their distance, in the nearest-key step's order: **standing first** (a source's
+    tier), then the family's ``key_distance`` (:mod:`flyconfigs.registry.nearest`; by default the smallest sum over
     ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned value), then pool
     order.  A higher-standing source's nearest key so goes before a lower one's nearer
     key: distance decides only among sources of one standing.  An entry the family's
-    rule answers ``None`` for is left out.  For a family whose ``ties_by_row_order`` is
-    true, the rows of one table among entries of one standing and one first distance
-    element follow the table's row order (:func:`_rows_in_order`).  A family with its own
-    ``key_distance`` may name ``relaxed_axes``: entries that differ from ``key`` on those
-    are offered too, and entries of one standing at one distance are ordered by its
-    ``tie_rank``."""
+    rule answers ``None`` for is left out.  A family with its own ``key_distance`` may
+    name ``relaxed_axes``: entries that differ from ``key`` on those are offered too.
+    Entries of one standing whose distances share their first element (equally near)
+    are ordered by the family's ``tie_rank`` where it gives one
+    (:mod:`flyconfigs.registry.ties`)."""
     ordinal = tuple(a.name for a in decl.key_axes if a.ordinal)
     relaxed = relaxed_axes(decl, problems) if has_own_distance(decl) else frozenset()
     if not ordinal and not relaxed:
@@ -93,38 +91,7 @@ def nearest_ranked(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl
     # Ranks are unique, so the tuples never compare two entries.
     scored.sort(key=lambda item: item[:3])
     ranked = [(item[3], item[1]) for item in scored]
-    if ties_by_row_order(decl, problems):
-        ranked = _rows_in_order(ranked)
-    return _ties_ranked(decl, key, ranked, problems) if relaxed else ranked
-
-
-def _rows_in_order(ranked: list[tuple[Entry, tuple[float, ...]]]) -> list[tuple[Entry, tuple[float, ...]]]:
-    """``ranked`` with, in each run of entries of one standing and one first distance
-    element (equally near), the rows of each table moved among the places they hold so
-    that the earlier row comes first; every other entry keeps its place.  Of two equally
-    near rows of one upstream file the first in the file so serves, as a lookup that
-    takes the first of them does (vLLM's ``min`` over its file's dict), and the rest of
-    the distance still orders what row order cannot (an artifact beside the table,
-    another source's table)."""
-    out = list(ranked)
-    start = 0
-    while start < len(out):
-        head = (out[start][0].source.rank[0], out[start][1][:1])
-        end = start + 1
-        while end < len(out) and (out[end][0].source.rank[0], out[end][1][:1]) == head:
-            end += 1
-        if end - start > 1:
-            tables: dict[int, list[tuple[int, int]]] = {}
-            for place in range(start, end):
-                entry = out[place][0]
-                if isinstance(entry, TableRowEntry) and entry.ref is not None:
-                    tables.setdefault(id(entry.ref), []).append((entry.row, place))
-            for rows in tables.values():
-                moved = [out[place] for _, place in sorted(rows)]
-                for (_, place), item in zip(rows, moved, strict=True):
-                    out[place] = item
-        start = end
-    return out
+    return ties_ordered(decl, key, ranked, problems)
 
 
 def relaxed_axes(decl: KernelDecl, problems: ProblemLog | None = None) -> frozenset[str]:
@@ -140,40 +107,6 @@ def relaxed_axes(decl: KernelDecl, problems: ProblemLog | None = None) -> frozen
     except Exception as exc:  # noqa: BLE001 - a plugin's member failing must not break serving
         report_fault(decl, "relaxed_axes", exc, "only keys equal on every exact axis are served", problems)
         return frozenset()
-
-
-def _ties_ranked(decl: KernelDecl, key: dict[str, KeyValue], ranked: list[tuple[Entry, tuple[float, ...]]],
-                 problems: ProblemLog | None) -> list[tuple[Entry, tuple[float, ...]]]:
-    """``ranked`` with each run of entries of one standing at one distance ordered by the
-    family's ``tie_rank`` (stable: equal ranks keep the sources' order).  An entry whose
-    artifact cannot be read goes last (the search reports it when it reaches it); a rule
-    that raises or answers anything but a tuple of numbers is reported once and leaves
-    the order as it was."""
-    log = problems if problems is not None else ProblemLog()
-    out: list[tuple[Entry, tuple[float, ...]]] = []
-    for _, run in itertools.groupby(ranked, key=lambda item: (item[0].source.rank[0], item[1])):
-        tied = list(run)
-        if len(tied) > 1:
-            try:
-                ranks = [_tie_rank(decl, key, entry, log) for entry, _ in tied]
-            except Exception as exc:  # noqa: BLE001 - a plugin's rule failing must not break serving
-                report_fault(decl, "tie_rank", exc, "tied keys are served in the sources' order", problems)
-            else:
-                order = sorted(range(len(tied)), key=ranks.__getitem__)
-                tied = [tied[i] for i in order]
-        out.extend(tied)
-    return out
-
-
-def _tie_rank(decl: KernelDecl, key: dict[str, KeyValue], entry: Entry, problems: ProblemLog) -> tuple[float, ...]:
-    artifact = entry.load(problems)
-    if artifact is None:
-        return (math.inf,)
-    rank = decl.tie_rank(key, entry.key, artifact)
-    if not isinstance(rank, tuple) or not all(
-            isinstance(r, (int, float)) and not isinstance(r, bool) and not math.isnan(r) for r in rank):
-        raise TypeError(f"it returned {rank!r}, not a tuple of numbers")
-    return (-math.inf, *rank)
 
 
 def _signature(key: dict[str, KeyValue], exact: tuple[str, ...]) -> tuple[object, ...]:

@@ -7,18 +7,19 @@ needs: a member that raises or answers something of the wrong type is reported o
 (``kernel-error``) and never breaks a serving call.
 
 - ``key_distance(asked, tuned) -> tuple[float, ...] | None``: the resolver offers only
-  tuned keys equal to the asked key on every exact (non-ordinal) axis, ranks them by this
-  value (tuples compare lexicographically, the smaller serves first) and never serves one
-  for which it is ``None``.  Default (:func:`log_distance`): the sum over ordinal axes of
+  tuned keys equal to the asked key on every exact (non-ordinal) axis but the family's
+  ``relaxed_axes``, ranks them by this value (tuples compare lexicographically, the
+  smaller serves first) and never serves one for which it is ``None``.  Default (:func:`log_distance`): the sum over ordinal axes of
   ``|log2 a - log2 b|``, a tie to the larger tuned value.
 - ``pass_over_neighbour(asked, tuned, config, device) -> str | None``: a reason to pass
   over the winner of the nearer key ``tuned`` (``config``, as it would be served) for the
   asked key; the next candidate is tried, and in the end the family's default.  The reason
   is kept in the :class:`~flyconfigs.registry.records.Resolution`'s ``reasons`` and
   printed by ``explain``.  Default: ``None``.
-- ``ties_by_row_order``: ``True`` when keys equally near by the first element of
-  ``key_distance`` that are rows of one table serve in its row order (the upstream file's
-  order, by which vLLM breaks a tie); :func:`ties_by_row_order` reads it checked.
+
+The order of keys equally near by the first element of ``key_distance`` is a third
+member's, ``tie_rank(asked, tie)`` (the upstream file's order for vLLM, what the
+artifacts report for aiter): :mod:`flyconfigs.registry.ties` calls it checked.
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ if TYPE_CHECKING:
     from flyconfigs.registry.device import DeviceQuery
     from flyconfigs.registry.problems import ProblemLog
 
-__all__ = ["has_own_distance", "log_distance", "neighbour_distance", "own_device_first", "passed_over",
-           "ties_by_row_order"]
+__all__ = ["has_own_distance", "log_distance", "neighbour_distance", "own_device_first", "passed_over"]
 
 
 def log_distance(axes: Sequence[KeyAxis], asked: Mapping[str, KeyValue],
@@ -118,17 +118,3 @@ def own_device_first(decl: KernelDecl, problems: ProblemLog | None = None) -> bo
         report_fault(decl, "own_device_first", exc, "an exact key on a sibling device serves first", problems)
         return False
 
-
-def ties_by_row_order(decl: KernelDecl, problems: ProblemLog | None = None) -> bool:
-    """``decl.ties_by_row_order`` checked: a member that raises or is not a bool is
-    reported once and taken as ``False`` (ties by ``key_distance`` alone)."""
-    from flyconfigs.registry.calls import report_fault
-
-    try:
-        value = decl.ties_by_row_order
-        if type(value) is not bool:
-            raise TypeError(f"it is a {type(value).__name__}, not a bool")
-        return value
-    except Exception as exc:  # noqa: BLE001 - a plugin's member failing must not break serving
-        report_fault(decl, "ties_by_row_order", exc, "equally near keys are ordered by key_distance alone", problems)
-        return False

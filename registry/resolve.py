@@ -11,9 +11,9 @@ in code, and ``resolve``, ``explain``, ``doctor`` and ``validate`` all call it):
 
    a. the same product (vendor, arch, product, compute units, features), exact key;
    b. the same arch and compute-unit count, exact key;
-   c. layers a and b with the nearest key (the family's ``key_distance``; with
-      ``ties_by_row_order``, equally near rows of one table in its row order), never
-      across exact axes (``dtype``);
+   c. layers a and b with the nearest key (the family's ``key_distance``, equally near
+      keys in its ``tie_rank`` order), never across exact axes (``dtype``) but the
+      family's ``relaxed_axes``;
    d. the same arch only (*borrowed*: the record names the device it came from), exact
       key, then the nearest key;
 

@@ -12,10 +12,10 @@ product, arch and compute units: the other products of the first two layers are 
 over (``explain`` says how many) and the sibling steps are skipped.
 
 Nearest key: the family's ``key_distance(asked, tuned)`` over tuned keys equal to the
-asked one on every exact axis, the smaller tuple first (for a family whose
-``ties_by_row_order`` is true, rows of one table equally near by its first element in the
-table's row order), ``None`` never served (by default
-the smallest sum over ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned
+asked one on every exact axis but the family's ``relaxed_axes``, the smaller tuple first
+(keys equally near by its first element in the order of the family's ``tie_rank``, where
+it gives one: :mod:`flyconfigs.registry.ties`), ``None`` never served (by default the
+smallest sum over ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned
 value; :mod:`flyconfigs.registry.nearest`); a neighbour whose winner the family's
 ``pass_over_neighbour`` gives a reason against is passed over.  A config is served only
 when :func:`~flyconfigs.registry.check.refusal` accepts it — its artifact bound to the
@@ -37,7 +37,7 @@ the search goes on; the reasons are kept in the record.
 
 A family's ``relaxed_axes`` are the exception to "equal on every exact axis": tuned keys
 that differ from the asked one on those are offered to its ``key_distance`` too, equally
-near ones of one standing in its ``tie_rank`` order (:mod:`flyconfigs.registry.matching`);
+near ones of one standing in its ``tie_rank`` order (:mod:`flyconfigs.registry.ties`);
 what is served from one says, in the record's reasons and on its step, which asked value
 no tuned key had.
 """

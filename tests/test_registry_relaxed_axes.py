@@ -1,5 +1,5 @@
 """A family's ``relaxed_axes`` (exact axes the nearest-key step may differ on, ranked by
-its own ``key_distance``) and ``tie_rank`` (the order of equally near keys, read from
+its own ``key_distance``) and ``tie_rank`` (the order of equally near keys, here read from
 their artifacts), as the resolver's nearest-key step uses them; either failing is the
 plugin's fault, reported once, and never breaks serving."""
 
@@ -14,10 +14,14 @@ import pytest
 from factories import H200, make_artifact
 from flyconfigs.registry import KernelDecl, KeyAxis, Resolver
 from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.schema import Artifact, write_atomic
+from flyconfigs.registry.ties import Tie
+from flyconfigs.schema import write_atomic
 
 H200_SPEC = "sm90:132:NVIDIA H200"
 DEFAULT = {"threads": 1, "rows_per_block": 1, "vector_bytes": 0, "row_storage": "reg", "occupancy": 0}
+_KEPT: list[KernelDecl] = []
+"""Families whose faults a test counts: faults are remembered by the declaration's id, so
+none of them may be freed and its id reused by a later test's family."""
 
 
 class _Family(KernelDecl):
@@ -39,8 +43,9 @@ class _Family(KernelDecl):
 class _SmemLast(_Family):
     """Of equally near keys, a winner that keeps its row in shared memory last."""
 
-    def tie_rank(self, asked: Mapping[str, Any], tuned: Mapping[str, Any], artifact: Artifact) -> tuple[float, ...]:
-        return (float(artifact.winner.config["row_storage"] == "smem"),)
+    def tie_rank(self, asked: Mapping[str, Any], tie: Tie) -> tuple[float, ...]:
+        assert tie.artifact is not None
+        return (*tie.distance[1:], float(tie.artifact.winner.config["row_storage"] == "smem"))
 
 
 def _folder(tmp_path: Path, *keys: tuple[int, str]) -> tuple[Path, dict[tuple[int, str], dict[str, Any]]]:
@@ -86,6 +91,7 @@ def test_relaxed_axes_naming_anything_but_exact_axes_are_reported_once_and_relax
     folder, winners = _folder(tmp_path, (64, "silu"), (96, "gelu"))
     family = _Family()
     family.relaxed_axes = answer
+    _KEPT.append(family)
     resolver = Resolver([str(folder)], detector=None)
     for m in (64, 70):
         r = resolver.resolve(family, {"M": m, "act": "gelu"}, H200_SPEC)
@@ -104,8 +110,9 @@ def test_tie_rank_orders_equally_near_keys(tmp_path: Path) -> None:
     assert dict(r.config) == by_storage["reread"]
 
     class _SmemFirst(_Family):
-        def tie_rank(self, asked: Mapping[str, Any], tuned: Mapping[str, Any], artifact: Artifact) -> tuple[float, ...]:
-            return (-float(artifact.winner.config["row_storage"] == "smem"),)
+        def tie_rank(self, asked: Mapping[str, Any], tie: Tie) -> tuple[float, ...]:
+            assert tie.artifact is not None
+            return (*tie.distance[1:], -float(tie.artifact.winner.config["row_storage"] == "smem"))
 
     first = Resolver([str(folder)], detector=None).resolve(_SmemFirst(), asked, H200_SPEC)
     assert dict(first.config) == by_storage["smem"]
@@ -113,15 +120,37 @@ def test_tie_rank_orders_equally_near_keys(tmp_path: Path) -> None:
 
 def test_a_raising_tie_rank_is_reported_once_and_keeps_the_sources_order(tmp_path: Path) -> None:
     class _Raising(_Family):
-        def tie_rank(self, asked: Mapping[str, Any], tuned: Mapping[str, Any], artifact: Artifact) -> tuple[float, ...]:
+        def tie_rank(self, asked: Mapping[str, Any], tie: Tie) -> tuple[float, ...]:
             raise RuntimeError("a bug in the plugin")
 
     folder, winners = _folder(tmp_path, (64, "silu"), (64, "swiglu"))
     resolver = Resolver([str(folder)], detector=None)
     plain = Resolver([str(folder)], detector=None).resolve(_Family(), {"M": 64, "act": "gelu"}, H200_SPEC)
     family = _Raising()
+    _KEPT.append(family)
     for m in (64, 65, 66):  # each M ties silu with swiglu
         r = resolver.resolve(family, {"M": m, "act": "gelu"}, H200_SPEC)
         assert dict(r.config) == dict(plain.config) and r.key_match == "nearest"
     faults = [p for p in resolver.problems.problems() if p.kind == "kernel-error" and "tie_rank" in p.message]
     assert len(faults) == 1 and "RuntimeError" in faults[0].message
+
+
+def test_tie_rank_orders_keys_equally_near_by_the_first_element_in_place_of_the_rest(tmp_path: Path) -> None:
+    # 64 and 66 are both 1 from 65: key_distance's rest (the retry) puts gelu's 64 first.
+    folder, winners = _folder(tmp_path, (64, "gelu"), (66, "silu"))
+    asked = {"M": 65, "act": "gelu"}
+    plain = Resolver([str(folder)], detector=None).resolve(_Family(), asked, H200_SPEC)
+    assert dict(plain.config) == winners[(64, "gelu")]
+
+    class _Larger(_Family):
+        def tie_rank(self, asked: Mapping[str, Any], tie: Tie) -> tuple[float, ...]:
+            return (-float(tie.key["M"]),)
+
+    class _Equal(_Family):
+        def tie_rank(self, asked: Mapping[str, Any], tie: Tie) -> tuple[float, ...]:
+            return (0.0,)
+
+    larger = Resolver([str(folder)], detector=None).resolve(_Larger(), asked, H200_SPEC)
+    assert dict(larger.config) == winners[(66, "silu")]
+    equal = Resolver([str(folder)], detector=None).resolve(_Equal(), asked, H200_SPEC)
+    assert dict(equal.config) == winners[(64, "gelu")]  # equal ranks keep the default order

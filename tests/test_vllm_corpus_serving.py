@@ -2,8 +2,8 @@
 lookup serves on every (file, batch size) pair tried (every entry, the midpoints between
 neighbours and their neighbours, 1, and beyond both ends): the families' key_distance
 alone on every pair but the ties of the three files whose batch sizes are out of order,
-and a resolver over the imported files (whose rows keep the file's order,
-``ties_by_row_order``) on every pair."""
+and a resolver over the imported files (whose rows keep the file's order, which the
+families' ``tie_rank`` follows) on every pair."""
 
 from __future__ import annotations
 

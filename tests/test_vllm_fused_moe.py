@@ -11,6 +11,7 @@ from flyconfigs.kernels import vllm_flydsl_moe
 from flyconfigs.kernels.vllm_fused_moe import SPEC, launch_config
 from flyconfigs.registry import kernel_declaration
 from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.ties import has_own_tie_rank
 
 KEY = {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_n": 128, "block_k": 128, "down": False, "M": 64}
 CONFIG = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 64, "num_warps": 4,
@@ -90,7 +91,7 @@ def test_a_down_projection_entry_may_only_turn_the_tma_path_off() -> None:
 def test_the_nearest_batch_size_is_vllms_and_a_tie_goes_by_the_files_order() -> None:
     # key_distance alone sends a tie to the smaller (the order of an ascending file); two
     # rows of one file tie by their order (tests/test_vllm_ties.py).
-    assert SPEC.ties_by_row_order is True and vllm_flydsl_moe.SPEC.ties_by_row_order is True
+    assert has_own_tie_rank(SPEC) and has_own_tie_rank(vllm_flydsl_moe.SPEC)
     tuned = [1, 8, 16, 128, 256]
 
     def served(m: int) -> int:

@@ -1,15 +1,15 @@
 """vLLM breaks a tie between two equally near batch sizes by its file's order
 (``min(configs, key=lambda x: abs(x - M))`` over the dict ``json.load`` read): three of
 vLLM 0.34.0's files list their batch sizes out of order, and at their ties vLLM serves the
-larger of the two.  flyconfigs serves the same through the families' ``ties_by_row_order``
-(an imported file is one table whose rows keep the file's order); a family without it
-(RMSNorm) keeps its own rule, and one whose member fails is reported once and keeps
-``key_distance`` alone."""
+larger of the two.  flyconfigs serves the same through the families' ``tie_rank``
+(:func:`~flyconfigs.registry.ties.file_order`: an imported file is one table whose rows
+keep the file's order); a family without one (RMSNorm) keeps its own rule, and one whose
+member fails is reported once and keeps ``key_distance``'s order."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from flyconfigs.registry.matching import nearest_matches
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry, Source
 from flyconfigs.registry.tables import TableRef
+from flyconfigs.registry.ties import Tie, has_own_tie_rank
 from flyconfigs.schema.table import Table
 from tests.vllm_corpus import CONFIGS, config_files, probe_sizes, vllm_pick, vllm_table
 
@@ -142,13 +143,19 @@ def _vllm_rows(path: Path) -> list[Entry]:
 
 
 class _KeyOrder(VLLMFusedMoESpec):
-    ties_by_row_order = False
+    """vLLM's family with the contract's default ``tie_rank``."""
+
+    tie_rank = KernelDecl.tie_rank
 
 
 class _Raising(VLLMFusedMoESpec):
-    @property
-    def ties_by_row_order(self) -> bool:  # type: ignore[override]
+    def tie_rank(self, asked: Mapping[str, Any], tie: Tie) -> tuple[float, ...]:
         raise RuntimeError("no")
+
+
+class _NotNumbers(VLLMFusedMoESpec):
+    def tie_rank(self, asked: Mapping[str, Any], tie: Tie) -> tuple[float, ...]:
+        return ("first",)  # type: ignore[return-value]
 
 
 @pytest.fixture
@@ -182,8 +189,41 @@ def test_rows_of_another_table_or_an_artifact_beside_it_keep_key_distances_order
     assert [e.key["M"] for e in nearest_matches([*one, artifact], key, SPEC)] == [512, 768]
 
 
-@pytest.mark.parametrize("decl", [_KeyOrder(), _Raising()])
-def test_without_the_member_or_when_it_raises_a_tie_goes_to_the_smaller(tmp_path: Path, declared: None,
+class _Recording(VLLMFusedMoESpec):
+    """vLLM's family keeping every tie it is asked to rank, and ranking them all equal."""
+
+    def __init__(self) -> None:
+        self.seen: list[Tie] = []
+
+    def tie_rank(self, asked: Mapping[str, Any], tie: Tie) -> tuple[float, ...]:
+        self.seen.append(tie)
+        return (0.0,)
+
+
+def test_a_tie_shows_its_file_and_row_equal_ranks_keep_the_default_order_and_nothing_is_read() -> None:
+    first, second = _vllm_rows(N3200), _vllm_rows(N3200)
+    key = {**parse_file_name(N3200.name).axes, "M": 640}
+    artifact = Entry(SPEC.name, dict(first[0].key) | {"M": 768}, first[0].device, "/t/a.json",
+                     Source("override", "/t", (0, 0)))
+    pool = [*(e for e in first if e.key["M"] in (512, 768)), artifact, *(e for e in second if e.key["M"] == 512)]
+    family = _Recording()
+    # Equal ranks: key_distance's order (512s before 768s), then the pool's.
+    assert [id(e) for e in nearest_matches(pool, key, family)][:4] == [id(pool[i]) for i in (1, 3, 0, 2)]
+    rows = {e.key["M"]: i for i, e in enumerate(first)}
+    # Files are numbered in the order the default meets them: the first table, the
+    # second, the artifact file; a row says where it sits in its table.
+    assert [(t.key["M"], t.file, t.row) for t in family.seen[:4]] == \
+        [(512, 0, rows[512]), (512, 1, rows[512]), (768, 0, rows[768]), (768, 2, None)]
+    assert all(t.distance[0] == 128 for t in family.seen[:4])
+    # vLLM's rank reads no artifact: the loose one's (no such file) would be reported.
+    problems = ProblemLog()
+    nearest_matches(pool, key, SPEC, problems)
+    assert problems.problems() == []
+    assert family.seen[3].artifact is None  # read on first use: /t/a.json does not exist
+
+
+@pytest.mark.parametrize("decl", [_KeyOrder(), _Raising(), _NotNumbers()])
+def test_without_the_member_or_when_it_fails_a_tie_goes_to_the_smaller(tmp_path: Path, declared: None,
                                                                        decl: KernelDecl) -> None:
     register_kernel(decl)
     resolver = _imported(tmp_path, [UNSORTED[0]])
@@ -191,9 +231,13 @@ def test_without_the_member_or_when_it_raises_a_tie_goes_to_the_smaller(tmp_path
     for _ in range(2):
         served = resolver.resolve(named.decl.name, {**named.axes, "M": 640}, device=named.device_name)
         assert served.matched_key is not None and served.matched_key["M"] == 512
-    said = [p.message for p in resolver.problems.problems() if "ties_by_row_order" in p.message]
-    assert said == (["ties_by_row_order raised RuntimeError: no; equally near keys are ordered by key_distance alone"]
-                    if isinstance(decl, _Raising) else [])
+    said = [p.message for p in resolver.problems.problems() if "tie_rank" in p.message]
+    if isinstance(decl, _KeyOrder):
+        assert said == []
+    else:
+        why = "raised RuntimeError: no" if isinstance(decl, _Raising) else "raised TypeError"
+        assert len(said) == 1 and said[0].startswith(f"tie_rank {why}")
+        assert said[0].endswith("equally near keys keep key_distance's order")
 
 
 def test_rmsnorm_keeps_its_rule_a_tie_to_the_larger_whatever_the_row_order() -> None:
@@ -202,4 +246,4 @@ def test_rmsnorm_keeps_its_rule_a_tie_to_the_larger_whatever_the_row_order() -> 
         table, left = as_table([make_artifact(device=MI300X, key={**key, "M": m}) for m in order], "rmsnorm.json")
         assert table is not None and left == []
         assert [e.key["M"] for e in nearest_matches(_rows(table), key, rmsnorm.SPEC)] == [8192, 2048]
-    assert rmsnorm.SPEC.ties_by_row_order is False
+    assert not has_own_tie_rank(rmsnorm.SPEC)

@@ -1,0 +1,135 @@
+"""The order of equally near tuned keys: a family's ``tie_rank``.
+
+The nearest-key step ranks tuned keys by standing, then by the family's ``key_distance``
+(:mod:`flyconfigs.registry.matching`).  Keys of one standing whose distances share their
+**first element** are equally near: by default the rest of the distance orders them, then
+the sources' order.  A family that frames its framework's lookup more closely gives
+``tie_rank(asked, tie)``: each such key is offered as a :class:`Tie` and the keys are
+served in the order of the ranks it answers, the smaller first (a stable sort: equal ranks
+keep the default order).  The rank replaces the rest of the distance: a family that wants
+it kept puts ``tie.distance[1:]`` first in its rank.
+
+Two frameworks' rules are expressed through it:
+
+- **the upstream file's order** (vLLM takes the first of its file's equally near batch
+  sizes): :func:`file_order` ranks the rows of one table (an imported file keeps its
+  order) by row, and keys of different files in the order the default meets them, so a
+  key is never ranked against another file's row number;
+- **what the artifacts report** (aiter's retry takes the lowest ``us``, or its default
+  file's row first): the rank reads ``tie.artifact``, which is loaded only when asked.
+
+A ``tie_rank`` that raises or answers anything but a tuple of numbers is reported once
+(``kernel-error``) and the default order stands; serving never breaks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from flyconfigs.registry.calls import report_fault
+from flyconfigs.registry.problems import ProblemLog
+from flyconfigs.registry.tables import TableRowEntry
+
+if TYPE_CHECKING:
+    from flyconfigs.registry.contract import KernelDecl, KeyValue
+    from flyconfigs.registry.sources import Entry
+    from flyconfigs.schema.models import Artifact
+
+__all__ = ["Tie", "file_order", "has_own_tie_rank", "ties_ordered"]
+
+class Tie:
+    """One of several tuned keys of one standing equally near the asked key, as a
+    family's ``tie_rank`` sees it.
+
+    ``key`` is the tuned key, ``distance`` its ``key_distance`` from the asked one;
+    ``file`` says which of the tie's files it comes from, numbered from 0 in the order the
+    default meets them (by distance, then the sources' order): the rows of one table share
+    one number, every artifact file has its own; ``row`` is its row in that table (an
+    imported table keeps its upstream file's order), ``None`` for an artifact file.
+    ``artifact`` is read on first use only."""
+
+    __slots__ = ("_artifact", "_entry", "_problems", "_read", "distance", "file", "key", "row")
+
+    def __init__(self, entry: Entry, distance: tuple[float, ...], file: int, problems: ProblemLog) -> None:
+        self.key: Mapping[str, KeyValue] = entry.key
+        self.distance = distance
+        self.file = file
+        self.row: int | None = entry.row if isinstance(entry, TableRowEntry) and entry.ref is not None else None
+        self._entry = entry
+        self._problems = problems
+        self._read = False
+        self._artifact: Artifact | None = None
+
+    @property
+    def artifact(self) -> Artifact | None:
+        """The key's artifact (its provenance and the figures its source reported), read
+        now if not yet; ``None`` when it cannot be read (the search reports that when it
+        reaches the key)."""
+        if not self._read:
+            self._artifact, self._read = self._entry.load(self._problems), True
+        return self._artifact
+
+    def __repr__(self) -> str:
+        return f"Tie(key={dict(self.key)!r}, distance={self.distance!r}, file={self.file}, row={self.row})"
+
+
+def file_order(tie: Tie) -> tuple[float, ...]:
+    """The rank that serves equally near keys in their upstream file's order: the rows of
+    one table by row, the earlier first; keys of different files (another table, an
+    artifact beside it) in the default order of their files' first keys, never by row
+    numbers of two files.  A framework that takes the first of its file's equally near
+    entries (vLLM's ``min`` over the dict it read) answers this."""
+    return (float(tie.file), float(tie.row if tie.row is not None else 0))
+
+
+def has_own_tie_rank(decl: KernelDecl) -> bool:
+    """Whether ``decl`` gives its own ``tie_rank`` (else ties keep the default order, and
+    no tie is ever built)."""
+    from flyconfigs.registry.contract import KernelDecl
+
+    return "tie_rank" in vars(decl) or type(decl).tie_rank is not KernelDecl.tie_rank
+
+
+def ties_ordered(decl: KernelDecl, key: dict[str, KeyValue], ranked: list[tuple[Entry, tuple[float, ...]]],
+                 problems: ProblemLog | None) -> list[tuple[Entry, tuple[float, ...]]]:
+    """``ranked`` (the nearest-key step's default order) with each run of entries of one
+    standing and one first distance element ordered by the family's ``tie_rank``: a
+    stable sort, so equal ranks keep the default order.  A rank that raises or is not a
+    tuple of numbers is reported once and leaves the run as it was."""
+    if not has_own_tie_rank(decl):
+        return ranked
+    log = problems if problems is not None else ProblemLog()
+    out: list[tuple[Entry, tuple[float, ...]]] = []
+    for _, run in itertools.groupby(ranked, key=lambda item: (item[0].source.rank[0], item[1][:1])):
+        tied = list(run)
+        if len(tied) > 1:
+            try:
+                ranks = [_rank(decl, key, tie) for tie in _ties(tied, log)]
+            except Exception as exc:  # noqa: BLE001 - a plugin's rule failing must not break serving
+                report_fault(decl, "tie_rank", exc, "equally near keys keep key_distance's order", problems)
+            else:
+                order = sorted(range(len(tied)), key=ranks.__getitem__)
+                tied = [tied[i] for i in order]
+        out.extend(tied)
+    return out
+
+
+def _ties(tied: list[tuple[Entry, tuple[float, ...]]], problems: ProblemLog) -> list[Tie]:
+    """``tied`` as :class:`Tie` objects, their files numbered in order of appearance."""
+    files: dict[object, int] = {}
+    out = []
+    for entry, distance in tied:
+        which: object = id(entry.ref) if isinstance(entry, TableRowEntry) and entry.ref is not None else entry.path
+        out.append(Tie(entry, distance, files.setdefault(which, len(files)), problems))
+    return out
+
+
+def _rank(decl: KernelDecl, key: dict[str, KeyValue], tie: Tie) -> tuple[float, ...]:
+    rank = decl.tie_rank(key, tie)
+    if not isinstance(rank, tuple) or not all(
+            isinstance(r, (int, float)) and not isinstance(r, bool) and not math.isnan(r) for r in rank):
+        raise TypeError(f"it returned {rank!r}, not a tuple of numbers")
+    return rank

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Tie", "file_order", "has_own_tie_rank", "ties_ordered"]
 
+
 class Tie:
     """One of several tuned keys of one standing equally near the asked key, as a
     family's ``tie_rank`` sees it.
@@ -66,8 +67,8 @@ class Tie:
     @property
     def artifact(self) -> Artifact | None:
         """The key's artifact (its provenance and the figures its source reported), read
-        now if not yet; ``None`` when it cannot be read (the search reports that when it
-        reaches the key)."""
+        now if not yet and kept with its entry (the search does not read it again); ``None``
+        when it cannot be read, reported once as the search would."""
         if not self._read:
             self._artifact, self._read = self._entry.load(self._problems), True
         return self._artifact

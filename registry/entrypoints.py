@@ -17,8 +17,7 @@ import os
 from dataclasses import dataclass
 from importlib import metadata
 
-from packaging.utils import canonicalize_name
-
+from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.schema.distfiles import METADATA_LIMITS, metadata_file_problem
 
@@ -50,7 +49,7 @@ def _claims_another_name(dist: metadata.Distribution, folder_name: str) -> str |
         name = dist.metadata["Name"]
     except Exception:  # noqa: BLE001 - unreadable metadata is reported where it is read
         return None
-    if name and canonicalize_name(name).replace("-", "_") != folder_name.replace("-", "_"):
+    if name and canonical_name(name).replace("-", "_") != folder_name.replace("-", "_"):
         return str(name)
     return None
 
@@ -73,7 +72,7 @@ def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]
         key = getattr(dist, "_normalized_name", None)
         if key is None:
             name = dist.metadata["Name"]
-            key = canonicalize_name(name) if name else distribution_folder(dist)
+            key = canonical_name(name) if name else distribution_folder(dist)
 
         if key in seen:
             continue

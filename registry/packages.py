@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
 from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
 from flyconfigs.registry.entrypoints import find_entry_points
+from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.ownership import TIERS, Standing, is_official
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.sources import ARTIFACT_GROUP, PACKAGES_ENV, Entry, PackageInfo, Source
@@ -53,7 +52,7 @@ class LoadedPackage:
 
 def chosen_packages() -> list[str]:
     """The distributions ``FLYCONFIGS_PACKAGES`` ranks first, normalized, in order."""
-    return [canonicalize_name(p) for p in os.environ.get(PACKAGES_ENV, "").split(",") if p.strip()]
+    return [canonical_name(p) for p in os.environ.get(PACKAGES_ENV, "").split(",") if p.strip()]
 
 
 def find_packages(problems: ProblemLog | None = None) -> list[PackageRef]:
@@ -66,13 +65,13 @@ def find_packages(problems: ProblemLog | None = None) -> list[PackageRef]:
     found = []
     log = problems if problems is not None else ProblemLog()
     items = find_entry_points(ARTIFACT_GROUP, log)
-    installed = {canonicalize_name(item.distribution) for item in items}
+    installed = {canonical_name(item.distribution) for item in items}
     for name in chosen:
         if name not in installed:
             log.report(Problem("bad-setting", PACKAGES_ENV, f"names {name!r}, which is not an installed data package "
                                                             f"(entry-point group {ARTIFACT_GROUP}); ignored"))
     for item in items:
-        norm = canonicalize_name(item.distribution)
+        norm = canonical_name(item.distribution)
         if norm in chosen:
             standing: Standing = "chosen"
             rank = (TIERS["chosen"], chosen.index(norm))

@@ -108,22 +108,26 @@ _DEVICES: dict[object, DeviceIdentity | None] = {}
 def _device(data: object) -> DeviceIdentity | None:
     if not isinstance(data, dict):
         return None
-    fields = {f: data.get(f) for f in _IDENTITY_FIELDS}
+    values = [data.get(f) for f in _IDENTITY_FIELDS]
     try:
         # Typed: 1 and True hash alike, but only one of them is a compute-unit count.
-        token: object = tuple((k, type(v), tuple(v) if isinstance(v, list) else v) for k, v in fields.items())
+        token: object = tuple([(type(v), tuple(v) if type(v) is list else v) for v in values])
         hash(token)
     except TypeError:
-        token = json.dumps(fields, sort_keys=True)
-    if token not in _DEVICES:
+        token = json.dumps(dict(zip(_IDENTITY_FIELDS, values, strict=True)), sort_keys=True)
+    found = _DEVICES.get(token, _UNSEEN)
+    if found is _UNSEEN:
         try:
-            found: DeviceIdentity | None = DeviceIdentity.model_validate(fields)
+            found = DeviceIdentity.model_validate(dict(zip(_IDENTITY_FIELDS, values, strict=True)))
         except ValidationError:
             found = None
         if len(_DEVICES) > 1024:
             _DEVICES.clear()
         _DEVICES[token] = found
-    return _DEVICES[token]
+    return found
+
+
+_UNSEEN: Any = object()
 
 
 def _read_tail(path: str, size: int) -> tuple[bytes | None, bool]:
@@ -138,8 +142,7 @@ def _read_tail(path: str, size: int) -> tuple[bytes | None, bool]:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_DOCUMENT_BYTES:
             return None, True
-        os.lseek(fd, max(0, info.st_size - size), os.SEEK_SET)
-        return os.read(fd, size), info.st_size <= size
+        return _pread(fd, size, max(0, info.st_size - size)), info.st_size <= size
     except OSError:
         return None, True
     finally:
@@ -156,7 +159,8 @@ def _top_level_from_device(tail: bytes) -> dict[str, Any] | None:
         if at < 0:
             break
         try:
-            members = json.loads(b"{" + tail[at + 1:])
+            # json.loads of these bytes, less its encoding detection: they start '{"'.
+            members = _DECODE("{" + tail[at + 1:].decode("utf-8", "surrogatepass"))
         except ValueError:  # nested (extra closing braces), or not JSON at all
             members = None
         if isinstance(members, dict) and "device" in members:
@@ -164,6 +168,16 @@ def _top_level_from_device(tail: bytes) -> dict[str, Any] | None:
         at = tail.rfind(_ANCHOR, 0, at)
     return None
 
+
+_DECODE = json.JSONDecoder().decode
+
+
+def _pread_seek(fd: int, size: int, offset: int) -> bytes:
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, size)
+
+
+_pread: Callable[[int, int, int], bytes] = getattr(os, "pread", _pread_seek)
 
 _ATTEMPTS = 4
 """Anchors tried from the end before the file is read whole: a file the tools wrote has

@@ -32,7 +32,6 @@ from flyconfigs.registry.sources import PATH_ENV, Entry, Source
 from flyconfigs.schema.jsonio import MAX_DOCUMENT_BYTES, json_paths_under, read_document
 from flyconfigs.schema.load import parse_artifact
 from flyconfigs.schema.models import SCHEMA_VERSION, DeviceIdentity
-from flyconfigs.schema.table import is_table_document
 
 __all__ = ["override_directories", "scan_directory"]
 
@@ -115,19 +114,19 @@ def _device(data: object) -> DeviceIdentity | None:
         hash(token)
     except TypeError:
         token = json.dumps(dict(zip(_IDENTITY_FIELDS, values, strict=True)), sort_keys=True)
-    found = _DEVICES.get(token, _UNSEEN)
-    if found is _UNSEEN:
-        try:
-            found = DeviceIdentity.model_validate(dict(zip(_IDENTITY_FIELDS, values, strict=True)))
-        except ValidationError:
-            found = None
-        if len(_DEVICES) > 1024:
-            _DEVICES.clear()
-        _DEVICES[token] = found
+    try:
+        return _DEVICES[token]
+    except KeyError:
+        pass
+    found: DeviceIdentity | None
+    try:
+        found = DeviceIdentity.model_validate(dict(zip(_IDENTITY_FIELDS, values, strict=True)))
+    except ValidationError:
+        found = None
+    if len(_DEVICES) > 1024:
+        _DEVICES.clear()
+    _DEVICES[token] = found
     return found
-
-
-_UNSEEN: Any = object()
 
 
 def _read_tail(path: str, size: int) -> tuple[bytes | None, bool]:
@@ -188,9 +187,12 @@ def _parsed(path: str, source: Source, problems: ProblemLog,
             on_table: Callable[[Path, Any, Source], None] | None = None) -> Entry | None:
     try:
         data = read_document(path, schema_bounds_depth=True)
-        if on_table is not None and is_table_document(data):
-            on_table(Path(path), data, source)
-            return None
+        if on_table is not None and isinstance(data, dict) and "form" in data:  # only a table has "form"
+            from flyconfigs.schema.table import is_table_document
+
+            if is_table_document(data):
+                on_table(Path(path), data, source)
+                return None
         artifact, _ = parse_artifact(data, path)
     except UnsupportedSchemaVersionError as exc:
         problems.report(Problem("unsupported-major", path, exc.problems[0].message))

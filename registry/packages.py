@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
 from flyconfigs.registry.entrypoints import find_entry_points
@@ -19,7 +20,9 @@ from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.sources import ARTIFACT_GROUP, PACKAGES_ENV, Entry, PackageInfo, Source
 from flyconfigs.schema.jsonio import read_document
 from flyconfigs.schema.load import parse_manifest
-from flyconfigs.schema.manifest import MANIFEST_FILE, ManifestTable
+
+if TYPE_CHECKING:
+    from flyconfigs.schema.manifest import ManifestTable
 
 __all__ = ["LoadedPackage", "PackageRef", "chosen_packages", "find_packages", "load_package", "package_folder",
            "read_package_folder"]
@@ -113,6 +116,10 @@ def read_package_folder(package_dir: Path, target: str | None, source: Source, p
     not yet read), under exactly the loader's rules: the version rule, the manifest's
     target equal to ``target`` (when given) and every row's device of that target.  A
     broken manifest is reported and ``None``; a bad row is reported and skipped."""
+    # Imported when a package is first read: a resolve from FLYCONFIGS_PATH alone does
+    # without the manifest's models.
+    from flyconfigs.schema.manifest import MANIFEST_FILE
+
     dist_name = source.name if source.kind == "package" else None
     manifest_path = package_dir / MANIFEST_FILE
     try:

@@ -16,6 +16,7 @@ from flyconfigs.schema import write_atomic
 DEFERRED = ["flyconfigs.schema.manifest", "flyconfigs.schema.table", "flyconfigs.registry.tables", "packaging.utils",
             "packaging.tags"]
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
+ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = """
 import json, sys
@@ -30,10 +31,11 @@ print(json.dumps({{"source": r.source, "after_import": after_import, "after_reso
 """
 
 
-def _resolve_in_fresh_process(tmp_path: Path, folder: Path) -> dict[str, object]:
+def _resolve_in_fresh_process(folder: Path) -> dict[str, object]:
+    # From the checkout's root, so that the checkout is imported whether or not it is installed.
     env = {"PATH": "/usr/bin:/bin", "FLYCONFIGS_PATH": str(folder), "FLYCONFIGS_NO_GPU_DETECT": "1"}
     result = subprocess.run([sys.executable, "-c", CHILD.format(deferred=DEFERRED, key=KEY)], capture_output=True,
-                            text=True, cwd=tmp_path, env=env)
+                            text=True, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stderr
     out: dict[str, object] = json.loads(result.stdout)
     return out
@@ -43,7 +45,7 @@ def test_a_resolve_from_flyconfigs_path_imports_no_manifest_table_or_packaging_u
     folder = tmp_path / "tuned"
     artifact = make_artifact(key=KEY)
     write_atomic(folder / artifact.file_name(), artifact.to_json_bytes())
-    out = _resolve_in_fresh_process(tmp_path, folder)
+    out = _resolve_in_fresh_process(folder)
     assert out["source"] == "override", out
     assert out["after_import"] == [] and out["after_resolve"] == [], out
     assert out["manifest"] == ["Manifest", "manifest.json"]  # the lazy names still resolve
@@ -56,7 +58,7 @@ def test_a_table_in_flyconfigs_path_still_loads_the_table_model(tmp_path: Path) 
     # A table document (schema 1.6) of another kernel: it is recognised as a table, so
     # the table's model is imported to validate it (and reports it invalid).
     write_atomic(folder / "table.json", json.dumps({"form": "table", "schema_version": "1.6"}).encode())
-    out = _resolve_in_fresh_process(tmp_path, folder)
+    out = _resolve_in_fresh_process(folder)
     assert out["source"] == "override", out
     assert "flyconfigs.schema.table" in out["after_resolve"] and "flyconfigs.registry.tables" in out["after_resolve"]
     assert any("table.json" in p for p in out["problems"]), out["problems"]  # type: ignore[union-attr]

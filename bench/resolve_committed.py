@@ -103,6 +103,10 @@ def main() -> None:
         "device": device,
         "machine": machine(),
         "load_average_1min_before": load,
+        "load_average_1min_after": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        # Runs without compiled bytecode (PYTHONDONTWRITEBYTECODE with no __pycache__)
+        # compile every module they import and are slower; say which this was.
+        "bytecode_written": not os.environ.get("PYTHONDONTWRITEBYTECODE"),
         "flyconfigs_path_first_resolve_ms": path_ms,
         "packages_first_resolve_ms": package_ms,
         "flyconfigs_path_first_resolve_cpu_ms": quantiles([r["first_resolve_cpu_s"] * 1e3 for r in path_runs]),

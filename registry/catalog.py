@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flyconfigs.registry.folders import override_directories, scan_directory
 from flyconfigs.registry.matching import Pool, by_product
@@ -25,7 +26,11 @@ from flyconfigs.registry.ownership import Owner
 from flyconfigs.registry.packages import LoadedPackage, PackageRef, find_packages, load_package
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry, PackageInfo, Source
-from flyconfigs.registry.tables import TableRef, override_table
+
+if TYPE_CHECKING:
+    # Imported when a source offers a table: a catalog of artifacts alone does without the
+    # table's models.
+    from flyconfigs.registry.tables import TableRef
 
 __all__ = ["Catalog", "Index", "rank_entries"]
 
@@ -98,6 +103,8 @@ class Catalog:
             tables: list[TableRef] = []
 
             def on_table(path: Path, data: object, source: Source) -> None:
+                from flyconfigs.registry.tables import override_table
+
                 found = override_table(path, data, source, self.problems)
                 if found is not None:
                     tables.append(found)
@@ -116,7 +123,9 @@ class Catalog:
             self.override_entries()
             found = [t for t in self._override_tables if t.device.arch == arch]
             for package in self.packages_for(arch):
-                if package.source is not None:
+                if package.source is not None and package.tables:
+                    from flyconfigs.registry.tables import TableRef
+
                     found.extend(TableRef.of_manifest(row, package.source, package.info.location)
                                  for row in package.tables)
             found = self._tables.setdefault(arch, found)

@@ -18,10 +18,7 @@ from flyconfigs.registry.kernels import TABLE, KernelTable, LoadedKernel
 from flyconfigs.registry.packages import read_package_folder
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
 from flyconfigs.registry.sources import Entry, Source
-from flyconfigs.registry.tables import TableRef
 from flyconfigs.schema.jsonio import read_document
-from flyconfigs.schema.load import parse_manifest_report
-from flyconfigs.schema.manifest import MANIFEST_FILE
 from flyconfigs.schema.models import TEST_DEVICE_PRODUCT, Artifact
 
 __all__ = ["check_entries", "check_package_folder", "check_winner", "refusal", "winner_refusal"]
@@ -128,6 +125,12 @@ def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:
     """Every problem the loader would meet in the data package whose manifest is in
     ``folder`` (the version rule, the manifest, each row's file, sha256, identity and
     target, each winner its kernel refuses), and notes."""
+    # Here, not at the top: the resolver imports this module for refusal(), and a
+    # resolve from FLYCONFIGS_PATH reads no manifest or table.
+    from flyconfigs.registry.tables import TableRef
+    from flyconfigs.schema.load import parse_manifest_report
+    from flyconfigs.schema.manifest import MANIFEST_FILE
+
     problems = ProblemLog()
     package = read_package_folder(folder, None, Source("override", str(folder), (0, 0)), problems)
     notes: list[str] = []

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from packaging.utils import canonicalize_name
 from pydantic import ValidationError
 
 from flyconfigs.errors import ArtifactError, FieldProblem, GPURuntimeMissingError, InvalidDeviceError
 from flyconfigs.registry.entrypoints import FoundEntryPoint, find_entry_points
+from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.schema.models import DeviceIdentity, wave_size_of_arch
 
@@ -232,8 +232,8 @@ def chosen_detector(problems: ProblemLog) -> FoundEntryPoint | None:
     and flyconfigs' own is used."""
     found = find_entry_points(DETECTOR_GROUP, problems)
     choice = os.environ.get(DETECTOR_ENV, "").strip()
-    own = [f for f in found if canonicalize_name(f.distribution) == OWN_DISTRIBUTION]
-    chosen = [f for f in found if choice and canonicalize_name(f.distribution) == canonicalize_name(choice)]
+    own = [f for f in found if canonical_name(f.distribution) == OWN_DISTRIBUTION]
+    chosen = [f for f in found if choice and canonical_name(f.distribution) == canonical_name(choice)]
     if choice and not chosen:
         declared = ", ".join(sorted({f.distribution for f in found})) or "none"
         problems.report(Problem("detector-choice", DETECTOR_ENV, f"{DETECTOR_ENV}={choice!r} names no distribution "

@@ -17,8 +17,7 @@ import os
 from dataclasses import dataclass
 from importlib import metadata
 
-from packaging.utils import canonicalize_name
-
+from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.schema.distfiles import METADATA_LIMITS, metadata_file_problem
 
@@ -41,16 +40,12 @@ def distribution_folder(dist: metadata.Distribution) -> str:
     return str(getattr(dist, "_path", "") or dist.locate_file(""))
 
 
-def _claims_another_name(dist: metadata.Distribution, folder_name: str) -> str | None:
-    """The name ``dist``'s METADATA gives when it is not the one its ``.dist-info``
-    folder is named for (pip always writes them alike), else ``None``."""
+def _claims_another_name(dist: metadata.Distribution, folder_name: str, name: str) -> str | None:
+    """The name ``dist``'s METADATA gives (``name``) when it is not the one its
+    ``.dist-info`` folder is named for (pip always writes them alike), else ``None``."""
     if not str(getattr(dist, "_path", "")).endswith(".dist-info"):
         return None
-    try:
-        name = dist.metadata["Name"]
-    except Exception:  # noqa: BLE001 - unreadable metadata is reported where it is read
-        return None
-    if name and canonicalize_name(name).replace("-", "_") != folder_name.replace("-", "_"):
+    if name and canonical_name(name).replace("-", "_") != folder_name.replace("-", "_"):
         return str(name)
     return None
 
@@ -73,7 +68,7 @@ def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]
         key = getattr(dist, "_normalized_name", None)
         if key is None:
             name = dist.metadata["Name"]
-            key = canonicalize_name(name) if name else distribution_folder(dist)
+            key = canonical_name(name) if name else distribution_folder(dist)
 
         if key in seen:
             continue
@@ -89,10 +84,12 @@ def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]
             selected = list(entry_points.select(group=group))
             if not selected:
                 continue
+            # Asked once: Distribution.metadata parses the file (a long description
+            # and all) each time.
             name = dist.metadata["Name"]
             if not name:
                 raise OSError("its METADATA cannot be read or names no distribution")
-            claimed = _claims_another_name(dist, key)
+            claimed = _claims_another_name(dist, key, name)
             if claimed is not None:
                 # A standing follows a name (flyconfigs, flyconfigs-<target>): a
                 # distribution may not take one its own install folder does not bear.

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import os
 
-from packaging.utils import canonicalize_name
-
 from flyconfigs.errors import AmbiguousKernelError
 from flyconfigs.registry.entrypoints import FoundEntryPoint
+from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.problems import Problem, ProblemLog
 
 __all__ = ["KERNEL_OWNERS_ENV", "OWN_DISTRIBUTION", "choose"]
@@ -37,7 +36,7 @@ def choose(kernel: str, found: list[FoundEntryPoint], log: ProblemLog) -> FoundE
     never loaded.  A choice naming a distribution that declares no such kernel is
     reported and ignored; several third-party declarations and no choice is an error."""
     owner = _owners(log).get(kernel)
-    chosen = [f for f in found if owner is not None and canonicalize_name(f.distribution) == canonicalize_name(owner)]
+    chosen = [f for f in found if owner is not None and canonical_name(f.distribution) == canonical_name(owner)]
     if owner is not None and not chosen:
         log.report(Problem("bad-setting", KERNEL_OWNERS_ENV,
                            f"says kernel {kernel!r} comes from {owner!r}, which declares no such kernel; ignored"))
@@ -46,7 +45,7 @@ def choose(kernel: str, found: list[FoundEntryPoint], log: ProblemLog) -> FoundE
     elif len(found) == 1:
         return found[0]
     else:
-        own = [f for f in found if canonicalize_name(f.distribution) == OWN_DISTRIBUTION]
+        own = [f for f in found if canonical_name(f.distribution) == OWN_DISTRIBUTION]
         if not own:
             names = ", ".join(sorted(f"{f.distribution} {f.version}" for f in found))
             raise AmbiguousKernelError(

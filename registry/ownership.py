@@ -14,10 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from packaging.utils import canonicalize_name
-
 from flyconfigs.registry.calls import report_fault
 from flyconfigs.registry.kernels import LoadedKernel
+from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.problems import ProblemLog
 
 __all__ = ["OFFICIAL_PREFIX", "TIERS", "Owner", "Standing", "is_official", "owner_of"]
@@ -33,7 +32,7 @@ OFFICIAL_PREFIX = "flyconfigs-"
 
 def is_official(distribution: str, target: str) -> bool:
     """Whether ``distribution`` is the official data package of ``target``."""
-    return canonicalize_name(distribution) == canonicalize_name(f"{OFFICIAL_PREFIX}{target}")
+    return canonical_name(distribution) == canonical_name(f"{OFFICIAL_PREFIX}{target}")
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class Owner:
 
     def claims(self, distribution: str) -> bool:
         """Whether ``distribution`` is one of the owner's packages."""
-        name = canonicalize_name(distribution)
+        name = canonical_name(distribution)
         return name == self.distribution or name in self.packages
 
     def describe(self) -> str:
@@ -69,9 +68,9 @@ def owner_of(record: LoadedKernel | None, kernel: str, problems: ProblemLog | No
             named = record.decl.data_packages
             if isinstance(named, str) or not all(isinstance(p, str) for p in named):
                 raise TypeError(f"it is {named!r}, not a collection of distribution names")
-            packages = frozenset(canonicalize_name(p) for p in named)
+            packages = frozenset(canonical_name(p) for p in named)
         except Exception as exc:  # noqa: BLE001 - a plugin's member failing must not break serving
             report_fault(record.decl, "data_packages", exc, "the family's owner names no data package", problems)
             packages = frozenset()
-        record.owner_cache = Owner(kernel, canonicalize_name(dist) if dist else None, packages)
+        record.owner_cache = Owner(kernel, canonical_name(dist) if dist else None, packages)
     return record.owner_cache

@@ -10,17 +10,19 @@ import re
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-
-from packaging.utils import canonicalize_name
+from typing import TYPE_CHECKING
 
 from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
 from flyconfigs.registry.entrypoints import find_entry_points
+from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.ownership import TIERS, Standing, is_official
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.sources import ARTIFACT_GROUP, PACKAGES_ENV, Entry, PackageInfo, Source
 from flyconfigs.schema.jsonio import read_document
 from flyconfigs.schema.load import parse_manifest
-from flyconfigs.schema.manifest import MANIFEST_FILE, ManifestTable
+
+if TYPE_CHECKING:
+    from flyconfigs.schema.manifest import ManifestTable
 
 __all__ = ["LoadedPackage", "PackageRef", "chosen_packages", "find_packages", "load_package", "package_folder",
            "read_package_folder"]
@@ -53,7 +55,7 @@ class LoadedPackage:
 
 def chosen_packages() -> list[str]:
     """The distributions ``FLYCONFIGS_PACKAGES`` ranks first, normalized, in order."""
-    return [canonicalize_name(p) for p in os.environ.get(PACKAGES_ENV, "").split(",") if p.strip()]
+    return [canonical_name(p) for p in os.environ.get(PACKAGES_ENV, "").split(",") if p.strip()]
 
 
 def find_packages(problems: ProblemLog | None = None) -> list[PackageRef]:
@@ -66,13 +68,13 @@ def find_packages(problems: ProblemLog | None = None) -> list[PackageRef]:
     found = []
     log = problems if problems is not None else ProblemLog()
     items = find_entry_points(ARTIFACT_GROUP, log)
-    installed = {canonicalize_name(item.distribution) for item in items}
+    installed = {canonical_name(item.distribution) for item in items}
     for name in chosen:
         if name not in installed:
             log.report(Problem("bad-setting", PACKAGES_ENV, f"names {name!r}, which is not an installed data package "
                                                             f"(entry-point group {ARTIFACT_GROUP}); ignored"))
     for item in items:
-        norm = canonicalize_name(item.distribution)
+        norm = canonical_name(item.distribution)
         if norm in chosen:
             standing: Standing = "chosen"
             rank = (TIERS["chosen"], chosen.index(norm))
@@ -114,6 +116,10 @@ def read_package_folder(package_dir: Path, target: str | None, source: Source, p
     not yet read), under exactly the loader's rules: the version rule, the manifest's
     target equal to ``target`` (when given) and every row's device of that target.  A
     broken manifest is reported and ``None``; a bad row is reported and skipped."""
+    # Imported when a package is first read: a resolve from FLYCONFIGS_PATH alone does
+    # without the manifest's models.
+    from flyconfigs.schema.manifest import MANIFEST_FILE
+
     dist_name = source.name if source.kind == "package" else None
     manifest_path = package_dir / MANIFEST_FILE
     try:

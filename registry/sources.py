@@ -136,6 +136,11 @@ class Entry:
         assert self._base is not None
         return self._base
 
+    def place(self) -> tuple[object, int | None]:
+        """Which file this entry comes from (a value equal for entries of one file) and its
+        row there: ``None`` for an artifact file, a row index for a table's row."""
+        return self.path, None
+
     def ranked(self, source: Source) -> Entry:
         """This entry as ``source`` (its source ranked for one family) offers it: a new
         entry sharing this one's file, so each file is loaded once."""

@@ -125,6 +125,10 @@ class TableRowEntry(Entry):
             self._slot = (self.kernel, self._layer or self.device.layers()[0], canonical_text(self.key))
         return self._slot
 
+    def place(self) -> tuple[object, int | None]:
+        """The table (every row of one table read gives the same value) and this row's index."""
+        return (id(self.ref), self.row) if self.ref is not None else super().place()
+
     def ranked(self, source: Source) -> Entry:
         """This row as ``source`` offers it, sharing its file (a plain copy: a table's
         thousands of rows are ranked at once, and ``dataclasses.replace`` re-runs every

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING
 
 from flyconfigs.registry.calls import report_fault
 from flyconfigs.registry.problems import ProblemLog
-from flyconfigs.registry.tables import TableRowEntry
 
 if TYPE_CHECKING:
     from flyconfigs.registry.contract import KernelDecl, KeyValue
@@ -58,7 +57,7 @@ class Tie:
         self.key: Mapping[str, KeyValue] = entry.key
         self.distance = distance
         self.file = file
-        self.row: int | None = entry.row if isinstance(entry, TableRowEntry) and entry.ref is not None else None
+        self.row: int | None = entry.place()[1]
         self._entry = entry
         self._problems = problems
         self._read = False
@@ -123,8 +122,7 @@ def _ties(tied: list[tuple[Entry, tuple[float, ...]]], problems: ProblemLog) -> 
     files: dict[object, int] = {}
     out = []
     for entry, distance in tied:
-        which: object = id(entry.ref) if isinstance(entry, TableRowEntry) and entry.ref is not None else entry.path
-        out.append(Tie(entry, distance, files.setdefault(which, len(files)), problems))
+        out.append(Tie(entry, distance, files.setdefault(entry.place()[0], len(files)), problems))
     return out
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_DOCUMENT_BYTES",
     "check_depth",
     "json_files_under",
+    "json_paths_under",
     "parse_document",
     "read_document",
     "read_file_bytes",
@@ -187,13 +188,26 @@ def json_files_under(folder: str | os.PathLike[str], onerror: Callable[[OSError]
     whose names start with ``.`` are skipped (temporaries, hidden state).  ``onerror``
     receives each folder that cannot be listed.  The one rule for "the artifacts in a
     folder", used by the loader's override directories, ``validate`` and ``publish``."""
-    found: list[Path] = []
+    return [Path(p) for p in json_paths_under(folder, onerror)]
+
+
+def json_paths_under(folder: str | os.PathLike[str], onerror: Callable[[OSError], None] | None = None) -> list[str]:
+    """:func:`json_files_under` as strings, each spelt as ``str()`` of its ``Path``
+    (``"./a/x.json"`` is ``"a/x.json"``), in the same order: the loader's scan of an
+    override directory, where a ``Path`` per file cost a tenth of the scan."""
+    found: list[tuple[tuple[str, ...], str]] = []
     for root, dirs, names in os.walk(folder, onerror=onerror):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(Path(root, n) for n in names if n.endswith(".json") and not n.startswith("."))
+        # One Path per folder spells the folder as Path does; a file's name (no
+        # separator, never "." or "..") is then joined as Path would join it.
+        base = Path(root)
+        parts, spelt = base.parts, str(base)
+        prefix = "" if spelt == "." else spelt if spelt.endswith(os.sep) else spelt + os.sep
+        found.extend((parts + (n,), prefix + n) for n in names if n.endswith(".json") and not n.startswith("."))
     # Path's own ordering, by parts, without its slow comparison method (a thousand files
     # took 70 ms to sort).
-    return sorted(found, key=lambda path: path.parts)
+    found.sort(key=lambda item: item[0])
+    return [path for _, path in found]
 
 
 def read_file_bytes(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BYTES) -> bytes:

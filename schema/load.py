@@ -13,16 +13,20 @@ import re
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
 from flyconfigs.schema.jsonio import check_depth, parse_document, read_document
-from flyconfigs.schema.manifest import Manifest
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact
-from flyconfigs.schema.table import Table, is_table_document
 from flyconfigs.schema.versions import CURRENT_MAJOR, CURRENT_MINOR, parse_version, upgrade
+
+if TYPE_CHECKING:
+    # Imported where first used: reading artifacts (a resolve from FLYCONFIGS_PATH)
+    # needs neither the manifest's models nor the table's, a few ms each to build.
+    from flyconfigs.schema.manifest import Manifest
+    from flyconfigs.schema.table import Table
 
 __all__ = ["LoadReport", "load_artifact", "load_artifact_whole", "load_table", "loads_artifact", "parse_artifact",
            "parse_manifest", "parse_manifest_report", "parse_table", "refuse_if_partial", "validation_problems"]
@@ -183,8 +187,11 @@ def parse_artifact(data: Any, file: str = "<bytes>") -> tuple[Artifact, LoadRepo
     """Validate a parsed document as an artifact, migrating older formats and ignoring
     (and reporting) the unknown fields of a newer minor.  A table (1.6) is refused as
     such, on ``form``: :func:`parse_table` reads it."""
-    if is_table_document(data):
-        raise ArtifactError(file, [FieldProblem("form", "a table of many keys (schema 1.6), not one artifact")])
+    if isinstance(data, dict) and "form" in data:  # an artifact has no "form": only then can it be a table
+        from flyconfigs.schema.table import is_table_document
+
+        if is_table_document(data):
+            raise ArtifactError(file, [FieldProblem("form", "a table of many keys (schema 1.6), not one artifact")])
     return _validated(Artifact, data, file, migrate=True)
 
 
@@ -193,6 +200,8 @@ def parse_table(data: Any, file: str = "<bytes>") -> tuple[Table, LoadReport]:
     versioned document: a newer major refused, a newer minor's fields ignored and
     reported.  No older format is a table, so nothing is migrated;
     :class:`ArtifactError` naming ``file`` and each bad field."""
+    from flyconfigs.schema.table import Table
+
     return _validated(Table, data, file, migrate=False)
 
 
@@ -211,6 +220,8 @@ def parse_manifest(data: Any, file: str = "<bytes>") -> Manifest:
 
 def parse_manifest_report(data: Any, file: str = "<bytes>") -> tuple[Manifest, LoadReport]:
     """:func:`parse_manifest`, with the report of what was ignored."""
+    from flyconfigs.schema.manifest import Manifest
+
     return _validated(Manifest, data, file, migrate=False)
 
 

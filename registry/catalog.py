@@ -25,7 +25,7 @@ from flyconfigs.registry.ownership import Owner
 from flyconfigs.registry.packages import LoadedPackage, PackageRef, find_packages, load_package
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry, PackageInfo, Source
-from flyconfigs.registry.tables import TableRef, override_table
+from flyconfigs.registry.tables import TableRef, bulk_allocation, override_table
 
 __all__ = ["Catalog", "Index", "rank_entries"]
 
@@ -49,8 +49,9 @@ class Index:
         table = self.claims.get(slot)
         if table is None:
             table = {}
-            for other in self.by_layer[layer].get(token, Pool()):
-                table.setdefault(_claim(other), set()).add(other.source.name)
+            with bulk_allocation():
+                for other in self.by_layer[layer].get(token, Pool()):
+                    table.setdefault(_claim(other), set()).add(other.source.name)
             table = self.claims.setdefault(slot, table)
         return table.get(_claim(entry), set())
 
@@ -158,12 +159,19 @@ class Catalog:
         order, by device layer (built on first use)."""
         index = self._indexes.get((owner, arch))
         if index is None:
-            entries = rank_entries(self.entries_for(arch, owner.kernel), owner)
-            layers: tuple[dict[tuple[object, ...], Pool], ...] = ({}, {}, {})
-            for entry in entries:
-                for layer, token in enumerate(entry.device.layers()):
-                    layers[layer].setdefault(token, Pool()).append(entry)
-            index = self._indexes.setdefault((owner, arch), Index(entries, layers))
+            with bulk_allocation():
+                entries = rank_entries(self.entries_for(arch, owner.kernel), owner)
+                layers: tuple[dict[tuple[object, ...], Pool], ...] = ({}, {}, {})
+                # A table's thousands of rows share one device: its tokens are made once.
+                tokens: dict[int, tuple[tuple[object, ...], ...]] = {}
+                for entry in entries:
+                    device = entry.device
+                    made = tokens.get(id(device))
+                    if made is None:
+                        made = tokens[id(device)] = device.layers()
+                    for layer, token in enumerate(made):
+                        layers[layer].setdefault(token, Pool()).append(entry)
+                index = self._indexes.setdefault((owner, arch), Index(entries, layers))
         return index
 
     def sources_for(self, arch: str, owner: Owner | None = None) -> list[Source]:

@@ -11,6 +11,7 @@ from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.nearest import has_own_distance, neighbour_distance
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry
+from flyconfigs.registry.tables import bulk_allocation
 from flyconfigs.schema.canonical import canonical_text
 
 __all__ = ["Pool", "by_product", "exact_matches", "nearest_matches", "nearest_ranked", "source_label"]
@@ -109,16 +110,21 @@ class _Prepared:
     def by_exact(self, ordinal: tuple[str, ...], exact: tuple[str, ...]) -> dict[tuple[object, ...], _Group]:
         groups = self._by_exact.get((ordinal, exact))
         if groups is None:
-            groups = {}
-            for rank, entry in enumerate(self.pool):
-                if not all(n in entry.key for n in (*ordinal, *exact)):
-                    continue
-                tuned = [v for v in (entry.key[n] for n in ordinal) if type(v) is int]
-                if len(tuned) != len(ordinal):
-                    continue
-                groups.setdefault(_signature(entry.key, exact), []).append(
-                    (tuple(_log2(v) for v in tuned), tuple(-float(v) for v in tuned), rank, entry))
+            with bulk_allocation():
+                groups = self._group(ordinal, exact)
             self._by_exact[(ordinal, exact)] = groups
+        return groups
+
+    def _group(self, ordinal: tuple[str, ...], exact: tuple[str, ...]) -> dict[tuple[object, ...], _Group]:
+        groups: dict[tuple[object, ...], _Group] = {}
+        for rank, entry in enumerate(self.pool):
+            if not all(n in entry.key for n in (*ordinal, *exact)):
+                continue
+            tuned = [v for v in (entry.key[n] for n in ordinal) if type(v) is int]
+            if len(tuned) != len(ordinal):
+                continue
+            groups.setdefault(_signature(entry.key, exact), []).append(
+                (tuple(_log2(v) for v in tuned), tuple(-float(v) for v in tuned), rank, entry))
         return groups
 
 
@@ -127,9 +133,11 @@ def _prepared(pool: list[Entry]) -> _Prepared:
     entries never change), made afresh for a plain list."""
     if isinstance(pool, Pool):
         if pool.prepared is None or pool.prepared.size != len(pool):
-            pool.prepared = _Prepared(pool)
+            with bulk_allocation():
+                pool.prepared = _Prepared(pool)
         return pool.prepared
-    return _Prepared(pool)
+    with bulk_allocation():
+        return _Prepared(pool)
 
 
 def _log2(value: int) -> float:

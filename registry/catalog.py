@@ -20,40 +20,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flyconfigs.registry.folders import override_directories, scan_directory
-from flyconfigs.registry.matching import Pool, by_product
+from flyconfigs.registry.matching import Pool, U, Unit, by_product
 from flyconfigs.registry.ownership import Owner
 from flyconfigs.registry.packages import LoadedPackage, PackageRef, find_packages, load_package
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry, PackageInfo, Source
-from flyconfigs.registry.tables import TableRef, bulk_allocation, override_table
+from flyconfigs.registry.tables import TableBlock, TableRef, bulk_allocation, override_table
 
 __all__ = ["Catalog", "Index", "rank_entries"]
 
 
 @dataclass
 class Index:
-    """One kernel's entries for one arch, and by device layer token."""
+    """One kernel's entries for one arch (a table's rows as one
+    :class:`~flyconfigs.registry.tables.TableBlock`), and by device layer token."""
 
-    entries: list[Entry]
+    units: list[Unit]
     by_layer: tuple[dict[tuple[object, ...], Pool], ...] = field(default_factory=tuple)
     product_order: dict[tuple[object, ...], Pool] = field(default_factory=dict)
     """A layer's entries in the order another product tries them (:func:`by_product`),
     by layer, token and product asked: built on first use."""
-    claims: dict[tuple[int, tuple[object, ...]], dict[tuple[object, ...], set[str]]] = field(default_factory=dict)
-    """By layer and token, the sources claiming each (standing, device, key): built on first use."""
 
     def claimants(self, layer: int, token: tuple[object, ...], entry: Entry) -> set[str]:
         """The sources whose entries of layer ``layer``'s ``token`` claim ``entry``'s
         kernel, device and key at ``entry``'s standing (``entry``'s own among them)."""
-        slot = (layer, token)
-        table = self.claims.get(slot)
-        if table is None:
-            table = {}
-            with bulk_allocation():
-                for other in self.by_layer[layer].get(token, Pool()):
-                    table.setdefault(_claim(other), set()).add(other.source.name)
-            table = self.claims.setdefault(slot, table)
-        return table.get(_claim(entry), set())
+        return self.by_layer[layer].get(token, Pool()).claimants(entry)
 
     def pool(self, layer: int, token: tuple[object, ...], product: str | None) -> Pool:
         """The entries a search step at ``layer`` tries: the exact product's in source
@@ -65,13 +56,9 @@ class Index:
         slot = (layer, token, product)
         ordered = self.product_order.get(slot)
         if ordered is None:
-            ordered = self.product_order.setdefault(slot, Pool(by_product(self.by_layer[layer].get(token, Pool()),
+            ordered = self.product_order.setdefault(slot, Pool(by_product(self.by_layer[layer].get(token, Pool()).units,
                                                                           product)))
         return ordered
-
-
-def _claim(entry: Entry) -> tuple[object, ...]:
-    return entry.source.rank, *entry.slot()
 
 
 class Catalog:
@@ -154,24 +141,29 @@ class Catalog:
                 entries.extend(table.entries(self.problems))
         return entries if kernel is None else [e for e in entries if e.kernel == kernel]
 
+    def units_for(self, arch: str, kernel: str) -> list[Unit]:
+        """:meth:`entries_for` of ``kernel``, each table's rows as one block (the table
+        read and its keys indexed, no entry made per row)."""
+        units: list[Unit] = [e for e in self.override_entries() if e.device.arch == arch and e.kernel == kernel]
+        for package in self.packages_for(arch):
+            units.extend(e for e in package.entries if e.kernel == kernel)
+        for ref in self.tables_for(arch):
+            if ref.kernel == kernel and ref.read(self.problems) is not None:
+                units.append(TableBlock(ref, ref.source))
+        return units
+
     def index(self, owner: Owner, arch: str) -> Index:
         """``owner.kernel``'s entries for ``arch`` ranked for ``owner``, in precedence
         order, by device layer (built on first use)."""
         index = self._indexes.get((owner, arch))
         if index is None:
             with bulk_allocation():
-                entries = rank_entries(self.entries_for(arch, owner.kernel), owner)
+                units = rank_entries(self.units_for(arch, owner.kernel), owner)
                 layers: tuple[dict[tuple[object, ...], Pool], ...] = ({}, {}, {})
-                # A table's thousands of rows share one device: its tokens are made once.
-                tokens: dict[int, tuple[tuple[object, ...], ...]] = {}
-                for entry in entries:
-                    device = entry.device
-                    made = tokens.get(id(device))
-                    if made is None:
-                        made = tokens[id(device)] = device.layers()
-                    for layer, token in enumerate(made):
-                        layers[layer].setdefault(token, Pool()).append(entry)
-                index = self._indexes.setdefault((owner, arch), Index(entries, layers))
+                for unit in units:
+                    for layer, token in enumerate(unit.device.layers()):
+                        layers[layer].setdefault(token, Pool()).append(unit)
+                index = self._indexes.setdefault((owner, arch), Index(units, layers))
         return index
 
     def sources_for(self, arch: str, owner: Owner | None = None) -> list[Source]:
@@ -211,7 +203,7 @@ class Catalog:
         return sorted(ranked, key=lambda e: e.source.rank)
 
 
-def rank_entries(entries: list[Entry], owner: Owner) -> list[Entry]:
+def rank_entries(entries: list[U], owner: Owner) -> list[U]:
     """``entries`` (one kernel's) as they rank for ``owner``, in precedence order, new
     entries sharing the originals' files (each source ranked once, however many entries
     it has; the originals are never changed, so rankings for two owners never mix).

@@ -31,7 +31,7 @@ from flyconfigs.schema.manifest import ManifestTable
 from flyconfigs.schema.models import Artifact, DeviceIdentity
 from flyconfigs.schema.table import Table
 
-__all__ = ["TableRef", "TableRowEntry", "bulk_allocation", "installed_tables", "override_table"]
+__all__ = ["TableBlock", "TableRef", "TableRowEntry", "bulk_allocation", "installed_tables", "override_table"]
 
 
 @contextmanager
@@ -65,6 +65,15 @@ class TableRef:
     rows: int | None = None
     table: Table | None = None
     _entries: list[Entry] | None = field(default=None, repr=False)
+    _failed: bool = field(default=False, repr=False)
+    texts: list[str] = field(default_factory=list, repr=False)
+    """Each row's key as canonical text, in row order (once the table is read)."""
+    by_text: dict[str, int] = field(default_factory=dict, repr=False)
+    """The row of each key, by its canonical text (once the table is read)."""
+    _made: dict[int, TableRowEntry] = field(default_factory=dict, repr=False)
+    _first: TableRowEntry | None = field(default=None, repr=False)
+    _signed: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[tuple[object, ...], list[int]]] = field(
+        default_factory=dict, repr=False)
 
     @classmethod
     def of_manifest(cls, row: ManifestTable, source: Source, root: str) -> TableRef:
@@ -76,45 +85,74 @@ class TableRef:
         """The table's file."""
         return Path(self.root, self.location) if self.root is not None else Path(self.location)
 
-    def entries(self, problems: ProblemLog) -> list[Entry]:
-        """One entry per row, the table read and checked on the first call; ``[]`` (and
-        one problem logged) for a table that is missing, unsafe, altered, invalid or not
-        what its manifest says."""
-        if self._entries is None:
+    def read(self, problems: ProblemLog) -> Table | None:
+        """The table, read, checked and its keys indexed on the first call; ``None`` (and
+        one problem logged, once) for a table that is missing, unsafe, altered, invalid or
+        not what its manifest says."""
+        if self._first is None and not self._failed:
             with bulk_allocation():
-                self._entries = self._read_entries(problems)
+                try:
+                    table = self.table if self.table is not None else self._read()
+                except _Bad as bad:
+                    dist = self.source.name if self.source.kind == "package" else None
+                    problems.report(Problem(bad.kind, str(self.path), bad.message, dist))
+                    self._failed = True
+                    return None
+                self.texts = key_texts(table.columns.key, table.rows)
+                self.by_text = dict(zip(self.texts, range(len(self.texts)), strict=True))
+                self._first = TableRowEntry(self.kernel, {}, table.device.identity, self.location, self.source,
+                                            root=self.root, rule=table.selection.rule,
+                                            created=table.provenance.created, ref=self, row=0,
+                                            _layer=table.device.identity.layers()[0])
+                self.table = table
+        return None if self._failed else self.table
+
+    def entries(self, problems: ProblemLog) -> list[Entry]:
+        """One entry per row (:meth:`read` first); ``[]`` for a table :meth:`read` refuses."""
+        if self._entries is None:
+            table = self.read(problems)
+            with bulk_allocation():
+                self._entries = [] if table is None else [self.row_entry(i) for i in range(len(table.rows))]
         return self._entries
 
-    def _read_entries(self, problems: ProblemLog) -> list[Entry]:
-        try:
-            table = self.table if self.table is not None else self._read()
-        except _Bad as bad:
-            dist = self.source.name if self.source.kind == "package" else None
-            problems.report(Problem(bad.kind, str(self.path), bad.message, dist))
-            return []
-        self.table = table
-        return self._rows(table)
-
-    def _rows(self, table: Table) -> list[Entry]:
-        """An entry per row, each made as a copy of one made in full (a table has thousands
-        of rows, and a dataclass's initialisation costs more than the copy)."""
-        device = table.device.identity
-        first = TableRowEntry(self.kernel, {}, device, self.location, self.source, root=self.root,
-                              rule=table.selection.rule, created=table.provenance.created, ref=self, row=0)
-        layer = device.layers()[0]
-        names, width = table.columns.key, len(table.columns.key)
-        made: list[Entry] = []
-        texts = key_texts(names, table.rows)
-        new, fill, base = object.__new__, dict.update, first.__dict__
-        for index, (row, text) in enumerate(zip(table.rows, texts, strict=True)):
+    def row_entry(self, row: int) -> TableRowEntry:
+        """Row ``row`` as an entry of this table's source (the table read), made once: a
+        search tells the entries it tried by identity."""
+        made = self._made.get(row)
+        if made is None:
+            assert self.table is not None and self._first is not None
+            # A copy of one made in full: a dataclass's initialisation costs more, and a
+            # table has thousands of rows.
             key = TextedDict.__new__(TextedDict)  # filled here: the constructor would encode it again
-            fill(key, zip(names, row[:width], strict=True))
-            key.text = text
-            entry = new(TableRowEntry)
-            fill(entry.__dict__, base)
-            entry.key, entry.row, entry._file, entry._layer = key, index, _File(None), layer
-            made.append(entry)
+            names = self.table.columns.key
+            key.update(zip(names, self.table.rows[row][:len(names)], strict=True))
+            key.text = self.texts[row]
+            made = object.__new__(TableRowEntry)
+            made.__dict__.update(self._first.__dict__)
+            made.key, made.row, made._file = key, row, _File(None)
+            self._made[row] = made
         return made
+
+    def signed(self, ordinal: tuple[str, ...], exact: tuple[str, ...]) -> dict[tuple[object, ...], list[int]]:
+        """The rows (the table read) a nearest-key step may weigh, by the signature an asked
+        key must share with them (:func:`~flyconfigs.registry.matching.signature`: the key's
+        axes and its JSON values on the ``exact`` axes); rows whose cells on the
+        ``ordinal`` axes are not all ints are left out, as an artifact's key would be.
+        Made once per pair of axis lists, from the columns, without an entry per row."""
+        assert self.table is not None
+        done = self._signed.get((ordinal, exact))
+        if done is not None:
+            return done
+        names = self.table.columns.key
+        groups: dict[tuple[object, ...], list[int]] = {}
+        if all(n in names for n in (*ordinal, *exact)):
+            rows, axes = self.table.rows, frozenset(names)
+            at = [names.index(n) for n in ordinal]
+            texts = [list(map(canonical_text, [row[j] for row in rows])) for j in map(names.index, exact)]
+            for index, row in enumerate(rows):
+                if all(type(row[i]) is int for i in at):
+                    groups.setdefault((axes, *(column[index] for column in texts)), []).append(index)
+        return self._signed.setdefault((ordinal, exact), groups)
 
     def _read(self) -> Table:
         raw = checked_bytes(self.path, self.root, self.sha256)
@@ -170,6 +208,61 @@ class TableRowEntry(Entry):
             raise _Bad("invalid-artifact", f"not an artifact as a row: {exc.errors()[0]['msg']}") from None
 
 
+@dataclass(eq=False)
+class TableBlock:
+    """A read table's rows as one source offers them (ranked for one family), in a
+    catalog index in their place among the other entries: a row is made an entry only
+    when a search matches it, once per block, so that a search that tries it once (it
+    tells entries by identity) never tries it again in another step."""
+
+    ref: TableRef
+    source: Source
+    _made: dict[int, Entry] = field(default_factory=dict, repr=False)
+
+    @property
+    def kernel(self) -> str:
+        """The table's kernel."""
+        return self.ref.kernel
+
+    @property
+    def device(self) -> DeviceIdentity:
+        """The table's device."""
+        assert self.ref.table is not None
+        return self.ref.table.device.identity
+
+    @property
+    def created(self) -> str | None:
+        """When the table was made (every row's time)."""
+        assert self.ref.table is not None
+        return self.ref.table.provenance.created
+
+    def base_source(self) -> Source:
+        """The source as found, before it was ranked for a family."""
+        return self.ref.source
+
+    def ranked(self, source: Source) -> TableBlock:
+        """These rows as ``source`` (their source ranked for one family) offers them."""
+        return TableBlock(self.ref, source)
+
+    def row_of(self, text: str) -> int | None:
+        """The row whose key has the canonical text ``text``, or ``None``."""
+        return self.ref.by_text.get(text)
+
+    def entry(self, row: int) -> Entry:
+        """Row ``row`` as this block's source offers it (made on first use)."""
+        made = self._made.get(row)
+        if made is None:
+            base = self.ref.row_entry(row)
+            made = self._made[row] = base if self.source is base.source else base.ranked(self.source)
+        return made
+
+    def entries(self) -> list[Entry]:
+        """Every row as an entry, in row order."""
+        assert self.ref.table is not None
+        with bulk_allocation():
+            return [self.entry(i) for i in range(len(self.ref.table.rows))]
+
+
 def override_table(path: Path, data: object, source: Source, problems: ProblemLog) -> TableRef | None:
     """The table of an override directory's file ``path`` (parsed as ``data``), validated
     now as the directory's artifacts are; ``None`` (reported) when it is not valid."""
@@ -197,7 +290,7 @@ def installed_tables(paths: list[str] | None, problems: ProblemLog) -> list[Tabl
     found: list[Table] = []
     for target in catalog.all_targets():
         for ref in sorted(catalog.tables_for(target), key=lambda r: r.source.rank):
-            ref.entries(problems)
+            ref.read(problems)
             if ref.table is not None and (target, ref.table.file_name()) not in seen:
                 seen.add((target, ref.table.file_name()))
                 found.append(ref.table)

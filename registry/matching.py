@@ -55,14 +55,14 @@ class Pool:
         names = set(prepared.claims().get(claim, ()))
         for _, block in prepared.blocks:
             if (block.source.rank == entry.source.rank and block.kernel == kernel
-                    and block.device.layers()[0] == layer and block.row_of(text) is not None):  # type: ignore[arg-type]
+                    and block.device.layers()[0] == layer and block.row_of(entry.key, str(text)) is not None):
                 names.add(block.source.name)
         return names
 
 
 def exact_matches(pool: Pool | list[Entry], key: dict[str, KeyValue]) -> list[Entry]:
     """The entries of ``pool`` whose key is ``key``, in pool order."""
-    return _prepared(pool).matching(canonical_text(key))
+    return _prepared(pool).matching(key, canonical_text(key))
 
 
 def by_product(pool: Sequence[U], product: str | None) -> list[U]:
@@ -151,11 +151,11 @@ class _Prepared:
         self._by_exact: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[tuple[object, ...], _Group]] = {}
         self._claims: dict[tuple[object, ...], set[str]] | None = None
 
-    def matching(self, text: str) -> list[Entry]:
-        """The entries whose key's canonical text is ``text``, in pool order."""
+    def matching(self, key: dict[str, KeyValue], text: str) -> list[Entry]:
+        """The entries whose key is ``key`` (of canonical text ``text``), in pool order."""
         found = list(self.exact.get(text, ()))
         for place, block in self.blocks:
-            row = block.row_of(text)
+            row = block.row_of(key, text)
             if row is not None:
                 found.append((place, block.entry(row)))
         if self.blocks:

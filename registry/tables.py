@@ -14,7 +14,7 @@ resolver first tries it.  A table that fails any check is reported once and offe
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,10 +66,8 @@ class TableRef:
     table: Table | None = None
     _entries: list[Entry] | None = field(default=None, repr=False)
     _failed: bool = field(default=False, repr=False)
-    texts: list[str] = field(default_factory=list, repr=False)
-    """Each row's key as canonical text, in row order (once the table is read)."""
-    by_text: dict[str, int] = field(default_factory=dict, repr=False)
-    """The row of each key, by its canonical text (once the table is read)."""
+    _by_cells: dict[tuple[object, ...], int] = field(default_factory=dict, repr=False)
+    _by_text: dict[str, int] | None = field(default=None, repr=False)
     _made: dict[int, TableRowEntry] = field(default_factory=dict, repr=False)
     _first: TableRowEntry | None = field(default=None, repr=False)
     _signed: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[tuple[object, ...], list[int]]] = field(
@@ -98,8 +96,11 @@ class TableRef:
                     problems.report(Problem(bad.kind, str(self.path), bad.message, dist))
                     self._failed = True
                     return None
-                self.texts = key_texts(table.columns.key, table.rows)
-                self.by_text = dict(zip(self.texts, range(len(self.texts)), strict=True))
+                width = len(table.columns.key)
+                self._by_cells = dict(zip(map(tuple, (row[:width] for row in table.rows)), range(len(table.rows)), strict=True))
+                if len(self._by_cells) != len(table.rows):
+                    # Keys equal as values but not as JSON (1 and true): by their canonical text.
+                    self._by_text = dict(zip(key_texts(table.columns.key, table.rows), range(len(table.rows)), strict=True))
                 self._first = TableRowEntry(self.kernel, {}, table.device.identity, self.location, self.source,
                                             root=self.root, rule=table.selection.rule,
                                             created=table.provenance.created, ref=self, row=0,
@@ -126,12 +127,28 @@ class TableRef:
             key = TextedDict.__new__(TextedDict)  # filled here: the constructor would encode it again
             names = self.table.columns.key
             key.update(zip(names, self.table.rows[row][:len(names)], strict=True))
-            key.text = self.texts[row]
+            key.text = canonical_text(dict(key))
             made = object.__new__(TableRowEntry)
             made.__dict__.update(self._first.__dict__)
             made.key, made.row, made._file = key, row, _File(None)
             self._made[row] = made
         return made
+
+    def row_of(self, key: Mapping[str, object], text: str) -> int | None:
+        """The row (the table read) whose key is ``key``, whose canonical text is ``text``:
+        looked up by its cells, then checked as JSON (``1``, ``1.0`` and ``true`` are
+        three keys), or ``None``."""
+        if self._by_text is not None:
+            return self._by_text.get(text)
+        assert self.table is not None
+        names = self.table.columns.key
+        try:
+            row = self._by_cells.get(tuple(key[n] for n in names)) if len(key) == len(names) else None
+        except (KeyError, TypeError):  # another axis, or a list value (no table cell is one)
+            return None
+        if row is None or canonical_text(dict(zip(names, self.table.rows[row], strict=False))) != text:
+            return None
+        return row
 
     def signed(self, ordinal: tuple[str, ...], exact: tuple[str, ...]) -> dict[tuple[object, ...], list[int]]:
         """The rows (the table read) a nearest-key step may weigh, by the signature an asked
@@ -244,9 +261,9 @@ class TableBlock:
         """These rows as ``source`` (their source ranked for one family) offers them."""
         return TableBlock(self.ref, source)
 
-    def row_of(self, text: str) -> int | None:
-        """The row whose key has the canonical text ``text``, or ``None``."""
-        return self.ref.by_text.get(text)
+    def row_of(self, key: Mapping[str, object], text: str) -> int | None:
+        """The row whose key is ``key`` (of canonical text ``text``), or ``None``."""
+        return self.ref.row_of(key, text)
 
     def entry(self, row: int) -> Entry:
         """Row ``row`` as this block's source offers it (made on first use)."""

@@ -7,7 +7,9 @@ Override directories are indexed from each file's tail (see
 device of its target is first resolved, since every row of a package belongs to its
 target.  An artifact file is read in full only when a call needs it.  A table's rows
 (schema 1.6, see :mod:`flyconfigs.registry.tables`) join the index only when its kernel
-is indexed for its arch: a package's table is read then, never before.  A catalog is never
+is indexed for its arch: a package's table is read then, never before, and stands in the
+index as one :class:`~flyconfigs.registry.blocks.TableBlock` whose rows become entries
+only when a search matches them.  A catalog is never
 refreshed: the resolver replaces it.  Its tables are built without a lock: two threads
 that build one at once build the same thing, and the first stored is kept.
 """
@@ -19,13 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from flyconfigs.registry.blocks import TableBlock
+from flyconfigs.registry.bulk import bulk_allocation
 from flyconfigs.registry.folders import override_directories, scan_directory
 from flyconfigs.registry.matching import Pool, U, Unit, by_product
 from flyconfigs.registry.ownership import Owner
 from flyconfigs.registry.packages import LoadedPackage, PackageRef, find_packages, load_package
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry, PackageInfo, Source
-from flyconfigs.registry.tables import TableBlock, TableRef, bulk_allocation, override_table
+from flyconfigs.registry.tables import TableRef, override_table
 
 __all__ = ["Catalog", "Index", "rank_entries"]
 
@@ -33,7 +37,7 @@ __all__ = ["Catalog", "Index", "rank_entries"]
 @dataclass
 class Index:
     """One kernel's entries for one arch (a table's rows as one
-    :class:`~flyconfigs.registry.tables.TableBlock`), and by device layer token."""
+    :class:`~flyconfigs.registry.blocks.TableBlock`), and by device layer token."""
 
     units: list[Unit]
     by_layer: tuple[dict[tuple[object, ...], Pool], ...] = field(default_factory=tuple)

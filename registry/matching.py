@@ -3,7 +3,7 @@ kernel's ordinal axes (standing first), and the order in which other products'
 artifacts are tried.
 
 A pool is a catalog's entries for one device token in precedence order, where a table's
-rows stand as one :class:`~flyconfigs.registry.tables.TableBlock`: matching looks a key
+rows stand as one :class:`~flyconfigs.registry.blocks.TableBlock`: matching looks a key
 up in the table's index of keys and makes entries of the rows it matches only, so a
 table of thousands of rows costs a search the rows it weighs, not one object per row."""
 
@@ -14,11 +14,12 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
+from flyconfigs.registry.blocks import TableBlock
+from flyconfigs.registry.bulk import bulk_allocation
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.nearest import has_own_distance, neighbour_distance
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry
-from flyconfigs.registry.tables import TableBlock, bulk_allocation
 from flyconfigs.schema.canonical import canonical_text
 
 __all__ = ["Pool", "Unit", "by_product", "exact_matches", "nearest_matches", "nearest_ranked", "source_label"]
@@ -41,10 +42,6 @@ class Pool:
         """Add ``unit`` last (while the catalog builds the pool)."""
         self.units.append(unit)
         self.prepared = None
-
-    def entries(self) -> list[Entry]:
-        """Every entry, tables' rows made entries, in pool order."""
-        return [e for unit in self.units for e in (unit.entries() if isinstance(unit, TableBlock) else (unit,))]
 
     def claimants(self, entry: Entry) -> set[str]:
         """The sources whose entries here claim ``entry``'s kernel, device and key at

@@ -4,24 +4,26 @@ artifacts are (see :mod:`flyconfigs.schema.table`).
 A :class:`TableRef` is a table a source offers, known by its kernel and device before a
 row is read: a data package's manifest lists its tables with their kernel, device,
 file and sha256, and an override directory's tables are validated when the folder is
-scanned.  The catalog asks a table for its rows (:meth:`TableRef.entries`) only when its
-kernel is resolved on its arch; then the file is read once, its hash checked, validated
-as a whole, and each row becomes an :class:`~flyconfigs.registry.sources.Entry` whose
-artifact (:meth:`~flyconfigs.schema.table.Table.row_artifact_data`) is made when the
-resolver first tries it.  A table that fails any check is reported once and offers no row.
+scanned.  The catalog reads a table (:meth:`TableRef.read`) only when its kernel is
+resolved on its arch: then the file is read once, its hash checked, validated as a whole,
+and its keys indexed by their cells.  A row becomes a :class:`TableRowEntry` (an
+:class:`~flyconfigs.registry.sources.Entry` whose artifact,
+:meth:`~flyconfigs.schema.table.Table.row_artifact_data`, is made when the resolver first
+tries it) only when a search matches it (:mod:`flyconfigs.registry.blocks`), or when a
+tool asks for every row (:meth:`TableRef.entries`).  A table that fails any check is
+reported once and offers no row.
 """
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from flyconfigs.errors import ArtifactError, UnsupportedSchemaVersionError
+from flyconfigs.registry.bulk import bulk_allocation
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.sources import Entry, Source, _Bad, _File, checked_bytes
 from flyconfigs.schema.canonical import TextedDict, canonical_text, key_texts
@@ -31,23 +33,7 @@ from flyconfigs.schema.manifest import ManifestTable
 from flyconfigs.schema.models import Artifact, DeviceIdentity
 from flyconfigs.schema.table import Table
 
-__all__ = ["TableBlock", "TableRef", "TableRowEntry", "bulk_allocation", "installed_tables", "override_table"]
-
-
-@contextmanager
-def bulk_allocation() -> Iterator[None]:
-    """The cyclic garbage collector paused while a table's rows are read and indexed, then
-    resumed as it was.  Those rows are hundreds of thousands of new objects that all live
-    on, and none of them is garbage: each collection they set off walks all of them for
-    nothing, and at the size of aiter's tables that was a third of a first resolve."""
-    if not gc.isenabled():  # paused already (an enclosing build, or the caller's choice)
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+__all__ = ["TableRef", "TableRowEntry", "installed_tables", "override_table"]
 
 
 @dataclass(eq=False)
@@ -131,7 +117,7 @@ class TableRef:
             made = object.__new__(TableRowEntry)
             made.__dict__.update(self._first.__dict__)
             made.key, made.row, made._file = key, row, _File(None)
-            self._made[row] = made
+            made = self._made.setdefault(row, made)  # of two threads' copies, the first stored
         return made
 
     def row_of(self, key: Mapping[str, object], text: str) -> int | None:
@@ -223,61 +209,6 @@ class TableRowEntry(Entry):
             return Artifact.model_validate(self.ref.table.row_artifact_data(self.row))
         except ValidationError as exc:  # a row the table form takes but an artifact does not
             raise _Bad("invalid-artifact", f"not an artifact as a row: {exc.errors()[0]['msg']}") from None
-
-
-@dataclass(eq=False)
-class TableBlock:
-    """A read table's rows as one source offers them (ranked for one family), in a
-    catalog index in their place among the other entries: a row is made an entry only
-    when a search matches it, once per block, so that a search that tries it once (it
-    tells entries by identity) never tries it again in another step."""
-
-    ref: TableRef
-    source: Source
-    _made: dict[int, Entry] = field(default_factory=dict, repr=False)
-
-    @property
-    def kernel(self) -> str:
-        """The table's kernel."""
-        return self.ref.kernel
-
-    @property
-    def device(self) -> DeviceIdentity:
-        """The table's device."""
-        assert self.ref.table is not None
-        return self.ref.table.device.identity
-
-    @property
-    def created(self) -> str | None:
-        """When the table was made (every row's time)."""
-        assert self.ref.table is not None
-        return self.ref.table.provenance.created
-
-    def base_source(self) -> Source:
-        """The source as found, before it was ranked for a family."""
-        return self.ref.source
-
-    def ranked(self, source: Source) -> TableBlock:
-        """These rows as ``source`` (their source ranked for one family) offers them."""
-        return TableBlock(self.ref, source)
-
-    def row_of(self, key: Mapping[str, object], text: str) -> int | None:
-        """The row whose key is ``key`` (of canonical text ``text``), or ``None``."""
-        return self.ref.row_of(key, text)
-
-    def entry(self, row: int) -> Entry:
-        """Row ``row`` as this block's source offers it (made on first use)."""
-        made = self._made.get(row)
-        if made is None:
-            base = self.ref.row_entry(row)
-            made = self._made[row] = base if self.source is base.source else base.ranked(self.source)
-        return made
-
-    def entries(self) -> list[Entry]:
-        """Every row as an entry, in row order."""
-        assert self.ref.table is not None
-        with bulk_allocation():
-            return [self.entry(i) for i in range(len(self.ref.table.rows))]
 
 
 def override_table(path: Path, data: object, source: Source, problems: ProblemLog) -> TableRef | None:

@@ -17,10 +17,11 @@ import pytest
 from conftest import SiteDir
 from flyconfigs.errors import ArtifactError
 from flyconfigs.registry import default_resolver
+from flyconfigs.registry.bulk import bulk_allocation
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.resolve import Resolver
 from flyconfigs.registry.sources import Source
-from flyconfigs.registry.tables import TableRef, bulk_allocation
+from flyconfigs.registry.tables import TableRef
 from flyconfigs.schema import Artifact, write_atomic
 from flyconfigs.schema.load import parse_table
 from flyconfigs.schema.table import Table

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -83,7 +84,7 @@ class TableRef:
                     self._failed = True
                     return None
                 width = len(table.columns.key)
-                self._by_cells = dict(zip(map(tuple, (row[:width] for row in table.rows)), range(len(table.rows)), strict=True))
+                self._by_cells = dict(zip([tuple(row[:width]) for row in table.rows], range(len(table.rows)), strict=True))
                 if len(self._by_cells) != len(table.rows):
                     # Keys equal as values but not as JSON (1 and true): by their canonical text.
                     self._by_text = dict(zip(key_texts(table.columns.key, table.rows), range(len(table.rows)), strict=True))
@@ -138,24 +139,30 @@ class TableRef:
 
     def signed(self, ordinal: tuple[str, ...], exact: tuple[str, ...]) -> dict[tuple[object, ...], list[int]]:
         """The rows (the table read) a nearest-key step may weigh, by the signature an asked
-        key must share with them (:func:`~flyconfigs.registry.matching.signature`: the key's
-        axes and its JSON values on the ``exact`` axes); rows whose cells on the
-        ``ordinal`` axes are not all ints are left out, as an artifact's key would be.
-        Made once per pair of axis lists, from the columns, without an entry per row."""
+        key must share with them (``matching._signature``: the key's axes and its JSON
+        values on the ``exact`` axes); rows whose cells on the ``ordinal`` axes are not all
+        ints are left out, as an artifact's key would be.  Made once per pair of axis
+        lists, a column at a time, without an entry per row."""
         assert self.table is not None
         done = self._signed.get((ordinal, exact))
         if done is not None:
             return done
-        names = self.table.columns.key
-        groups: dict[tuple[object, ...], list[int]] = {}
+        names, rows = self.table.columns.key, self.table.rows
+        by_cells: dict[tuple[str, ...], list[int]] = {}
         if all(n in names for n in (*ordinal, *exact)):
-            rows, axes = self.table.rows, frozenset(names)
-            at = [names.index(n) for n in ordinal]
-            texts = [list(map(canonical_text, [row[j] for row in rows])) for j in map(names.index, exact)]
-            for index, row in enumerate(rows):
-                if all(type(row[i]) is int for i in at):
-                    groups.setdefault((axes, *(column[index] for column in texts)), []).append(index)
-        return self._signed.setdefault((ordinal, exact), groups)
+            texts = [_cell_texts([row[j] for row in rows]) for j in map(names.index, exact)]
+            signatures = zip(*texts, strict=True) if texts else repeat((), len(rows))
+            ordinals = [[row[j] for row in rows] for j in map(names.index, ordinal)]
+            if all(set(map(type, column)) == {int} for column in ordinals):
+                for index, signature in enumerate(signatures):
+                    by_cells.setdefault(signature, []).append(index)
+            else:
+                usable = [all(type(v) is int for v in cells) for cells in zip(*ordinals, strict=True)]
+                for index, (signature, ok) in enumerate(zip(signatures, usable, strict=False)):
+                    if ok:
+                        by_cells.setdefault(signature, []).append(index)
+        axes = frozenset(names)
+        return self._signed.setdefault((ordinal, exact), {(axes, *cells): found for cells, found in by_cells.items()})
 
     def _read(self) -> Table:
         raw = checked_bytes(self.path, self.root, self.sha256)
@@ -209,6 +216,15 @@ class TableRowEntry(Entry):
             return Artifact.model_validate(self.ref.table.row_artifact_data(self.row))
         except ValidationError as exc:  # a row the table form takes but an artifact does not
             raise _Bad("invalid-artifact", f"not an artifact as a row: {exc.errors()[0]['msg']}") from None
+
+
+def _cell_texts(column: list[object]) -> list[str]:
+    """Each cell's canonical text; a column of ints, strings and nulls writes each distinct
+    value once (there, values equal in Python are equal as JSON)."""
+    if set(map(type, column)) <= {int, str, type(None)}:
+        memo = {value: canonical_text(value) for value in set(column)}
+        return list(map(memo.__getitem__, column))
+    return list(map(canonical_text, column))
 
 
 def override_table(path: Path, data: object, source: Source, problems: ProblemLog) -> TableRef | None:

@@ -176,3 +176,23 @@ def test_the_collector_is_paused_while_rows_are_built_and_resumed_as_it_was() ->
     with pytest.raises(RuntimeError), bulk_allocation():
         raise RuntimeError
     assert gc.isenabled()
+
+
+def test_nearest_key_groups_tell_typed_values_apart_and_leave_out_rows_without_int_ordinals() -> None:
+    from flyconfigs.registry.matching import _signature
+
+    rows = [[304, 16, 1536, 7168, "ck", 1, 0, "int_n", None, None],
+            [304, 32, 1536.0, 7168, "ck", 1, 0, "float_n", None, None],
+            [304, None, 1536, 7168, "ck", 1, 0, "null_m", None, None],
+            [304, 64, True, 7168, "ck", 1, 0, "bool_n", None, None],
+            [304, 64, 1, 7168, "ck", 1, 0, "one_n", None, None]]
+    ref = TableRef(KERNEL, MI300X, "t.json", Source("override", "t", (0, 0)),
+                   table=Table.model_validate(table_dict(rows=rows, entries=None)))
+    assert ref.read(ProblemLog()) is not None
+    exact = ("cu_num", "N", "K")
+    groups = ref.signed(("M",), exact)
+    assert groups[_signature({**_key(1), "N": 1536}, exact)] == [0]
+    assert groups[_signature({**_key(1), "N": 1536.0}, exact)] == [1]
+    assert groups[_signature({**_key(1), "N": True}, exact)] == [3]
+    assert groups[_signature({**_key(1), "N": 1}, exact)] == [4]
+    assert sum(map(len, groups.values())) == 4, "a row whose M is not an int is no neighbour"

@@ -1,5 +1,6 @@
-"""A read table's rows in a catalog index: one :class:`TableBlock` per table and source,
-in the table's place among the other entries, matched through the table's own index of
+"""A table's rows in a catalog index: one :class:`TableBlock` per table and source, put
+under its device's tokens before the table is read, read when a search step first weighs
+that token's entries, and matched through the table's own index of
 keys (:meth:`~flyconfigs.registry.tables.TableRef.row_of`,
 :meth:`~flyconfigs.registry.tables.TableRef.signed`) so that a table of thousands of rows
 costs a search the rows it weighs, not one entry per row."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry, Source
 from flyconfigs.registry.tables import TableRef
 from flyconfigs.schema.models import DeviceIdentity
@@ -25,6 +27,8 @@ class TableBlock:
 
     ref: TableRef
     source: Source
+    problems: ProblemLog = field(repr=False)
+    """Where a table that fails a check when it is read is reported."""
     _made: dict[int, Entry] = field(default_factory=dict, repr=False)
 
     @property
@@ -34,13 +38,18 @@ class TableBlock:
 
     @property
     def device(self) -> DeviceIdentity:
-        """The table's device."""
-        assert self.ref.table is not None
-        return self.ref.table.device.identity
+        """The table's device, known before the table is read (its manifest row says it,
+        and reading checks it)."""
+        return self.ref.device
+
+    def ready(self) -> bool:
+        """Whether the table is read and valid (read now, on the first call: a table whose
+        device no step of a search reaches is never read)."""
+        return self.ref.read(self.problems) is not None
 
     @property
     def created(self) -> str | None:
-        """When the table was made (every row's time)."""
+        """When the table was made (every row's time; the table read)."""
         assert self.ref.table is not None
         return self.ref.table.provenance.created
 
@@ -50,7 +59,7 @@ class TableBlock:
 
     def ranked(self, source: Source) -> TableBlock:
         """These rows as ``source`` (their source ranked for one family) offers them."""
-        return TableBlock(self.ref, source)
+        return TableBlock(self.ref, source, self.problems)
 
     def row_of(self, key: Mapping[str, object], text: str) -> int | None:
         """The row whose key is ``key`` (of canonical text ``text``), or ``None``."""

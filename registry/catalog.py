@@ -24,7 +24,7 @@ from pathlib import Path
 from flyconfigs.registry.blocks import TableBlock
 from flyconfigs.registry.bulk import bulk_allocation
 from flyconfigs.registry.folders import override_directories, scan_directory
-from flyconfigs.registry.matching import Pool, U, Unit, by_product
+from flyconfigs.registry.matching import Pool, U, Unit, by_product, in_precedence
 from flyconfigs.registry.ownership import Owner
 from flyconfigs.registry.packages import LoadedPackage, PackageRef, find_packages, load_package
 from flyconfigs.registry.problems import ProblemLog
@@ -37,7 +37,8 @@ __all__ = ["Catalog", "Index", "rank_entries"]
 @dataclass
 class Index:
     """One kernel's entries for one arch (a table's rows as one
-    :class:`~flyconfigs.registry.blocks.TableBlock`), and by device layer token."""
+    :class:`~flyconfigs.registry.blocks.TableBlock`), each ranked for the kernel's owner,
+    and by device layer token."""
 
     units: list[Unit]
     by_layer: tuple[dict[tuple[object, ...], Pool], ...] = field(default_factory=tuple)
@@ -60,8 +61,8 @@ class Index:
         slot = (layer, token, product)
         ordered = self.product_order.get(slot)
         if ordered is None:
-            ordered = self.product_order.setdefault(slot, Pool(by_product(self.by_layer[layer].get(token, Pool()).units,
-                                                                          product)))
+            units = self.by_layer[layer].get(token, Pool()).units
+            ordered = self.product_order.setdefault(slot, Pool(units, lambda found: by_product(found, product)))
         return ordered
 
 
@@ -147,22 +148,20 @@ class Catalog:
 
     def units_for(self, arch: str, kernel: str) -> list[Unit]:
         """:meth:`entries_for` of ``kernel``, each table's rows as one block (the table
-        read and its keys indexed, no entry made per row)."""
+        not read yet: a search reads it when a step first weighs its device's entries)."""
         units: list[Unit] = [e for e in self.override_entries() if e.device.arch == arch and e.kernel == kernel]
         for package in self.packages_for(arch):
             units.extend(e for e in package.entries if e.kernel == kernel)
-        for ref in self.tables_for(arch):
-            if ref.kernel == kernel and ref.read(self.problems) is not None:
-                units.append(TableBlock(ref, ref.source))
+        units.extend(TableBlock(ref, ref.source, self.problems) for ref in self.tables_for(arch) if ref.kernel == kernel)
         return units
 
     def index(self, owner: Owner, arch: str) -> Index:
-        """``owner.kernel``'s entries for ``arch`` ranked for ``owner``, in precedence
-        order, by device layer (built on first use)."""
+        """``owner.kernel``'s entries for ``arch`` ranked for ``owner``, by device layer
+        (built on first use; each pool put in precedence order when first searched)."""
         index = self._indexes.get((owner, arch))
         if index is None:
             with bulk_allocation():
-                units = rank_entries(self.units_for(arch, owner.kernel), owner)
+                units = _for_family(self.units_for(arch, owner.kernel), owner)
                 layers: tuple[dict[tuple[object, ...], Pool], ...] = ({}, {}, {})
                 for unit in units:
                     for layer, token in enumerate(unit.device.layers()):
@@ -213,6 +212,11 @@ def rank_entries(entries: list[U], owner: Owner) -> list[U]:
     it has; the originals are never changed, so rankings for two owners never mix).
     Within one source the most recently made artifact goes first, so of two tuning runs
     of one key in one folder the newer serves (``doctor`` and ``validate`` report them)."""
+    return in_precedence(_for_family(entries, owner))
+
+
+def _for_family(entries: list[U], owner: Owner) -> list[U]:
+    """``entries`` as their sources rank for ``owner``, in the order given."""
     ranked: dict[int, Source] = {}
     out = []
     for entry in entries:
@@ -221,6 +225,4 @@ def rank_entries(entries: list[U], owner: Owner) -> list[U]:
         if source is None:
             source = ranked[id(base)] = base.for_family(owner)
         out.append(entry if source is entry.source else entry.ranked(source))
-    # Stable: a source's entries keep their order but for the time each was made.
-    by_time = sorted(out, key=lambda e: e.created or "", reverse=True)
-    return sorted(by_time, key=lambda e: e.source.rank)
+    return out

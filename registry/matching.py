@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from flyconfigs.registry.blocks import TableBlock
@@ -22,7 +22,8 @@ from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry
 from flyconfigs.schema.canonical import canonical_text
 
-__all__ = ["Pool", "Unit", "by_product", "exact_matches", "nearest_matches", "nearest_ranked", "source_label"]
+__all__ = ["Pool", "Unit", "by_product", "exact_matches", "in_precedence", "nearest_matches", "nearest_ranked",
+           "source_label"]
 
 Unit = Entry | TableBlock
 """What a pool holds: an entry, or a table's rows as one source offers them."""
@@ -30,12 +31,15 @@ U = TypeVar("U", Entry, Unit)
 
 
 class Pool:
-    """Entries and tables' rows in precedence order, with their grouping for matching
-    (made on first use), so the grouping lives exactly as long as the pool: a catalog's
-    pools are never changed once built."""
+    """Entries and tables' rows, with their grouping for matching made on first use (the
+    pool's tables read then, those that fail left out, and the rest put in precedence
+    order, :func:`in_precedence`, then in ``order`` when given), so the grouping lives
+    exactly as long as the pool: a catalog's pools are never changed once built."""
 
-    def __init__(self, units: Iterable[Unit] = ()) -> None:
+    def __init__(self, units: Iterable[Unit] = (),
+                 order: Callable[[list[Unit]], list[Unit]] | None = None) -> None:
         self.units: list[Unit] = list(units)
+        self.order = order
         self.prepared: _Prepared | None = None
 
     def append(self, unit: Unit) -> None:
@@ -55,6 +59,14 @@ class Pool:
                     and block.device.layers()[0] == layer and block.row_of(entry.key, str(text)) is not None):
                 names.add(block.source.name)
         return names
+
+
+def in_precedence(units: list[U]) -> list[U]:
+    """``units`` (each ranked for one family) in precedence order: by their sources'
+    rank, and within one source the most recently made first (a stable order: otherwise
+    as given, so a table's rows keep their place together)."""
+    by_time = sorted(units, key=lambda e: e.created or "", reverse=True)
+    return sorted(by_time, key=lambda e: e.source.rank)
 
 
 def exact_matches(pool: Pool | list[Entry], key: dict[str, KeyValue]) -> list[Entry]:
@@ -134,8 +146,9 @@ class _Prepared:
     signature of each declaration's axes with each entry's ordinal ``log2`` values; a
     table's rows through the table's own index of keys (:class:`TableBlock`)."""
 
-    def __init__(self, units: list[Unit]) -> None:
-        self.size = len(units)
+    def __init__(self, units: list[Unit], size: int | None = None) -> None:
+        self.size = len(units) if size is None else size
+        """The size of the pool grouped (before its unreadable tables were left out)."""
         self.exact: dict[str, list[tuple[int, Entry]]] = {}
         self.plain: list[tuple[int, Entry]] = []
         self.blocks: list[tuple[int, TableBlock]] = []
@@ -209,7 +222,8 @@ def _prepared(pool: Pool | list[Entry]) -> _Prepared:
     if isinstance(pool, Pool):
         if pool.prepared is None or pool.prepared.size != len(pool.units):
             with bulk_allocation():
-                pool.prepared = _Prepared(pool.units)
+                ordered = in_precedence([u for u in pool.units if not isinstance(u, TableBlock) or u.ready()])
+                pool.prepared = _Prepared(ordered if pool.order is None else pool.order(ordered), len(pool.units))
         return pool.prepared
     with bulk_allocation():
         return _Prepared(list(pool))

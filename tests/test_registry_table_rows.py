@@ -196,3 +196,22 @@ def test_nearest_key_groups_tell_typed_values_apart_and_leave_out_rows_without_i
     assert groups[_signature({**_key(1), "N": True}, exact)] == [3]
     assert groups[_signature({**_key(1), "N": 1}, exact)] == [4]
     assert sum(map(len, groups.values())) == 4, "a row whose M is not an int is no neighbour"
+
+
+def test_a_table_of_another_device_is_read_only_when_a_step_reaches_its_device(site: SiteDir) -> None:
+    from factories import MI300X as MI300X_DEVICE
+
+    mi308x = {**MI300X_DEVICE, "product": "AMD Instinct MI308X", "compute_units": 80}
+    other = table_dict(device=mi308x, rows=[[80, 1, 1536, 7168, "ck", 1, 0, "on_80_cus", None, None]], entries=None)
+    other["provenance"] = {**other["provenance"], "source": {**other["provenance"]["source"], "file": "other.csv"}}
+    folder = site.install("gfx942", [], tables=[Table.model_validate(_big()), Table.model_validate(other)])
+    listed = json.loads((folder / "manifest.json").read_text())["tables"]
+    (elsewhere,) = [t["file"] for t in listed if t["device"]["compute_units"] == 80]
+    (folder / elsewhere).write_bytes(b"{}")  # altered: reading it reports it
+    resolver = default_resolver()
+    assert resolver.resolve(KERNEL, _key(7), MI300X).config["kernelName"] == "k_7_1536"
+    assert resolver.problems.problems() == [], "the 80-CU table was read for a key the 304-CU one serves"
+    # A key no table of this device holds: the search goes on to the arch's other devices.
+    assert resolver.resolve(KERNEL, _key(7, 3000), MI300X).source == "default"
+    (problem,) = resolver.problems.problems()
+    assert problem.kind == "hash-mismatch" and problem.where.endswith(elsewhere)

@@ -73,7 +73,8 @@ class TableRef:
     def read(self, problems: ProblemLog) -> Table | None:
         """The table, read, checked and its keys indexed on the first call; ``None`` (and
         one problem logged, once) for a table that is missing, unsafe, altered, invalid or
-        not what its manifest says."""
+        not what its manifest says.  Two threads may both read it: each sets what it made
+        before the mark of a finished read (``_first``), so neither sees half of it."""
         if self._first is None and not self._failed:
             with bulk_allocation():
                 try:
@@ -83,16 +84,16 @@ class TableRef:
                     problems.report(Problem(bad.kind, str(self.path), bad.message, dist))
                     self._failed = True
                     return None
-                width = len(table.columns.key)
-                self._by_cells = dict(zip([tuple(row[:width]) for row in table.rows], range(len(table.rows)), strict=True))
-                if len(self._by_cells) != len(table.rows):
+                rows, names = table.rows, table.columns.key
+                self._by_cells = dict(zip([tuple(row[:len(names)]) for row in rows], range(len(rows)), strict=True))
+                if len(self._by_cells) != len(rows):
                     # Keys equal as values but not as JSON (1 and true): by their canonical text.
-                    self._by_text = dict(zip(key_texts(table.columns.key, table.rows), range(len(table.rows)), strict=True))
+                    self._by_text = dict(zip(key_texts(names, rows), range(len(rows)), strict=True))
+                self.table = table
                 self._first = TableRowEntry(self.kernel, {}, table.device.identity, self.location, self.source,
                                             root=self.root, rule=table.selection.rule,
                                             created=table.provenance.created, ref=self, row=0,
                                             _layer=table.device.identity.layers()[0])
-                self.table = table
         return None if self._failed else self.table
 
     def entries(self, problems: ProblemLog) -> list[Entry]:

@@ -5,11 +5,11 @@ ranks for its kernel's owner (see :mod:`flyconfigs.registry.ownership`).
 Override directories are indexed from each file's tail (see
 :mod:`flyconfigs.registry.folders`); a data package's manifest is read only when a
 device of its target is first resolved, since every row of a package belongs to its
-target.  An artifact file is read in full only when a call needs it.  A table's rows
-(schema 1.6, see :mod:`flyconfigs.registry.tables`) join the index only when its kernel
-is indexed for its arch: a package's table is read then, never before, and stands in the
-index as one :class:`~flyconfigs.registry.blocks.TableBlock` whose rows become entries
-only when a search matches them.  A catalog is never
+target.  An artifact file is read in full only when a call needs it.  A table (schema
+1.6, see :mod:`flyconfigs.registry.tables`) joins the index when its kernel is indexed
+for its arch, as one :class:`~flyconfigs.registry.blocks.TableBlock` under its manifest's
+device: a package's table is read when a search first weighs that device's entries, never
+before, and its rows become entries only when a search matches them.  A catalog is never
 refreshed: the resolver replaces it.  Its tables are built without a lock: two threads
 that build one at once build the same thing, and the first stored is kept.
 """

@@ -8,13 +8,16 @@ an installer lays them out).  Then, in a fresh interpreter each run, for every f
 first ``flyconfigs.resolve`` of a key of its largest table (the loader's own imports,
 discovery, the manifests of that arch, the family's tables read and indexed, the search)
 is timed, in wall time and in the process's CPU time (which other work on the machine
-inflates less); runs of the families are interleaved.  Last, ``flyconfigs export aiter`` from that install writes aiter's CSVs,
-compared with the upstream files as aiter reads them.  And what the installed packages
-serve is checked against aiter's own lookup over the CSVs (``tests/aiter_corpus.py``'s
-``Reference``) where aiter relaxes a key column: every fused-MoE row's shape asked with
-each activation no row has for it (aiter retries with any activation), and every
-grouped-MoE row asked on a GPU of a CU count no row has (aiter relaxes ``cu_num``).
-With ``--out FOLDER`` writes FOLDER/aiter-corpus.json.
+inflates less), and, in another fresh interpreter, the first resolve of the next size up
+on the axis aiter pads (``M``, ``m`` or ``token``; a key between tuned ones or past them,
+which takes the nearest-key steps); runs of the families are interleaved.  Last,
+``flyconfigs export aiter`` from that install writes aiter's CSVs, compared with the
+upstream files as aiter reads them.  And what the installed packages serve is checked
+against aiter's own lookup over the CSVs (``tests/aiter_corpus.py``'s ``Reference``)
+where aiter relaxes a key column: every fused-MoE row's shape asked with each activation
+no row has for it (aiter retries with any activation), and every grouped-MoE row asked on
+a GPU of a CU count no row has (aiter relaxes ``cu_num``).  With ``--out FOLDER`` writes
+FOLDER/aiter-corpus.json.
 
     python -m bench.aiter_corpus [--runs 5] [--out bench/results]
 """
@@ -29,6 +32,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from bench.common import quantiles, write_result
 from flyconfigs.kernels.aiter_gemm import FAMILIES, family_of
@@ -48,6 +52,15 @@ r = flyconfigs.resolve({kernel!r}, {key!r}, device={device!r})
 t2, c2 = time.perf_counter(), time.process_time()
 assert r.source == "package" and dict(r.config) == {config!r}, r
 print(json.dumps({{"import_s": t1 - t0, "first_resolve_s": t2 - t1, "first_resolve_cpu_s": c2 - c1}}))
+"""
+
+FIRST_RESOLVE_BETWEEN = """
+import json, time
+import flyconfigs
+t1, c1 = time.perf_counter(), time.process_time()
+r = flyconfigs.resolve({kernel!r}, {key!r}, device={device!r})
+t2, c2 = time.perf_counter(), time.process_time()
+print(json.dumps({{"first_resolve_s": t2 - t1, "first_resolve_cpu_s": c2 - c1, "key_match": r.key_match}}))
 """
 
 
@@ -131,6 +144,13 @@ def _install(wheels: list[Path], site: Path) -> int:
     return total
 
 
+def _run(code: str, env: dict[str, str], cwd: str) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=cwd)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
@@ -150,17 +170,16 @@ def main() -> None:
                "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
         env.pop("FLYCONFIGS_PATH", None)
         runs: dict[str, list[dict[str, float]]] = {kernel: [] for kernel, *_ in asks}
+        between: dict[str, list[dict[str, Any]]] = {kernel: [] for kernel, *_ in asks}
         for _ in range(args.runs):
             for kernel, key, device, config, _rows in asks:
                 code = FIRST_RESOLVE.format(kernel=kernel, key=key, device=device, config=config)
-                done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp)
-                if done.returncode != 0:
-                    raise SystemExit(done.stderr)
-                runs[kernel].append(json.loads(done.stdout))
-        done = subprocess.run([sys.executable, "-c", LOOKUP_CHECK], env=env, capture_output=True, text=True, cwd=ROOT)
-        if done.returncode != 0:
-            raise SystemExit(done.stderr)
-        lookups = json.loads(done.stdout)
+                runs[kernel].append(_run(code, env, tmp))
+                axis = FAMILIES[kernel].ordinal_axis
+                if axis is not None:  # the next size up, between tuned keys or past them: aiter pads it
+                    code = FIRST_RESOLVE_BETWEEN.format(kernel=kernel, key={**key, axis: key[axis] + 1}, device=device)
+                    between[kernel].append(_run(code, env, tmp))
+        lookups = _run(LOOKUP_CHECK, env, str(ROOT))
         out = Path(tmp) / "exported"
         done = subprocess.run([sys.executable, "-m", "flyconfigs", "export", "aiter", "--out", str(out), "--json"],
                               env=env, capture_output=True, text=True, cwd=tmp)
@@ -177,12 +196,20 @@ def main() -> None:
             if found:
                 differences[upstream_path(path)] = found[:3]
         wheel_bytes = sum(w.stat().st_size for w in wheels)
-    per_family = {kernel: {"rows_of_table": rows,
-                           "first_resolve_ms": quantiles([r["first_resolve_s"] * 1e3 for r in runs[kernel]]),
-                           "first_resolve_cpu_ms": quantiles([r["first_resolve_cpu_s"] * 1e3 for r in runs[kernel]])}
-                  for kernel, _key, _device, _config, rows in asks}
+    per_family: dict[str, dict[str, Any]] = {
+        kernel: {"rows_of_table": rows,
+                 "first_resolve_ms": quantiles([r["first_resolve_s"] * 1e3 for r in runs[kernel]]),
+                 "first_resolve_cpu_ms": quantiles([r["first_resolve_cpu_s"] * 1e3 for r in runs[kernel]])}
+        for kernel, _key, _device, _config, rows in asks}
+    for kernel, found in between.items():
+        if found:
+            per_family[kernel]["next_size_up"] = {
+                "key_match": sorted({r["key_match"] for r in found}),
+                "first_resolve_ms": quantiles([r["first_resolve_s"] * 1e3 for r in found]),
+                "first_resolve_cpu_ms": quantiles([r["first_resolve_cpu_s"] * 1e3 for r in found])}
     worst = max(f["first_resolve_ms"]["median"] for f in per_family.values())
     worst_cpu = max(f["first_resolve_cpu_ms"]["median"] for f in per_family.values())
+    worst_up = max(f["next_size_up"]["first_resolve_ms"]["median"] for f in per_family.values() if "next_size_up" in f)
     result = {
         "corpus": str(CORPUS.relative_to(ROOT)),
         "tuned_csv_files": len(csvs),
@@ -198,6 +225,7 @@ def main() -> None:
         "first_resolve": per_family,
         "worst_family_first_resolve_ms": worst,
         "worst_family_first_resolve_cpu_ms": worst_cpu,
+        "worst_family_first_resolve_next_size_up_ms": worst_up,
         "load_average_1min_before": load,
         "relaxed_lookups_against_aiters": lookups,
         "round_trip_files_compared": len(csvs),
@@ -207,7 +235,7 @@ def main() -> None:
     where = write_result("aiter-corpus", result, args.out) if args.out else "(not written: no --out)"
     print(f"aiter corpus: {len(csvs)} CSVs, {csv_bytes / 1e6:.1f} MB; installed {installed / 1e6:.1f} MB "
           f"({result['installed_over_csv']:.2f}x), wheels {wheel_bytes / 1e6:.1f} MB; first resolve, worst family "
-          f"{worst:.0f} ms ({worst_cpu:.0f} ms of CPU); relaxed lookups: "
+          f"{worst:.0f} ms ({worst_cpu:.0f} ms of CPU), {worst_up:.0f} ms at the next size up; relaxed lookups: "
           + ", ".join(f"{k} {v['asked'] - v['differ']}/{v['asked']} as aiter's" for k, v in lookups.items())
           + f"; round trip: {len(differences)} files differ -> {where}")
 

@@ -5,9 +5,11 @@ ranks for its kernel's owner (see :mod:`flyconfigs.registry.ownership`).
 Override directories are indexed from each file's tail (see
 :mod:`flyconfigs.registry.folders`); a data package's manifest is read only when a
 device of its target is first resolved, since every row of a package belongs to its
-target.  An artifact file is read in full only when a call needs it.  A table's rows
-(schema 1.6, see :mod:`flyconfigs.registry.tables`) join the index only when its kernel
-is indexed for its arch: a package's table is read then, never before.  A catalog is never
+target.  An artifact file is read in full only when a call needs it.  A table (schema
+1.6, see :mod:`flyconfigs.registry.tables`) joins the index when its kernel is indexed
+for its arch, as one :class:`~flyconfigs.registry.blocks.TableBlock` under its manifest's
+device: a package's table is read when a search first weighs that device's entries, never
+before, and its rows become entries only when a search matches them.  A catalog is never
 refreshed: the resolver replaces it.  Its tables are built without a lock: two threads
 that build one at once build the same thing, and the first stored is kept.
 """
@@ -20,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flyconfigs.registry.blocks import TableBlock
+from flyconfigs.registry.bulk import bulk_allocation
 from flyconfigs.registry.folders import override_directories, scan_directory
-from flyconfigs.registry.matching import Pool, by_product
+from flyconfigs.registry.matching import Pool, U, Unit, by_product, in_precedence
 from flyconfigs.registry.ownership import Owner
 from flyconfigs.registry.packages import LoadedPackage, PackageRef, find_packages, load_package
 from flyconfigs.registry.problems import ProblemLog
@@ -37,27 +41,20 @@ __all__ = ["Catalog", "Index", "rank_entries"]
 
 @dataclass
 class Index:
-    """One kernel's entries for one arch, and by device layer token."""
+    """One kernel's entries for one arch (a table's rows as one
+    :class:`~flyconfigs.registry.blocks.TableBlock`), each ranked for the kernel's owner,
+    and by device layer token."""
 
-    entries: list[Entry]
+    units: list[Unit]
     by_layer: tuple[dict[tuple[object, ...], Pool], ...] = field(default_factory=tuple)
     product_order: dict[tuple[object, ...], Pool] = field(default_factory=dict)
     """A layer's entries in the order another product tries them (:func:`by_product`),
     by layer, token and product asked: built on first use."""
-    claims: dict[tuple[int, tuple[object, ...]], dict[tuple[object, ...], set[str]]] = field(default_factory=dict)
-    """By layer and token, the sources claiming each (standing, device, key): built on first use."""
 
     def claimants(self, layer: int, token: tuple[object, ...], entry: Entry) -> set[str]:
         """The sources whose entries of layer ``layer``'s ``token`` claim ``entry``'s
         kernel, device and key at ``entry``'s standing (``entry``'s own among them)."""
-        slot = (layer, token)
-        table = self.claims.get(slot)
-        if table is None:
-            table = {}
-            for other in self.by_layer[layer].get(token, Pool()):
-                table.setdefault(_claim(other), set()).add(other.source.name)
-            table = self.claims.setdefault(slot, table)
-        return table.get(_claim(entry), set())
+        return self.by_layer[layer].get(token, Pool()).claimants(entry)
 
     def pool(self, layer: int, token: tuple[object, ...], product: str | None) -> Pool:
         """The entries a search step at ``layer`` tries: the exact product's in source
@@ -69,13 +66,9 @@ class Index:
         slot = (layer, token, product)
         ordered = self.product_order.get(slot)
         if ordered is None:
-            ordered = self.product_order.setdefault(slot, Pool(by_product(self.by_layer[layer].get(token, Pool()),
-                                                                          product)))
+            units = self.by_layer[layer].get(token, Pool()).units
+            ordered = self.product_order.setdefault(slot, Pool(units, lambda found: by_product(found, product)))
         return ordered
-
-
-def _claim(entry: Entry) -> tuple[object, ...]:
-    return entry.source.rank, *entry.slot()
 
 
 class Catalog:
@@ -162,17 +155,27 @@ class Catalog:
                 entries.extend(table.entries(self.problems))
         return entries if kernel is None else [e for e in entries if e.kernel == kernel]
 
+    def units_for(self, arch: str, kernel: str) -> list[Unit]:
+        """:meth:`entries_for` of ``kernel``, each table's rows as one block (the table
+        not read yet: a search reads it when a step first weighs its device's entries)."""
+        units: list[Unit] = [e for e in self.override_entries() if e.device.arch == arch and e.kernel == kernel]
+        for package in self.packages_for(arch):
+            units.extend(e for e in package.entries if e.kernel == kernel)
+        units.extend(TableBlock(ref, ref.source, self.problems) for ref in self.tables_for(arch) if ref.kernel == kernel)
+        return units
+
     def index(self, owner: Owner, arch: str) -> Index:
-        """``owner.kernel``'s entries for ``arch`` ranked for ``owner``, in precedence
-        order, by device layer (built on first use)."""
+        """``owner.kernel``'s entries for ``arch`` ranked for ``owner``, by device layer
+        (built on first use; each pool put in precedence order when first searched)."""
         index = self._indexes.get((owner, arch))
         if index is None:
-            entries = rank_entries(self.entries_for(arch, owner.kernel), owner)
-            layers: tuple[dict[tuple[object, ...], Pool], ...] = ({}, {}, {})
-            for entry in entries:
-                for layer, token in enumerate(entry.device.layers()):
-                    layers[layer].setdefault(token, Pool()).append(entry)
-            index = self._indexes.setdefault((owner, arch), Index(entries, layers))
+            with bulk_allocation():
+                units = _for_family(self.units_for(arch, owner.kernel), owner)
+                layers: tuple[dict[tuple[object, ...], Pool], ...] = ({}, {}, {})
+                for unit in units:
+                    for layer, token in enumerate(unit.device.layers()):
+                        layers[layer].setdefault(token, Pool()).append(unit)
+                index = self._indexes.setdefault((owner, arch), Index(units, layers))
         return index
 
     def sources_for(self, arch: str, owner: Owner | None = None) -> list[Source]:
@@ -212,12 +215,17 @@ class Catalog:
         return sorted(ranked, key=lambda e: e.source.rank)
 
 
-def rank_entries(entries: list[Entry], owner: Owner) -> list[Entry]:
+def rank_entries(entries: list[U], owner: Owner) -> list[U]:
     """``entries`` (one kernel's) as they rank for ``owner``, in precedence order, new
     entries sharing the originals' files (each source ranked once, however many entries
     it has; the originals are never changed, so rankings for two owners never mix).
     Within one source the most recently made artifact goes first, so of two tuning runs
     of one key in one folder the newer serves (``doctor`` and ``validate`` report them)."""
+    return in_precedence(_for_family(entries, owner))
+
+
+def _for_family(entries: list[U], owner: Owner) -> list[U]:
+    """``entries`` as their sources rank for ``owner``, in the order given."""
     ranked: dict[int, Source] = {}
     out = []
     for entry in entries:
@@ -226,6 +234,4 @@ def rank_entries(entries: list[Entry], owner: Owner) -> list[Entry]:
         if source is None:
             source = ranked[id(base)] = base.for_family(owner)
         out.append(entry if source is entry.source else entry.ranked(source))
-    # Stable: a source's entries keep their order but for the time each was made.
-    by_time = sorted(out, key=lambda e: e.created or "", reverse=True)
-    return sorted(by_time, key=lambda e: e.source.rank)
+    return out

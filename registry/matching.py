@@ -1,13 +1,21 @@
 """Matching, as pure functions of their inputs: an exact key, the nearest key on a
 kernel's ordinal axes (standing first), and the order in which other products'
-artifacts are tried."""
+artifacts are tried.
+
+A pool is a catalog's entries for one device token in precedence order, where a table's
+rows stand as one :class:`~flyconfigs.registry.blocks.TableBlock`: matching looks a key
+up in the table's index of keys and makes entries of the rows it matches only, so a
+table of thousands of rows costs a search the rows it weighs, not one object per row."""
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import TypeVar
 
+from flyconfigs.registry.blocks import TableBlock
+from flyconfigs.registry.bulk import bulk_allocation
 from flyconfigs.registry.calls import report_fault
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.nearest import has_own_distance, neighbour_distance
@@ -16,55 +24,93 @@ from flyconfigs.registry.sources import Entry
 from flyconfigs.registry.ties import ties_ordered
 from flyconfigs.schema.canonical import canonical_text
 
-__all__ = ["Pool", "by_product", "exact_matches", "nearest_matches", "nearest_ranked", "relaxed_axes", "source_label"]
+__all__ = ["Pool", "Unit", "by_product", "exact_matches", "in_precedence", "nearest_matches", "nearest_ranked",
+           "relaxed_axes", "source_label"]
+
+Unit = Entry | TableBlock
+"""What a pool holds: an entry, or a table's rows as one source offers them."""
+U = TypeVar("U", Entry, Unit)
 
 
-class Pool(list[Entry]):
-    """A list of entries that keeps its grouping for matching (made on first use) with
-    it, so the grouping lives exactly as long as the pool: a catalog's pools are never
-    changed once built."""
+class Pool:
+    """Entries and tables' rows, with their grouping for matching made on first use (the
+    pool's tables read then, those that fail left out, and the rest put in precedence
+    order, :func:`in_precedence`, then in ``order`` when given), so the grouping lives
+    exactly as long as the pool: a catalog's pools are never changed once built."""
 
-    prepared: _Prepared | None = None
+    def __init__(self, units: Iterable[Unit] = (),
+                 order: Callable[[list[Unit]], list[Unit]] | None = None) -> None:
+        self.units: list[Unit] = list(units)
+        self.order = order
+        self.prepared: _Prepared | None = None
+
+    def append(self, unit: Unit) -> None:
+        """Add ``unit`` last (while the catalog builds the pool)."""
+        self.units.append(unit)
+        self.prepared = None
+
+    def claimants(self, entry: Entry) -> set[str]:
+        """The sources whose entries here claim ``entry``'s kernel, device and key at
+        ``entry``'s standing (``entry``'s own among them)."""
+        prepared = _prepared(self)
+        claim = (entry.source.rank, *entry.slot())
+        kernel, layer, text = claim[1:]
+        names = set(prepared.claims().get(claim, ()))
+        for _, block in prepared.blocks:
+            if (block.source.rank == entry.source.rank and block.kernel == kernel
+                    and block.device.layers()[0] == layer and block.row_of(entry.key, str(text)) is not None):
+                names.add(block.source.name)
+        return names
 
 
-def exact_matches(pool: list[Entry], key: dict[str, KeyValue]) -> list[Entry]:
+def in_precedence(units: list[U]) -> list[U]:
+    """``units`` (each ranked for one family) in precedence order: by their sources'
+    rank, and within one source the most recently made first (a stable order: otherwise
+    as given, so a table's rows keep their place together)."""
+    by_time = sorted(units, key=lambda e: e.created or "", reverse=True)
+    return sorted(by_time, key=lambda e: e.source.rank)
+
+
+def exact_matches(pool: Pool | list[Entry], key: dict[str, KeyValue]) -> list[Entry]:
     """The entries of ``pool`` whose key is ``key``, in pool order."""
-    return list(_prepared(pool).exact.get(canonical_text(key), ()))
+    return _prepared(pool).matching(key, canonical_text(key))
 
 
-def by_product(pool: list[Entry], product: str | None) -> list[Entry]:
+def by_product(pool: Sequence[U], product: str | None) -> list[U]:
     """``pool`` in source order and, within each source, the products whose names share
     the longest prefix with ``product`` first (then by name): the order in which a step
     that accepts another product's artifacts tries them, so a device is served one
     product's tunings wherever that product has the key, not whichever file comes first."""
     asked = product or ""
 
-    def order(entry: Entry) -> tuple[tuple[int, int], int, str]:
+    def order(entry: Unit) -> tuple[tuple[int, int], int, str]:
         name = entry.device.product or ""
         return entry.source.rank, -len(os.path.commonprefix([name, asked])), name
 
     return sorted(pool, key=order)
 
 
-def nearest_matches(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl,
+def nearest_matches(pool: Pool | list[Entry], key: dict[str, KeyValue], decl: KernelDecl,
                     problems: ProblemLog | None = None) -> list[Entry]:
     """The entries of :func:`nearest_ranked`, in its order."""
     return [entry for entry, _ in nearest_ranked(pool, key, decl, problems)]
 
 
-def nearest_ranked(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl,
+def nearest_ranked(pool: Pool | list[Entry], key: dict[str, KeyValue], decl: KernelDecl,
                    problems: ProblemLog | None = None) -> list[tuple[Entry, tuple[float, ...]]]:
     """Entries equal to ``key`` on every exact axis but the family's ``relaxed_axes``,
     with their distance, in the nearest-key step's order: **standing first** (a source's
     tier), then the family's ``key_distance`` (:mod:`flyconfigs.registry.nearest`; by default the smallest sum over
     ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned value), then pool
-    order.  A higher-standing source's nearest key so goes before a lower one's nearer
-    key: distance decides only among sources of one standing.  An entry the family's
-    rule answers ``None`` for is left out.  A family with its own ``key_distance`` may
-    name ``relaxed_axes``: entries that differ from ``key`` on those are offered too.
-    Entries of one standing whose distances share their first element (equally near)
-    are ordered by the family's ``tie_rank`` where it gives one
-    (:mod:`flyconfigs.registry.ties`)."""
+    order (a table's rows: the table's place, then the row's).  A higher-standing source's
+    nearest key so goes before a lower one's nearer key: distance decides only among
+    sources of one standing.  An entry the family's rule answers ``None`` for is left out.
+    A family with its own ``key_distance`` may name ``relaxed_axes``: entries that differ
+    from ``key`` on those are offered too (a table's rows among them: its rows are grouped
+    by the exact axes less the relaxed ones).  Entries of one standing whose distances
+    share their first element (equally near) are ordered by the family's ``tie_rank``
+    where it gives one (:mod:`flyconfigs.registry.ties`; a table's row keeps its table
+    and row index there)."""
     ordinal = tuple(a.name for a in decl.key_axes if a.ordinal)
     relaxed = relaxed_axes(decl, problems) if has_own_distance(decl) else frozenset()
     if not ordinal and not relaxed:
@@ -72,12 +118,12 @@ def nearest_ranked(pool: list[Entry], key: dict[str, KeyValue], decl: KernelDecl
     exact = tuple(a.name for a in decl.key_axes if not a.ordinal and a.name not in relaxed)
     try:
         asked = [key[n] for n in ordinal]
-        group = _prepared(pool).by_exact(ordinal, exact).get(_signature(key, exact))
+        group = _prepared(pool).group(ordinal, exact, _signature(key, exact))
     except KeyError:  # the key lacks an axis of the declaration: no entry can match it
         return []
     if not group or not all(type(v) is int for v in asked):
         return []
-    scored: list[tuple[int, tuple[float, ...], int, Entry]] = []
+    scored: list[tuple[int, tuple[float, ...], tuple[int, int], Entry]] = []
     if has_own_distance(decl):
         for _, _, rank, entry in group:
             distance = neighbour_distance(decl, key, entry.key, problems)
@@ -115,45 +161,97 @@ def _signature(key: dict[str, KeyValue], exact: tuple[str, ...]) -> tuple[object
     return (frozenset(key), *(canonical_text(key[n]) for n in exact))
 
 
-_Group = list[tuple[tuple[float, ...], tuple[float, ...], int, Entry]]
+_Group = list[tuple[tuple[float, ...], tuple[float, ...], tuple[int, int], Entry]]
+"""Each neighbour's ordinal ``log2`` values, their negatives (a tie to the larger), its
+place in the pool (a table's row: the table's place, then the row's) and the entry."""
 
 
 class _Prepared:
     """A pool's entries grouped once for matching: by canonical key, and by the exact-axis
-    signature of each declaration's axes with each entry's ordinal ``log2`` values."""
+    signature of each declaration's axes with each entry's ordinal ``log2`` values; a
+    table's rows through the table's own index of keys (:class:`TableBlock`)."""
 
-    def __init__(self, pool: list[Entry]) -> None:
-        self.pool = pool
-        self.size = len(pool)
-        self.exact: dict[str, list[Entry]] = {}
-        for entry in pool:
-            self.exact.setdefault(canonical_text(entry.key), []).append(entry)
+    def __init__(self, units: list[Unit], size: int | None = None) -> None:
+        self.size = len(units) if size is None else size
+        """The size of the pool grouped (before its unreadable tables were left out)."""
+        self.exact: dict[str, list[tuple[int, Entry]]] = {}
+        self.plain: list[tuple[int, Entry]] = []
+        self.blocks: list[tuple[int, TableBlock]] = []
+        for place, unit in enumerate(units):
+            if isinstance(unit, TableBlock):
+                self.blocks.append((place, unit))
+            else:
+                self.plain.append((place, unit))
+                self.exact.setdefault(canonical_text(unit.key), []).append((place, unit))
         self._by_exact: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[tuple[object, ...], _Group]] = {}
+        self._claims: dict[tuple[object, ...], set[str]] | None = None
 
-    def by_exact(self, ordinal: tuple[str, ...], exact: tuple[str, ...]) -> dict[tuple[object, ...], _Group]:
+    def matching(self, key: dict[str, KeyValue], text: str) -> list[Entry]:
+        """The entries whose key is ``key`` (of canonical text ``text``), in pool order."""
+        found = list(self.exact.get(text, ()))
+        for place, block in self.blocks:
+            row = block.row_of(key, text)
+            if row is not None:
+                found.append((place, block.entry(row)))
+        if self.blocks:
+            found.sort(key=lambda pair: pair[0])
+        return [entry for _, entry in found]
+
+    def group(self, ordinal: tuple[str, ...], exact: tuple[str, ...], signature: tuple[object, ...]) -> _Group:
+        """The neighbours an asked key of ``signature`` may take (:func:`_signature`)."""
         groups = self._by_exact.get((ordinal, exact))
         if groups is None:
-            groups = {}
-            for rank, entry in enumerate(self.pool):
-                if not all(n in entry.key for n in (*ordinal, *exact)):
-                    continue
-                tuned = [v for v in (entry.key[n] for n in ordinal) if type(v) is int]
-                if len(tuned) != len(ordinal):
-                    continue
-                groups.setdefault(_signature(entry.key, exact), []).append(
-                    (tuple(_log2(v) for v in tuned), tuple(-float(v) for v in tuned), rank, entry))
+            with bulk_allocation():
+                groups = self._group(ordinal, exact)
             self._by_exact[(ordinal, exact)] = groups
+        found = list(groups.get(signature, ()))
+        for place, block in self.blocks:
+            rows = block.ref.signed(ordinal, exact).get(signature, ())
+            if rows:
+                table = block.ref.table
+                assert table is not None
+                at = [table.columns.key.index(n) for n in ordinal]
+                for row in rows:
+                    tuned = [table.rows[row][i] for i in at]
+                    found.append((tuple(_log2(v) for v in tuned), tuple(-float(v) for v in tuned), (place, row),
+                                  block.entry(row)))
+        return found
+
+    def _group(self, ordinal: tuple[str, ...], exact: tuple[str, ...]) -> dict[tuple[object, ...], _Group]:
+        groups: dict[tuple[object, ...], _Group] = {}
+        for place, entry in self.plain:
+            if not all(n in entry.key for n in (*ordinal, *exact)):
+                continue
+            tuned = [v for v in (entry.key[n] for n in ordinal) if type(v) is int]
+            if len(tuned) != len(ordinal):
+                continue
+            groups.setdefault(_signature(entry.key, exact), []).append(
+                (tuple(_log2(v) for v in tuned), tuple(-float(v) for v in tuned), (place, 0), entry))
         return groups
 
+    def claims(self) -> dict[tuple[object, ...], set[str]]:
+        """The sources claiming each (standing, kernel, device, key) among the entries
+        that are not tables' rows (made on first use)."""
+        if self._claims is None:
+            claims: dict[tuple[object, ...], set[str]] = {}
+            with bulk_allocation():
+                for _, entry in self.plain:
+                    claims.setdefault((entry.source.rank, *entry.slot()), set()).add(entry.source.name)
+            self._claims = claims
+        return self._claims
 
-def _prepared(pool: list[Entry]) -> _Prepared:
+
+def _prepared(pool: Pool | list[Entry]) -> _Prepared:
     """``pool`` grouped (see :class:`_Prepared`): kept with a :class:`Pool` (whose
     entries never change), made afresh for a plain list."""
     if isinstance(pool, Pool):
-        if pool.prepared is None or pool.prepared.size != len(pool):
-            pool.prepared = _Prepared(pool)
+        if pool.prepared is None or pool.prepared.size != len(pool.units):
+            with bulk_allocation():
+                ordered = in_precedence([u for u in pool.units if not isinstance(u, TableBlock) or u.ready()])
+                pool.prepared = _Prepared(ordered if pool.order is None else pool.order(ordered), len(pool.units))
         return pool.prepared
-    return _Prepared(pool)
+    with bulk_allocation():
+        return _Prepared(list(pool))
 
 
 def _log2(value: int) -> float:

@@ -18,6 +18,7 @@ whose values are lists is an artifact, not a row); rows are unique by key; ``ent
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, WithJsonSchema, model_validator
@@ -64,28 +65,40 @@ def _cell_fits(cell: object) -> bool:
 
 
 def _rows_plainly_fit(rows: list[list[Any]], width: int, keys: int) -> bool:
-    """Whether every row has ``width`` scalar cells and a key of its own,
-    checked over whole columns at once (a table has hundreds of thousands of cells); when
-    not, :func:`_find_misfit` names the first that does not."""
-    if any(len(row) != width for row in rows):
+    """Whether every row has ``width`` scalar cells and a key of its own, checked a whole
+    column at a time (a table has hundreds of thousands of cells, and a column is mostly of
+    one type: its bounds are then one ``min``/``max``); when not, :func:`_find_misfit`
+    names the first that does not."""
+    if set(map(len, rows)) != {width}:
         return False
-    cells = [cell for row in rows for cell in row]
-    kinds = set(map(type, cells))
-    if not kinds <= _SCALAR_TYPES:
-        return False
-    if int in kinds:
-        ints = [c for c in cells if type(c) is int]
-        if min(ints) < -_LIMIT or max(ints) >= _LIMIT:
-            return False
-    if str in kinds and max(len(c) for c in cells if type(c) is str) > 1024:
-        return False
-    if float in kinds and not all(map(math.isfinite, (c for c in cells if type(c) is float))):
+    columns = list(zip(*rows, strict=True))
+    if not all(map(_column_fits, columns)):
         return False
     # A null key cell is a nullable axis's null (vLLM's file without a dtype), as in an
     # artifact's key: the kernel's check_key says whether its axis takes it.
     # Keys that differ as values differ as typed values too (the converse is checked by
     # _find_misfit: 1 and True are equal values but two keys).
-    return len({tuple(row[:keys]) for row in rows}) == len(rows)
+    return len(set(zip(*columns[:keys], strict=True))) == len(rows)
+
+
+def _column_fits(column: tuple[Any, ...]) -> bool:
+    """Whether every cell of ``column`` is a scalar within the bounds of :func:`_cell_fits`."""
+    kinds = set(map(type, column))
+    if not kinds <= _SCALAR_TYPES:
+        return False
+
+    def of(kind: type) -> Sequence[Any]:
+        if kind not in kinds:
+            return ()
+        # The common case, a column of one type: its bounds over the column as it is.
+        return column if len(kinds) == 1 else [c for c in column if type(c) is kind]
+
+    ints, texts = of(int), of(str)
+    if ints and (min(ints) < -_LIMIT or max(ints) >= _LIMIT):
+        return False
+    if texts and max(map(len, texts)) > 1024:
+        return False
+    return all(map(math.isfinite, of(float)))
 
 
 def _find_misfit(rows: list[list[Any]], width: int, key: list[str]) -> None:

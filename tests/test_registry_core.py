@@ -422,7 +422,7 @@ def test_a_discarded_resolver_leaves_nothing_of_its_catalog_alive(tmp_path: Path
     resolver = Resolver([str(folder)], detector=None)
     assert resolver.resolve("rmsnorm", {**KEY, "M": 4000}, H200_SPEC).key_match == "nearest"
     index = next(iter(resolver._catalog._indexes.values()))
-    entry = weakref.ref(index.entries[0])
+    entry = weakref.ref(index.units[0])
     del resolver, index
     gc.collect()
     assert entry() is None, gc.get_referrers(entry())

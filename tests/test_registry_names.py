@@ -9,10 +9,13 @@ from packaging.utils import canonicalize_name
 
 from flyconfigs.registry.names import canonical_name
 
-_NAME_CHARS = st.sampled_from("aAzZ09-_.İßé~ ")
+_NAME_CHARS = "aAzZ09-_.İßé~ "
+# Any character but surrogates, with no codec: text()'s default asks for UTF-8 round trips,
+# whose check warns (an error under the suite's filters) on some fresh hypothesis caches.
+_ANY_CHAR = st.characters(exclude_categories=("Cs",))
 
 
-@given(st.text(_NAME_CHARS, max_size=24) | st.text(max_size=24))
+@given(st.text(alphabet=_NAME_CHARS, max_size=24) | st.text(_ANY_CHAR, max_size=24))
 def test_canonical_name_is_packaging_canonicalize_name(name: str) -> None:
     assert canonical_name(name) == canonicalize_name(name)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +177,33 @@ def test_the_collector_is_paused_while_rows_are_built_and_resumed_as_it_was() ->
     with pytest.raises(RuntimeError), bulk_allocation():
         raise RuntimeError
     assert gc.isenabled()
+
+
+def test_the_collector_stays_paused_until_the_last_of_two_threads_builds_ends() -> None:
+    """Two threads build tables at once (a catalog's tables are built without a lock): the
+    first to end must not resume the collector under the other's build, and the last to
+    end resumes it."""
+    entered, leave = threading.Event(), threading.Event()
+
+    def build() -> None:
+        with bulk_allocation():
+            entered.set()
+            leave.wait(10)
+
+    other = threading.Thread(target=build)
+    other.start()
+    try:
+        assert entered.wait(10)
+        with bulk_allocation():
+            leave.set()
+            other.join(10)
+            assert not other.is_alive()
+            assert not gc.isenabled(), "the other thread's build ending resumed the collector under this one"
+        assert gc.isenabled()
+    finally:
+        leave.set()
+        other.join(10)
+        gc.enable()
 
 
 def test_nearest_key_groups_tell_typed_values_apart_and_leave_out_rows_without_int_ordinals() -> None:

@@ -265,7 +265,9 @@ class KernelDecl(ABC):
         them (:class:`~flyconfigs.registry.ties.Tie`: its key, its distance, which file
         and row it comes from, its artifact read on first use), and the keys are served
         in the order of the ranks answered, compared lexicographically, the smaller
-        first; equal ranks keep the default order.  The rank replaces the rest of
+        first; equal ranks keep the default order.  The copies of one key (two folders' files, two
+        runs in one folder) all take the rank of the copy precedence puts first (the
+        one the exact step serves), so the others follow it.  The rank replaces the rest of
         :meth:`key_distance` for these keys (a family that wants it kept puts
         ``tie.distance[1:]`` first).  Asked only where such keys tie.  Default ``()``:
         the rest of :meth:`key_distance`, then the sources' order.

@@ -6,7 +6,9 @@ The nearest-key step ranks tuned keys by standing, then by the family's ``key_di
 the sources' order.  A family that frames its framework's lookup more closely gives
 ``tie_rank(asked, tie)``: each such key is offered as a :class:`Tie` and the keys are
 served in the order of the ranks it answers, the smaller first (a stable sort: equal ranks
-keep the default order).  The rank replaces the rest of the distance: a family that wants
+keep the default order).  The copies of one key (two folders' files, two runs in one
+folder) all rank as the copy precedence puts first (the one the exact step serves), so
+the others follow it: a rank orders keys, never the copies of one key.  The rank replaces the rest of the distance: a family that wants
 it kept puts ``tie.distance[1:]`` first in its rank.
 
 Two frameworks' rules are expressed through it:
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from flyconfigs.registry.calls import report_fault
 from flyconfigs.registry.problems import ProblemLog
+from flyconfigs.schema.canonical import canonical_text
 
 if TYPE_CHECKING:
     from flyconfigs.registry.contract import KernelDecl, KeyValue
@@ -97,7 +100,8 @@ def ties_ordered(decl: KernelDecl, key: dict[str, KeyValue], ranked: list[tuple[
                  problems: ProblemLog | None) -> list[tuple[Entry, tuple[float, ...]]]:
     """``ranked`` (the nearest-key step's default order) with each run of entries of one
     standing and one first distance element ordered by the family's ``tie_rank``: a
-    stable sort, so equal ranks keep the default order.  A rank that raises or is not a
+    stable sort, so equal ranks keep the default order, and the copies of one key keep
+    precedence's order (:func:`_ranks`).  A rank that raises or is not a
     tuple of numbers is reported once and leaves the run as it was."""
     if not has_own_tie_rank(decl):
         return ranked
@@ -107,7 +111,7 @@ def ties_ordered(decl: KernelDecl, key: dict[str, KeyValue], ranked: list[tuple[
         tied = list(run)
         if len(tied) > 1:
             try:
-                ranks = [_rank(decl, key, tie) for tie in _ties(tied, log)]
+                ranks = _ranks(decl, key, tied, log)
             except Exception as exc:  # noqa: BLE001 - a plugin's rule failing must not break serving
                 report_fault(decl, "tie_rank", exc, "equally near keys keep key_distance's order", problems)
             else:
@@ -115,6 +119,21 @@ def ties_ordered(decl: KernelDecl, key: dict[str, KeyValue], ranked: list[tuple[
                 tied = [tied[i] for i in order]
         out.extend(tied)
     return out
+
+
+def _ranks(decl: KernelDecl, key: dict[str, KeyValue], tied: list[tuple[Entry, tuple[float, ...]]],
+           problems: ProblemLog) -> list[tuple[float, ...]]:
+    """Each tied entry's rank: the family's, except that every copy of a key ranks as the
+    key's first copy does (in the default order, which is precedence among the copies of
+    one key: the copy the exact step would serve), so that a stable sort keeps the others
+    after it.  A rank orders keys; it never lets a copy that precedence shadows (another
+    folder's, an older run's) serve before the one that serves the key exactly."""
+    by_key: dict[str, tuple[float, ...]] = {}
+    ranks = []
+    for (entry, _), tie in zip(tied, _ties(tied, problems), strict=True):
+        rank = _rank(decl, key, tie)
+        ranks.append(by_key.setdefault(canonical_text(entry.key), rank))
+    return ranks
 
 
 def _ties(tied: list[tuple[Entry, tuple[float, ...]]], problems: ProblemLog) -> list[Tie]:

@@ -154,3 +154,26 @@ def test_tie_rank_orders_keys_equally_near_by_the_first_element_in_place_of_the_
     assert dict(larger.config) == winners[(66, "silu")]
     equal = Resolver([str(folder)], detector=None).resolve(_Equal(), asked, H200_SPEC)
     assert dict(equal.config) == winners[(64, "gelu")]  # equal ranks keep the default order
+
+
+def test_a_tie_never_serves_a_copy_of_a_key_that_precedence_shadows(tmp_path: Path) -> None:
+    """One key in two folders of ``FLYCONFIGS_PATH``: the first folder's copy serves that
+    key exactly, so a tie at that key must serve it too, however the family ranks the
+    second folder's copy (a tie orders keys, never the copies of one key)."""
+
+    class _SmemFirst(_Family):
+        def tie_rank(self, asked: Mapping[str, Any], tie: Tie) -> tuple[float, ...]:
+            assert tie.artifact is not None
+            return (*tie.distance[1:], -float(tie.artifact.winner.config["row_storage"] == "smem"))
+
+    folders = []
+    for name, winner in (("first", 2), ("second", 1)):  # the second folder's copy keeps its row in smem
+        artifact = make_artifact(device=H200, key={"M": 64, "act": "silu"}, kernel="toy_relaxed", winner_index=winner)
+        write_atomic(tmp_path / name / artifact.file_name(), artifact.to_json_bytes())
+        folders.append((str(tmp_path / name), dict(artifact.winner.config)))
+    assert folders[0][1]["row_storage"] != "smem" and folders[1][1]["row_storage"] == "smem"
+    resolver = Resolver([folder for folder, _ in folders], detector=None)
+    exact = resolver.resolve(_SmemFirst(), {"M": 64, "act": "silu"}, H200_SPEC)
+    assert exact.key_match == "exact" and dict(exact.config) == folders[0][1]
+    relaxed = resolver.resolve(_SmemFirst(), {"M": 64, "act": "gelu"}, H200_SPEC)
+    assert relaxed.key_match == "nearest" and dict(relaxed.config) == folders[0][1], relaxed.file

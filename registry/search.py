@@ -150,6 +150,7 @@ class _Search:
         self.product_only = device_match(self.decl, problems) == "product"
         self.tried: set[int] = set()
         self.reasons: list[str] = []
+        self.text = canonical_text(key)
 
     def run(self) -> tuple[Found, int, str] | None:
         """What the search serves and the layer and key match it was found at, or ``None``."""
@@ -267,7 +268,7 @@ class _Search:
         """``found``, or at a nearer key the config the family's neighbourhood rule
         chooses from the neighbours of this step and ``found``'s standing
         (:mod:`flyconfigs.registry.neighbourhood`), with why."""
-        if found.entry.key == self.key:
+        if self._asked(found.entry):
             return found
 
         def contested(entry: Entry) -> bool:
@@ -282,7 +283,7 @@ class _Search:
 
     def _lower_was_nearer(self, found: Found, ranked: list[tuple[Entry, tuple[float, ...]]], what: str) -> None:
         """Say when a source of a lower standing had a nearer key than the one served."""
-        if found.entry.key == self.key:
+        if self._asked(found.entry):
             return
         tier = found.entry.source.rank[0]
         nearer = next((e for e, d in ranked if e.source.rank[0] > tier and d < found.distance), None)
@@ -322,7 +323,7 @@ class _Search:
         if kind == "stale-artifact":
             self.problems.report(Problem(kind, str(entry.path), why, dist))
             return f"stale: {why}"
-        own = refused if entry.key == key else refusal(kernel, artifact, entry.key, query)
+        own = refused if self._asked(entry) else refusal(kernel, artifact, entry.key, query)
         if own is None:
             winner = dict(artifact.winner.config)
             adapted = adapt(self.decl, winner, key, query)
@@ -338,10 +339,15 @@ class _Search:
     def _neighbour(self, found: Found) -> Found | str:
         """``found``, unless it is a nearer key's winner the family passes over for the
         asked key (its optional ``pass_over_neighbour``): then why."""
-        if found.entry.key == self.key:
+        if self._asked(found.entry):
             return found
         why = passed_over(self.decl, self.key, found.entry.key, found.config, self.query, self.problems)
         return found if why is None else f"{ROUTINE} ({self.decl.name} passes it over: {why})"
+
+    def _asked(self, entry: Entry) -> bool:
+        """Whether ``entry``'s key is the asked one as JSON: a relaxed axis may hold a
+        value equal in Python but another key (``[1.0]`` for ``[1]``), a nearer key."""
+        return canonical_text(entry.key) == self.text
 
     def _last_problem(self, entry: Entry) -> str:
         for problem in reversed(self.problems.problems()):

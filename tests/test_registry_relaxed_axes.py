@@ -177,3 +177,30 @@ def test_a_tie_never_serves_a_copy_of_a_key_that_precedence_shadows(tmp_path: Pa
     assert exact.key_match == "exact" and dict(exact.config) == folders[0][1]
     relaxed = resolver.resolve(_SmemFirst(), {"M": 64, "act": "gelu"}, H200_SPEC)
     assert relaxed.key_match == "nearest" and dict(relaxed.config) == folders[0][1], relaxed.file
+
+
+def test_a_relaxed_key_equal_in_python_but_not_as_json_is_a_nearer_key(tmp_path: Path) -> None:
+    """A relaxed list axis tuned ``[1.0]`` for an asked ``[1]``: equal as Python values, two
+    keys as JSON, so it is a nearer key's winner, which the family may pass over."""
+
+    class _Shaped(KernelDecl):
+        name, version = "toy_shaped", 1
+        key_axes = (KeyAxis("M", int, ordinal=True, minimum=1), KeyAxis("shape", list))
+        relaxed_axes = ("shape",)
+
+        def default_config(self, key: Mapping[str, Any], device: DeviceQuery | None) -> dict[str, Any]:
+            return dict(DEFAULT)
+
+        def key_distance(self, asked: Mapping[str, Any], tuned: Mapping[str, Any]) -> tuple[float, ...] | None:
+            return (abs(asked["M"] - tuned["M"]),)
+
+        def pass_over_neighbour(self, asked: Mapping[str, Any], tuned: Mapping[str, Any], config: Mapping[str, Any],
+                                device: DeviceQuery) -> str | None:
+            return "tuned for another shape"
+
+    artifact = make_artifact(device=H200, key={"M": 64, "shape": [1.0]}, kernel="toy_shaped", winner_index=1)
+    write_atomic(tmp_path / artifact.file_name(), artifact.to_json_bytes())
+    family = _Shaped()
+    r = Resolver([str(tmp_path)], detector=None).resolve(family, {"M": 64, "shape": [1]}, H200_SPEC)
+    assert r.source == "default", (r.key_match, r.matched_key)
+    assert any("tuned for another shape" in reason for reason in r.reasons)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flyconfigs.errors import BackendUnavailableError, GPUError
+from flyconfigs.errors import GPUError
 from flyconfigs.gpu import CompileRequest
 from flyconfigs.gpu.backend import Backend
 from flyconfigs.gpu.cache import CompileCache
@@ -18,6 +18,7 @@ from flyconfigs.gpu.cubin import LIMITS, kernel_usage, max_blocks_per_sm, resour
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.kernels.rmsnorm.model import ROOFLINE
 from flyconfigs.schema import load_artifact
+from nvrtc_helpers import needs_nvrtc
 
 SM90 = Path(__file__).resolve().parent.parent / "artifacts" / "sm90"
 
@@ -47,18 +48,8 @@ def test_an_arch_without_limits_and_a_file_that_is_not_a_cubin_are_errors() -> N
         kernel_usage(b"not an elf", "k")
 
 
-def _nvrtc_missing() -> str | None:
-    try:
-        from flyconfigs.gpu.cuda import CudaBinding
 
-        CudaBinding().compiler_version()
-    except (BackendUnavailableError, ImportError, RuntimeError) as exc:
-        return f"NVRTC is not loadable here ({exc}); scripts/test.sh installs it"
-    return None
-
-
-MISSING = _nvrtc_missing()
-nvrtc = pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
+nvrtc = needs_nvrtc
 
 
 def _backend(arch: str, tmp_path: Path) -> Backend:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flyconfigs.errors import BackendUnavailableError, CompileError
+from flyconfigs.errors import CompileError
 from flyconfigs.gpu import CompileRequest
 from flyconfigs.gpu.backend import Backend, CompiledKernel
 from flyconfigs.gpu.cache import CompileCache
@@ -18,22 +18,14 @@ from flyconfigs.gpu.cuda import CudaBinding
 from flyconfigs.kernels.rmsnorm import SPEC, cluster_of, hints_of
 from flyconfigs.registry import DeviceQuery
 from flyconfigs.schema import load_artifact
+from nvrtc_helpers import needs_nvrtc
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "sm90"
 H200 = DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ())
 
 
-def _nvrtc_missing() -> str | None:
-    try:
-        binding = CudaBinding()
-        binding.compiler_version()
-    except (BackendUnavailableError, ImportError, RuntimeError) as exc:
-        return f"NVRTC is not loadable here ({exc}); scripts/test.sh installs it"
-    return None
 
-
-MISSING = _nvrtc_missing()
-pytestmark = [pytest.mark.nvrtc, pytest.mark.skipif(MISSING is not None, reason=str(MISSING))]
+pytestmark = [pytest.mark.nvrtc, needs_nvrtc]
 
 
 @pytest.fixture

@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from flyconfigs.cli import main
-from flyconfigs.errors import BackendUnavailableError, FitError
+from flyconfigs.errors import FitError
 from flyconfigs.kernels.measured import artifacts_of
 from flyconfigs.kernels.rmsnorm import fit_model
 from flyconfigs.kernels.rmsnorm.model import MODEL, RMSNormCostModel
 from flyconfigs.registry.products import find_product
 from flyconfigs.schema import Artifact, load_artifact
+from nvrtc_helpers import needs_nvrtc
 
 SM90 = Path(__file__).resolve().parent.parent / "artifacts" / "sm90"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -77,19 +78,10 @@ def test_a_refit_needs_one_devices_measured_tunings() -> None:
         MODEL.refit(list(first.values()))
 
 
-def _nvrtc_missing() -> str | None:
-    try:
-        from flyconfigs.gpu.cuda import CudaBinding
-
-        CudaBinding().compiler_version()
-    except (BackendUnavailableError, ImportError, RuntimeError) as exc:
-        return f"NVRTC is not loadable here ({exc}); scripts/test.sh installs it"
-    return None
-
 
 @pytest.mark.slow
 @pytest.mark.nvrtc
-@pytest.mark.skipif(_nvrtc_missing() is not None, reason=str(_nvrtc_missing()))
+@needs_nvrtc
 def test_predict_refit_takes_in_a_users_tunings_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from flyconfigs.errors import BackendUnavailableError
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.kernels.rmsnorm.declaration import PERF_GRID
 from flyconfigs.kernels.rmsnorm.model import MODEL
@@ -23,6 +22,7 @@ from flyconfigs.registry.products import product_catalog
 from flyconfigs.schema import Artifact, load_artifact
 from flyconfigs.tuner.grid import parse_grids
 from hiprtc_helpers import PREFIX, PREFIX6, needs_prefix, needs_prefix6, run_in_prefix
+from nvrtc_helpers import needs_nvrtc
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 PRODUCTS = {
@@ -85,19 +85,10 @@ def _served(target: str) -> list[dict[str, object]]:
     return list(out.values())
 
 
-def _nvrtc_missing() -> str | None:
-    try:
-        from flyconfigs.gpu.cuda import CudaBinding
-
-        CudaBinding().compiler_version()
-    except (BackendUnavailableError, ImportError, RuntimeError) as exc:
-        return f"NVRTC is not loadable here ({exc}); scripts/test.sh installs it"
-    return None
-
 
 @pytest.mark.slow
 @pytest.mark.nvrtc
-@pytest.mark.skipif(_nvrtc_missing() is not None, reason=str(_nvrtc_missing()))
+@needs_nvrtc
 @pytest.mark.parametrize("target", ["sm80", "sm100"])
 def test_every_served_nvidia_winner_compiles_with_nvrtc_to_the_resources_recorded(target: str, tmp_path: Path) -> None:
     from flyconfigs.gpu.backend import Backend

@@ -47,6 +47,7 @@ __all__ = [
     "declaration_of",
     "kernel_name_of",
     "knob_problem",
+    "refuse_unservable",
 ]
 
 MAX_ARTIFACT_NAME = 64 - len(NAMESPACE)
@@ -220,13 +221,20 @@ def check_flydsl_artifact(artifact: Artifact, file: str) -> None:
         decl = kernel_declaration(artifact.kernel.name)
     except FlyconfigsError:
         decl = FlyDSLKernel(name, tuple(artifact.key))
+    refuse_unservable(decl, artifact, file, f"FlyDSL's loader refuses it for {decl.name}")
+
+
+def refuse_unservable(decl: KernelDecl, artifact: Artifact, file: str, who: str) -> None:
+    """Raise :class:`ArtifactError` naming ``file`` and the field where ``decl`` would not
+    serve ``artifact``: its key is not the kernel's (``identity.key``) or its config breaks the
+    kernel's rules (``config``, the reason after ``who``)."""
     try:
         key = decl.check_key(artifact.key)
     except InvalidKeyError as exc:
         raise ArtifactError(file, [FieldProblem("identity.key", str(exc))]) from None
     refused = refusal(decl, artifact, key, None)
     if refused is not None:
-        raise ArtifactError(file, [FieldProblem("config", f"FlyDSL's loader refuses it for {decl.name}: {refused[1]}")])
+        raise ArtifactError(file, [FieldProblem("config", f"{who}: {refused[1]}")])
 
 
 def declaration_of(kernel: str, key: Mapping[str, object]) -> KernelDecl | str:

@@ -43,8 +43,8 @@ def _kernel_map(items: list[str] | None) -> dict[str, str]:
 def _as_kernel(artifact: Any, kernel: str, file: str) -> Any:
     """``artifact`` as an artifact of the declared kernel ``kernel`` (``--kernel``), checked
     by that kernel's declaration where this environment has it."""
-    from flyconfigs.errors import FieldProblem, FlyconfigsError, InvalidKeyError
-    from flyconfigs.registry.check import refusal
+    from flyconfigs.errors import FlyconfigsError
+    from flyconfigs.kernels.flydsl import refuse_unservable
     from flyconfigs.registry.declarations import kernel_declaration
     from flyconfigs.schema.load import parse_artifact
 
@@ -55,13 +55,7 @@ def _as_kernel(artifact: Any, kernel: str, file: str) -> Any:
         decl = kernel_declaration(kernel)
     except FlyconfigsError:
         return renamed  # declared where it is served: the loader checks it there
-    try:
-        key = decl.check_key(renamed.key)
-    except InvalidKeyError as exc:
-        raise ArtifactError(file, [FieldProblem("identity.key", str(exc))]) from None
-    refused = refusal(decl, renamed, key, None)
-    if refused is not None:
-        raise ArtifactError(file, [FieldProblem("config", f"{kernel} cannot serve it: {refused[1]}")])
+    refuse_unservable(decl, renamed, file, f"{kernel} cannot serve it")
     return renamed
 
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from flyconfigs.errors import ArtifactError, PublishError
@@ -202,9 +203,13 @@ def _build_release(folder: Path, target: str, version: str, tmp: Path, upload: s
         newer = [v for v in existing if v >= parsed]
         if newer:
             raise PublishError(f"the index already has {dist} {max(newer)}; {version} is not newer")
-    source = tmp / target / "src"
+    # A folder of its own, fresh, per release: setuptools keeps what it built under the
+    # source tree (build/lib), and two releases of one target sharing a folder would put
+    # the first one's files into the second one's wheel.
+    own = Path(tempfile.mkdtemp(prefix=f"{canonicalize_name(dist)}-", dir=tmp))
+    source = own / "src"
     _write_tree(source, dist, target, str(parsed), contents)
-    built = _build(source, tmp / target / "dist")
+    built = _build(source, own / "dist")
     return PublishResult(dist, str(parsed), tuple(built), contents.count, upload)
 
 

@@ -167,3 +167,41 @@ def test_the_name_must_be_a_distribution_name(tmp_path: Path, capsys: pytest.Cap
     assert main(["publish", str(folder), "--all", "--name", "acme"]) == 2
     assert main([*args, "--name", "acme-gfx942", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["packages"][0]["distribution"] == "acme-gfx942"
+
+
+def test_publish_all_of_the_repository_gives_each_package_its_own_files_and_nothing_else(tmp_path: Path) -> None:
+    """Every release builds in a folder of its own: the releases of one target (the
+    official ``flyconfigs-sm90`` and ``flyconfigs-vllm-fused-moe-sm90``, say) never put
+    one's files into the other's wheel or sdist."""
+    import tarfile
+
+    from flyconfigs.publish.build import NAME_FILE, TARGET_FILE
+    from flyconfigs.publish.contents import NOTICE_FILE, collect
+    from flyconfigs.publish.layout import import_package, package_files
+
+    root = Path(__file__).resolve().parents[1] / "artifacts"
+    results = publish_all(root, tmp_path / "dist")
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert len(results) == len(folders)
+    owners: dict[str, str] = {}
+    for folder, result in zip(folders, results, strict=True):
+        target = (folder / TARGET_FILE).read_text().strip() if (folder / TARGET_FILE).is_file() else folder.name
+        name = (folder / NAME_FILE).read_text().strip() if (folder / NAME_FILE).is_file() else None
+        contents = collect(folder, target)
+        module = import_package(target, name)
+        expected = set(package_files(target, contents.artifacts, name, tables=contents.tables))
+        if contents.notice is not None:
+            expected.add(f"{module}/{NOTICE_FILE}")
+        wheel = next(f for f in result.files if f.suffix == ".whl")
+        sdist = next(f for f in result.files if f.name.endswith(".tar.gz"))
+        with zipfile.ZipFile(wheel) as zf:
+            in_wheel = {n for n in zf.namelist() if ".dist-info/" not in n}
+        assert in_wheel == expected, (folder.name, sorted(in_wheel ^ expected)[:5])
+        with tarfile.open(sdist) as tf:
+            members = [m.name.split("/", 1)[1] for m in tf.getmembers() if m.isfile()]
+        in_sdist = {n for n in members if "/" in n and n.split("/")[0] == module}
+        assert in_sdist == expected, (folder.name, sorted(in_sdist ^ expected)[:5])
+        others = {n for n in members if "/" in n and n.split("/")[0] != module and not n.split("/")[0].endswith(".egg-info")}
+        assert not others, (folder.name, sorted(others)[:5])
+        for path in in_wheel:
+            assert owners.setdefault(path, result.distribution) == result.distribution, path

@@ -201,3 +201,54 @@ def test_a_package_under_its_own_name_is_served_beside_the_official_one(index: L
                             env={**env, "FLYCONFIGS_DEVICE": H200_SPEC}, cwd="/")
     collisions = json.loads(doctor.stdout)["collisions"]
     assert len(collisions) == 2 and all(c["standings"] == ["official", "third-party"] for c in collisions), collisions
+
+
+def test_two_packages_of_one_target_built_together_uninstall_apart(index: LocalIndex, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``publish --all`` over two folders of one target (the official package and one
+    under its own name, built one after the other): both install into one environment,
+    and uninstalling the second leaves the first whole and serving."""
+    monkeypatch.setenv("TWINE_USERNAME", "test")
+    monkeypatch.setenv("TWINE_PASSWORD", "test")
+    dist = tmp_path / "dist"
+    if not any(index.folder.glob("flyconfigs-[0-9]*.whl")):
+        upload_files([build_core_wheel(ROOT, dist)], index.url)
+    root = tmp_path / "artifacts"
+    _artifacts(root / "sm90", H200, winner=2)
+    (root / "sm90" / "VERSION").write_text("9.2.0\n")
+    theirs = root / "theirs-sm90"  # sorts after sm90: built second
+    small = make_artifact(key={**KEY, "M": 64}, winner_index=5)
+    write_atomic(theirs / small.file_name(), small.to_json_bytes())
+    (theirs / "VERSION").write_text("1.0.0\n")
+    (theirs / "TARGET").write_text("sm90\n")
+    (theirs / "NAME").write_text("acme-theirs-sm90\n")
+    assert main(["publish", "--all", str(root), "--out", str(dist)]) == 0
+    capsys.readouterr()
+    wheels = [str(dist / "flyconfigs_sm90-9.2.0-py3-none-any.whl"), str(dist / "acme_theirs_sm90-1.0.0-py3-none-any.whl")]
+
+    venv = fresh_venv(tmp_path / "venv")
+    _pip(venv, index, *wheels)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLYCONFIGS_") and k != "PYTHONPATH"}
+    env["FLYCONFIGS_NO_GPU_DETECT"] = "1"
+    script = ("import json, flyconfigs\nout = {}\nfor m in (64, 4096):\n"
+              f"    r = flyconfigs.resolve('rmsnorm', {{**{KEY!r}, 'M': m}}, {H200_SPEC!r})\n"
+              "    out[m] = [r.origin, r.key_match, dict(r.config)]\nprint(json.dumps(out))\n")
+
+    def served() -> dict:
+        done = subprocess.run([str(venv), "-c", script], capture_output=True, text=True, env=env, cwd="/")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    official = make_artifact(key=KEY, winner_index=2).winner.config
+    assert served() == {"64": ["acme-theirs-sm90", "exact", small.winner.config],
+                        "4096": ["flyconfigs-sm90", "exact", official]}
+    subprocess.run([str(venv), "-m", "pip", "uninstall", "-q", "-y", "acme-theirs-sm90"], check=True)
+    after = served()
+    assert after["4096"] == ["flyconfigs-sm90", "exact", official]
+    assert after["64"][0] == "flyconfigs-sm90"
+    doctor = subprocess.run([str(venv), "-m", "flyconfigs", "doctor", "--json", "--device", H200_SPEC],
+                            capture_output=True, text=True, env=env, cwd="/")
+    report = json.loads(doctor.stdout)
+    assert doctor.returncode == 0 and report["problems"] == [], report["problems"]
+    assert [(p["distribution"], p["artifacts"]) for p in report["packages"]] == [("flyconfigs-sm90", 2)]

@@ -181,3 +181,56 @@ def test_a_source_config_runs_only_where_the_tensors_allow_its_vectors() -> None
     assert not aligned(source, x, r, y, weight=torch.ones(4097, dtype=torch.bfloat16)[1:])
     assert aligned(SPEC.default_config(key, SM90), shifted, r, y, weight=w), "a Triton config needs nothing"
     assert aligned({**source, "vector_bytes": 0}, shifted, strided, y, weight=w), "nor does the scalar source path"
+
+
+def test_after_a_registry_change_every_remembered_layout_gets_a_new_plan(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The op's eager tables (plans per shape, checked layouts) hold plans of the current
+    registry only: after ``refresh()`` the first call that plans anew drops every plan and
+    layout of the registry before, so none keeps an old config (or its loaded kernel)
+    alive, and each layout called again launches what the registry serves now.  The GPU
+    is replaced by a launch that records its config (the tensors stay on the CPU)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from flyconfigs.kernels.fused_add_rmsnorm import op as fused_op
+    from flyconfigs.kernels.fused_add_rmsnorm.impls import source_config
+
+    key = {"M": 16, "N": 4096, "dtype": "bf16", "weight_dtype": "bf16"}
+    default = SPEC.default_config(key, SM90)
+    winner = {"impl": "triton", "block_n": 4096, "rows_per_program": 1, "num_warps": 8, "num_stages": 1}
+    assert winner != default and source_config(default) is None
+    _override(tmp_path / "o", winner, key)
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path / "o"))
+    default_resolver().refresh()
+    launched: list[dict[str, Any]] = []
+
+    def fake_launch(x: Any, residual: Any, weight: Any, out: Any, eps: float, config: Any, backend: Any = None) -> None:
+        launched.append(dict(config))
+        residual.add_(x)
+        out.copy_(residual)
+
+    monkeypatch.setattr(fused_op, "_check", lambda *args: None)
+    monkeypatch.setattr(fused_op, "launch", fake_launch)
+    monkeypatch.setattr(fused_op, "device_query", lambda device: SM90)
+    monkeypatch.setattr(fused_op, "_PLANS", {})
+    monkeypatch.setattr(fused_op, "_LAYOUTS", {})
+    x, r, w, out = (f(*shape, dtype=torch.bfloat16) for f, shape in
+                    ((torch.ones, (16, 4096)), (torch.zeros, (16, 4096)), (torch.ones, (4096,)), (torch.empty, (16, 4096))))
+    for _ in range(2):  # the first call checks and remembers each layout; the second takes the hot path
+        fused_op.fused_add_rms_norm(x, r, w)
+        fused_op.fused_add_rms_norm(x, r, w, out=out)
+    assert launched == [winner] * 4 and len(fused_op._LAYOUTS) == 2
+    old = fused_op._RESOLVER.generation
+
+    monkeypatch.delenv("FLYCONFIGS_PATH")
+    default_resolver().refresh()
+    fused_op.fused_add_rms_norm(x, r, w)
+    assert launched[4:] == [default]
+    current = fused_op._RESOLVER.generation
+    assert current != old
+    assert [layout.plan.generation for layout in fused_op._LAYOUTS.values()] == [current]
+    assert [plan.generation for plan in fused_op._PLANS.values()] == [current]
+    fused_op.fused_add_rms_norm(x, r, w, out=out)
+    fused_op.fused_add_rms_norm(x, r, w, out=out)
+    assert launched[5:] == [default, default] and len(fused_op._LAYOUTS) == 2
+    assert r.eq(7).all() and out.eq(7).all()

@@ -15,7 +15,8 @@ Eager calls have a prepared path, as ``rms_norm`` has: the first call of a layou
 ``(x, residual, weight, out)`` checks every input rule, resolves the config and plans its
 launch (for a ``source`` config, the loaded kernel at its geometry); later calls of the
 same layout, with the registry unchanged since, check only the addresses' alignment and
-launch.
+launch.  After a registry change (``refresh()``), the first call that plans anew drops
+every plan and layout of the registry before.
 """
 
 from __future__ import annotations
@@ -153,6 +154,13 @@ def _plan(x2: torch.Tensor, weight: torch.Tensor) -> _Plan:
         walign = min(16, vb // ELEMENT_BYTES[dtype] * weight.element_size()) if vb else 1
     plan = _Plan(config, prepared, vb, walign, generation)
     with _LOCK:
+        # The first plan of a newer registry drops every plan and layout of the older
+        # ones: none is launched again (the hot path compares generations), and a layout
+        # not called since would otherwise keep an old config and its kernel alive.
+        for old in [k for k, p in _PLANS.items() if p.generation < generation]:
+            del _PLANS[old]
+        for old in [k for k, seen in _LAYOUTS.items() if seen.plan.generation < generation]:
+            del _LAYOUTS[old]
         _PLANS[ident] = plan
     return plan
 

@@ -173,7 +173,7 @@ def _parse_slow(raw: bytes, file: str) -> Any:
         value = json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_mark_constant, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         raise ArtifactError(
-            file, [FieldProblem("", f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")]
+            file, [FieldProblem("", f"invalid JSON: {exc.msg.removesuffix(' at')} at line {exc.lineno} column {exc.colno}")]
         ) from None
     except RecursionError:
         raise ArtifactError(file, [FieldProblem("", f"nesting deeper than {MAX_DEPTH} levels")]) from None

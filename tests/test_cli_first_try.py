@@ -8,7 +8,10 @@ gfx942 through a ROCm prefix)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -147,3 +150,37 @@ def test_doctor_detects_without_platformdirs(monkeypatch: pytest.MonkeyPatch, tm
     captured = capsys.readouterr()
     device = next(line for line in captured.out.splitlines() if line.startswith("device: "))
     assert "platformdirs" not in captured.out + captured.err and "ModuleNotFoundError" not in device, device
+
+
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FLYCONFIGS_")}
+    return subprocess.run([sys.executable, "-m", "flyconfigs", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**base, "FLYCONFIGS_NO_GPU_DETECT": "1", **env})
+
+
+def test_explain_writes_null_and_false_as_they_are_typed() -> None:
+    done = _cli("explain", "vllm_fused_moe", "E=8", "N=14336", "dtype=null", "block_n=null", "block_k=null", "down=false",
+                "M=60", "--device", "MI300X", FLYCONFIGS_PATH=str(ROOT / "artifacts" / "vllm-fused-moe-gfx942"))
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert "(tuned at E=8 N=14336 dtype=null block_n=null block_k=null down=false M=64)" in last, last
+    assert "None" not in done.stdout and "False" not in done.stdout
+
+
+def test_explain_refuses_a_flyconfigs_device_that_names_no_device_once() -> None:
+    done = _cli("explain", "rmsnorm", "M=64", "N=4096", "dtype=bf16", FLYCONFIGS_DEVICE="banana")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.count("AMD Instinct MI300X") == 1, done.stderr
+    assert done.stderr.startswith("flyconfigs: error: FLYCONFIGS_DEVICE='banana' is not a device: arch: unknown arch")
+    # --device decides the device: the variable is not read then.
+    assert _cli("explain", "rmsnorm", "M=64", "N=4096", "dtype=bf16", "--device", "H100",
+                FLYCONFIGS_DEVICE="banana").returncode == 0
+
+
+def test_validate_says_each_problem_once(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text('{"kernel": "rmsnorm')
+    done = _cli("validate", str(tmp_path))
+    assert done.returncode == 1
+    said = done.stdout + done.stderr
+    assert said.count("bad.json") == 1, said
+    assert "invalid JSON: Unterminated string starting at line 1 column 12" in said, said

@@ -91,3 +91,20 @@ def test_the_committed_packages_are_the_import_of_the_committed_corpus(tmp_path:
         assert (folder / "TARGET").read_text().strip() == folder.name.removeprefix("aiter-")
         assert (folder / "NAME").read_text().strip() == f"flyconfigs-{folder.name}"
         assert "MIT License" in (folder / "NOTICE").read_text() and REVISION in (folder / "NOTICE").read_text()
+
+
+def test_a_file_on_the_path_that_cannot_be_read_exits_1_and_is_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "path"
+    for table in import_aiter_file(CORPUS / SOME[0], REVISION, upstream_dir=SOME[0].rsplit("/", 1)[0]).tables:
+        write_atomic(folder / table.file_name(), table.to_json_bytes())
+    (folder / "broken.json").write_text("{")
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(folder))
+    capsys.readouterr()
+    assert main(["export", "aiter", "--out", str(tmp_path / "out"), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [f["upstream"] for f in report["files"]] == [SOME[0]]
+    assert len(report["problems"]) == 1 and "broken.json" in report["problems"][0], report["problems"]
+    assert main(["export", "aiter", "--out", str(tmp_path / "text")]) == 1
+    err = capsys.readouterr().err
+    assert "flyconfigs: problem: " in err and "broken.json" in err, err

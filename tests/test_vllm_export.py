@@ -129,3 +129,24 @@ def test_the_committed_package_published_installed_and_exported_gives_back_every
     assert sorted(p.name for p in (tmp_path / "exported").iterdir()) == sorted(p.name for p in sm90)
     for path in sm90:
         assert json.loads((tmp_path / "exported" / path.name).read_text()) == json.loads(path.read_text()), path.name
+
+
+def test_a_file_on_the_path_that_cannot_be_read_is_a_problem_listed_and_exit_1(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    imported = tmp_path / "imported"
+    assert main(["import", "vllm", str(CONFIGS / SAMPLE[3]), "--out", str(imported), "--revision", "v0.34.0"]) == 0
+    (imported / "broken.json").write_text('{"kernel": "vllm_fused_moe')
+    capsys.readouterr()
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(imported))
+    from flyconfigs.registry import refresh
+
+    refresh()
+    assert main(["export", "vllm", "--out", str(tmp_path / "json"), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [Path(p).name for p in report["files"]] == [SAMPLE[3]] and report["skipped"] == []
+    assert len(report["problems"]) == 1 and "broken.json" in report["problems"][0], report["problems"]
+    assert "Unterminated string starting at line 1" in report["problems"][0]
+    refresh()
+    assert main(["export", "vllm", "--out", str(tmp_path / "text")]) == 1
+    err = capsys.readouterr().err
+    assert "broken.json" in err and "1 problem" in err, err

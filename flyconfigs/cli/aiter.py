@@ -89,24 +89,29 @@ def import_files(args: argparse.Namespace) -> int:
 
 
 def export_files(args: argparse.Namespace) -> int:
-    """Write every aiter table installed or on ``FLYCONFIGS_PATH`` as aiter's CSVs."""
+    """Write every aiter table installed or on ``FLYCONFIGS_PATH`` as aiter's CSVs; exit 1
+    when none was found or something could not be read (listed; ``problems`` in ``--json``)."""
     from flyconfigs.adapters.aiter_export import aiter_environment, export_aiter
     from flyconfigs.registry.problems import ProblemLog
     from flyconfigs.registry.tables import installed_tables
 
-    problems = ProblemLog()
-    written = export_aiter(installed_tables(None, problems), args.out)
+    log = ProblemLog()
+    written = export_aiter(installed_tables(None, log), args.out)
     environment = aiter_environment(written)
+    # What could not be read was left out: said, and exit 1.
+    problems = [f"{p.where}: {p.kind}: {p.message}" for p in log.problems() if p.kind != "collision"]
     if args.json:
         emit_json({"command": "export aiter", "files": [
             {"file": str(f.path), "upstream": f.upstream, "kernel": f.family.name, "rows": f.rows} for f in written],
-            "environment": environment, "problems": [f"{p.where}: {p.kind}: {p.message}" for p in problems.problems()]})
+            "environment": environment, "problems": problems})
     else:
         for f in written:
             print(f"{f.path} ({f.family.name}, {f.rows} rows)")
         for env, value in environment.items():
             print(f"export {env}={value}")
-        print(f"{len(written)} files, {sum(f.rows for f in written)} rows", file=sys.stderr)
+        for problem in problems:
+            print(f"flyconfigs: problem: {problem}", file=sys.stderr)
+        print(f"{len(written)} files, {sum(f.rows for f in written)} rows, {len(problems)} problem(s)", file=sys.stderr)
     if not written:
         print("flyconfigs: error: no aiter table is installed or on FLYCONFIGS_PATH", file=sys.stderr)
-    return 0 if written else 1
+    return 0 if written and not problems else 1

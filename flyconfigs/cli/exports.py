@@ -5,7 +5,8 @@ another project's own format, so that adopting flyconfigs needs no change to it.
 precedence), one vLLM fused-MoE config file per device and key group into ``--out``,
 named as vLLM names the file it reads: point ``VLLM_TUNED_CONFIG_FOLDER`` at the folder.
 A file already there of the same name is replaced (atomically); other files are left
-alone.  The exit status is 1 when nothing was found to export or something was left out.
+alone.  The exit status is 1 when nothing was found to export, something was left out or
+something could not be read (each listed; ``problems`` in ``--json``).
 ``aiter`` writes aiter's tuned CSVs (see :mod:`flyconfigs.cli.aiter`).
 """
 
@@ -23,21 +24,29 @@ __all__ = ["register"]
 
 def _vllm(args: argparse.Namespace) -> int:
     from flyconfigs.adapters.vllm_export import export_vllm, write_vllm_files
+    from flyconfigs.registry import default_resolver
 
-    exported = export_vllm()
+    resolver = default_resolver()
+    exported = export_vllm(resolver)
     written = write_vllm_files(exported, args.out) if exported.files else []
+    # What could not be read (a file on FLYCONFIGS_PATH, a package) was left out: said, and exit 1.
+    problems = [f"{p.where}: {p.kind}: {p.message}" for p in resolver.problems.problems() if p.kind != "collision"]
     if args.json:
-        emit_json({"command": "export vllm", "files": [str(p) for p in written], "skipped": exported.skipped})
+        emit_json({"command": "export vllm", "files": [str(p) for p in written], "skipped": exported.skipped,
+                   "problems": problems})
     else:
         for path in written:
             print(path)
         for why in exported.skipped:
             print(f"flyconfigs: skipped: {why}", file=sys.stderr)
+        for problem in problems:
+            print(f"flyconfigs: problem: {problem}", file=sys.stderr)
         if not written:
             print("flyconfigs: error: no vllm_fused_moe or vllm_flydsl_moe artifacts installed or on FLYCONFIGS_PATH",
                   file=sys.stderr)
-        print(f"{len(written)} files written to {args.out}, {len(exported.skipped)} skipped", file=sys.stderr)
-    return 0 if written and not exported.skipped else 1
+        print(f"{len(written)} files written to {args.out}, {len(exported.skipped)} skipped, {len(problems)} problem(s)",
+              file=sys.stderr)
+    return 0 if written and not exported.skipped and not problems else 1
 
 
 def register(sub: Any) -> None:

@@ -82,16 +82,23 @@ def _validate(args: argparse.Namespace) -> int:
 def _duplicates(paths: list[str]) -> list[Any]:
     """Artifacts of one slot twice in one folder named: which one serves is what the
     loader's search (:mod:`flyconfigs.registry.search`) serves from that folder alone."""
+    import logging
     from pathlib import Path
 
     from flyconfigs.registry import Resolver
 
-    found = []
-    for raw in paths:
-        if Path(raw).is_dir():
-            resolver = Resolver([raw], detector=None, packages=False)
-            resolver.collisions()
-            found += [p for p in resolver.problems.problems() if p.kind == "duplicate"]
+    # The loader's search logs what it skips; validate reports each problem once, itself.
+    logger = logging.getLogger("flyconfigs.registry")
+    found: list[Any] = []
+    disabled, logger.disabled = logger.disabled, True
+    try:
+        for raw in paths:
+            if Path(raw).is_dir():
+                resolver = Resolver([raw], detector=None, packages=False)
+                resolver.collisions()
+                found += [p for p in resolver.problems.problems() if p.kind == "duplicate"]
+    finally:
+        logger.disabled = disabled
     return found
 
 

@@ -99,10 +99,43 @@ def _completed(kernel: str, key: dict[str, object]) -> tuple[dict[str, object], 
     return full, {k: v for k, v in full.items() if k not in key}
 
 
+def _typed(value: object) -> str:
+    """``value`` as it is typed in ``AXIS=VALUE``: ``null``, ``true``/``false`` and lists as
+    JSON, other values as themselves (``bf16``, ``4096``)."""
+    import json
+
+    if value is None or isinstance(value, (bool, list, dict, tuple)):
+        return json.dumps(value)
+    return str(value)
+
+
+def _pairs(mapping: Any) -> str:
+    return " ".join(f"{k}={_typed(v)}" for k, v in mapping.items())
+
+
+def _check_device_env(given: str | None) -> None:
+    """:class:`Usage` naming ``FLYCONFIGS_DEVICE`` when it decides the device (no
+    ``--device``) and is not one: what it explains would be for no device at all."""
+    import os
+
+    from flyconfigs.cli._common import Usage
+    from flyconfigs.errors import ArtifactError
+    from flyconfigs.registry.device import DEVICE_ENV, parse_device_spec
+
+    spec = os.environ.get(DEVICE_ENV)
+    if given is not None or not spec:
+        return
+    try:
+        parse_device_spec(spec, DEVICE_ENV)
+    except ArtifactError as exc:
+        raise Usage(f"{DEVICE_ENV}={spec!r} is not a device: {exc.problems[0]}") from None
+
+
 def _explain(args: argparse.Namespace) -> int:
     from flyconfigs.kernels.flydsl import declaration_of
     from flyconfigs.registry import default_resolver
 
+    _check_device_env(args.device)
     key, filled = _completed(args.kernel, parse_key(args.key))
     # A FlyDSL kernel no package declares is explained by its key as given (flydsl.<name>).
     resolution, steps = default_resolver().explain(declaration_of(args.kernel, key), key, args.device)
@@ -117,16 +150,16 @@ def _explain(args: argparse.Namespace) -> int:
         )
         return 0
     if filled:
-        print(f"key: {' '.join(f'{k}={v}' for k, v in filled.items())} filled in, as the tuner fills it in")
+        print(f"key: {_pairs(filled)} filled in, as the tuner fills it in")
     for number, step in enumerate(steps, 1):
         print(f"{number}. {step.looked_for}: {step.outcome}")
-    config = " ".join(f"{k}={v}" for k, v in resolution.config.items())
+    config = _pairs(resolution.config)
     where: str = resolution.source
     if resolution.origin:
         where += f" {resolution.origin}" + (f" {resolution.version}" if resolution.version else "")
     borrowed = f", borrowed from {resolution.matched_device.describe()}" if resolution.borrowed and resolution.matched_device else ""
     if resolution.key_match == "nearest" and resolution.matched_key is not None:
-        borrowed = f" (tuned at {' '.join(f'{k}={v}' for k, v in resolution.matched_key.items())}){borrowed}"
+        borrowed = f" (tuned at {_pairs(resolution.matched_key)}){borrowed}"
     how = {"predicted": "; predicted (not measured on this device)", "imported": "; imported"}.get(resolution.selection or "", "")
     print(f"=> {config}  [{where}; device {resolution.layer}, key {resolution.key_match}{borrowed}{how}]")
     return 0

@@ -4,6 +4,9 @@ fresh virtual environment, and resolve and explain RMSNorm and fused add + RMSNo
 entry-point discovery — the loop a user of a data package meets.
 
     python scripts/demo.py [--artifacts DIR] [--keep DIR]
+
+Without ``--keep`` everything it makes (some 200 MB) is in a temporary folder removed at
+the end, also when a step fails.
 """
 
 from __future__ import annotations
@@ -41,17 +44,29 @@ def step(text: str) -> None:
     print(f"\n== {text}", flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--artifacts", type=Path, default=ROOT / "artifacts")
-    parser.add_argument("--keep", type=Path, help="keep the index and environment in this folder")
-    args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="flyconfigs-demo-")) if args.keep is None else args.keep
-    work.mkdir(parents=True, exist_ok=True)
+    parser.add_argument("--keep", type=Path, help="keep the index and environment in this folder (by default "
+                        "they are made in a temporary folder, removed at the end)")
+    args = parser.parse_args(argv)
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        run(args.artifacts, args.keep)
+        print(f"\nwork folder, kept: {args.keep}")
+        return
+    # The packages, the index and the environment take some 200 MB: gone when the demo ends.
+    with tempfile.TemporaryDirectory(prefix="flyconfigs-demo-") as work:
+        run(args.artifacts, Path(work))
+    print(f"\nwork folder removed: {work}")
+
+
+def run(artifacts: Path, work: Path) -> None:
+    """Publish ``artifacts``, serve, install and explain, all under ``work``."""
     dist = work / "dist"
 
-    step(f"publish every target under {args.artifacts}")
-    results = publish_all(args.artifacts, dist)
+    step(f"publish every target under {artifacts}")
+    results = publish_all(artifacts, dist)
     for r in results:
         print(f"{r.distribution} {r.version}: {r.artifacts} artifacts -> {', '.join(f.name for f in r.files)}")
     core = build_core_wheel(ROOT, dist)
@@ -96,7 +111,6 @@ def main() -> None:
                        "--device", device)
     step("a device no package serves falls back to the default heuristic")
     flyconfigs("explain", "rmsnorm", *KEYS[0], "--device", "L40S")
-    print(f"\nwork folder: {work}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ file is reported and the good files beside it still serve."""
 from __future__ import annotations
 
 import math
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -78,8 +79,7 @@ _TAIL_PIECES = st.sampled_from([b"[", b"]", b"{", b"}", b'"x":', b",", b"1", b"N
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_TAIL_PIECES, max_size=40).map(b"".join), st.integers(0, 4000), st.sampled_from(["key", "device"]))
 def test_any_malformed_tail_leaves_the_good_file_serving(tmp_path: Path, tail: bytes, depth: int, where: str) -> None:
-    folder = tmp_path / f"f{abs(hash((tail, depth, where)))}"
-    folder.mkdir()
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
     good = _good(folder)
     raw = canonical_bytes(artifact_dict(key={**KEY, "M": 2048}))
     member = b'"key":{' if where == "key" else b'"device":{'

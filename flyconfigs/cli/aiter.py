@@ -106,7 +106,7 @@ def export_files(args: argparse.Namespace) -> int:
     from flyconfigs.registry.tables import installed_tables
 
     problems = ProblemLog()
-    written = export_aiter(installed_tables(None, problems), args.out)
+    written = export_aiter(installed_tables(None, problems), args.out, problems)
     environment = aiter_environment(written)
     if args.json:
         emit_json({"command": "export aiter", "files": [
@@ -118,6 +118,8 @@ def export_files(args: argparse.Namespace) -> int:
         for env, value in environment.items():
             print(f"export {env}={value}")
         print(f"{len(written)} files, {sum(f.rows for f in written)} rows", file=sys.stderr)
+        for problem in problems.problems():
+            print(f"flyconfigs: problem: {problem}", file=sys.stderr)
     if not written:
         print("flyconfigs: error: no aiter table is installed or on FLYCONFIGS_PATH", file=sys.stderr)
-    return 0 if written else 1
+    return 0 if written and not problems.problems() else 1

@@ -23,6 +23,8 @@ from typing import Any
 from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.kernels.aiter_family import AiterFamily
 from flyconfigs.kernels.aiter_gemm import FAMILIES
+from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import write_atomic
 from flyconfigs.schema.table import Table
 
@@ -51,37 +53,57 @@ def render_cell(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def _rows(table: Table, family: AiterFamily, header: list[str]) -> list[tuple[int, list[str]]]:
+def _rows(table: Table, family: AiterFamily, header: list[str], seen: set[tuple[str, str]]) -> list[tuple[int, list[str]]]:
     out = []
     for index in range(len(table.rows)):
-        cells = {**table.key_of(index), **table.config_of(index), **table.measured_of(index)}
+        key = table.key_of(index)
+        slot = (table.device.arch, canonical_text(key))
+        if slot in seen:  # an earlier source has this key: the search serves its row, not this one
+            continue
+        seen.add(slot)
+        cells = {**key, **table.config_of(index), **table.measured_of(index)}
         cells[family.arch_column] = table.device.arch
         line = _LINE.match(table.entry_of(index))
         out.append((int(line.group(1)) if line else index, [render_cell(cells.get(c)) for c in header]))
     return out
 
 
-def export_aiter(tables: Iterable[Table], out: str | Path) -> list[ExportedFile]:
-    """Write every aiter table of ``tables`` into ``out`` as aiter's CSVs (module
-    docstring), each atomically; the files written, sorted by path.  A table of another
-    kernel is left out.  Raises :class:`ArtifactError` for an upstream path that is not a
-    safe relative path, or tables of one file whose column orders differ."""
+def export_aiter(tables: Iterable[Table], out: str | Path, problems: ProblemLog | None = None) -> list[ExportedFile]:
+    """Write every aiter table of ``tables`` (in precedence order, as
+    :func:`~flyconfigs.registry.tables.installed_tables` gives them) into ``out`` as
+    aiter's CSVs (module docstring), each atomically; the files written, sorted by path.
+    A table of another kernel is left out.  Tables of one upstream file are merged as the
+    search serves them: of rows with one device and key, the first table's; the rest
+    of every table kept (your own copy of a shipped file overrides the shipped rows it
+    has, not the others).  A table whose columns are the first one's in another order
+    is written in the first one's order.  A table that cannot be written (an upstream
+    path that is not a safe relative path, other columns than the file's first table)
+    is reported to ``problems`` (``invalid-artifact``) and left out, the others
+    written; without ``problems`` it raises :class:`ArtifactError`."""
     files: dict[str, tuple[AiterFamily, list[str], list[tuple[int, list[str]]]]] = {}
+    seen: dict[str, set[tuple[str, str]]] = {}
     for table in tables:
         family = FAMILIES.get(table.kernel.name)
         if family is None:
             continue
         source = table.provenance.source
         upstream = source.file if source is not None else f"aiter/configs/{family.stems[0]}.csv"
-        if not _SAFE.match(upstream) or ".." in upstream.split("/"):
-            raise ArtifactError(upstream, [FieldProblem("provenance.source.file", "not a safe relative path")])
         header = list(table.layout) if table.layout else [
             family.arch_column, *table.columns.key, *table.columns.config, *table.columns.measured]
+        why: FieldProblem | None = None
+        if not _SAFE.match(upstream) or ".." in upstream.split("/"):
+            why = FieldProblem("provenance.source.file", "not a safe relative path")
+        elif upstream in files and sorted(files[upstream][1]) != sorted(header):
+            why = FieldProblem("layout", f"tables of one file with other columns: {','.join(files[upstream][1])} and "
+                                         f"{','.join(header)}")
+        if why is not None:
+            if problems is None:
+                raise ArtifactError(upstream, [why])
+            problems.report(Problem("invalid-artifact", f"{table.kernel.name} table of {upstream} for "
+                                    f"{table.device.identity.describe()}", f"{why.field}: {why.message}; not exported"))
+            continue
         found = files.setdefault(upstream, (family, header, []))
-        if found[1] != header:
-            raise ArtifactError(upstream, [FieldProblem("layout", f"tables of one file with two column orders: "
-                                                        f"{','.join(found[1])} and {','.join(header)}")])
-        found[2].extend(_rows(table, family, header))
+        found[2].extend(_rows(table, family, found[1], seen.setdefault(upstream, set())))
     written = []
     for upstream, (family, header, rows) in sorted(files.items()):
         text = io.StringIO(newline="")

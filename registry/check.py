@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from flyconfigs.errors import FlyconfigsError, KernelPluginError, UnknownKernelError
+from flyconfigs.errors import FlyconfigsError, InvalidKeyError, KernelPluginError, UnknownKernelError
 from flyconfigs.registry.binding import binding_problem
 from flyconfigs.registry.calls import check_config, check_key
 from flyconfigs.registry.contract import KernelDecl, KeyValue
@@ -78,6 +78,17 @@ def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribut
             f"while the declared {decl.name!r} takes ({', '.join(a.name for a in decl.key_axes)}): another kernel "
             f"under the same name, never served for this one; give it a name of its own", distribution))
         decl = record = None
+    if decl is not None:
+        try:
+            check_key(decl, artifact.key, problems)
+        except InvalidKeyError as exc:
+            # A tuned key the kernel refuses is never served (the search judges it as an
+            # asked key): a problem of the file, whatever its winner.
+            problems.report(Problem("invalid-key", where, f"{decl.name} refuses its key {dict(artifact.key)}: {exc}",
+                                    distribution))
+            return notes
+        except FlyconfigsError:
+            pass  # the plugin's fault, reported by check_key; the winner is still checked
     refused = refusal(record, artifact, dict(artifact.key), None)
     if refused is not None:
         kind, why = refused

@@ -17,6 +17,7 @@ anything the full file does not say.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from collections.abc import Callable
@@ -160,7 +161,10 @@ def _top_level_from_device(tail: bytes) -> dict[str, Any] | None:
         try:
             # json.loads of these bytes, less its encoding detection: they start '{"'.
             members = _DECODE("{" + tail[at + 1:].decode("utf-8", "surrogatepass"))
-        except ValueError:  # nested (extra closing braces), or not JSON at all
+        except (ValueError, RecursionError):
+            # Nested (extra closing braces), not JSON at all, a number JSON has not
+            # (NaN, Infinity, 1e999) or nesting deeper than Python recurses: the full
+            # read decides, and reports the file.
             members = None
         if isinstance(members, dict) and "device" in members:
             return members
@@ -168,7 +172,20 @@ def _top_level_from_device(tail: bytes) -> dict[str, Any] | None:
     return None
 
 
-_DECODE = json.JSONDecoder().decode
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999: Python's reader makes it inf
+        raise ValueError(f"{text} overflows a float")
+    return value
+
+
+_DECODE = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float).decode
+"""Strict JSON: a key indexed from a tail never holds a number the full read refuses
+(``NaN``, ``Infinity``, ``1e999``), which would break every match of its kernel."""
 
 
 def _pread_seek(fd: int, size: int, offset: int) -> bytes:

@@ -32,6 +32,7 @@ ProblemKind = Literal[
     "kernel-error",
     "kernel-name-clash",
     "invalid-config",
+    "invalid-key",
     "stale-artifact",
     "unreadable-source",
     "test-double",

@@ -86,6 +86,12 @@ from flyconfigs.schema.models import DeviceIdentity
 
 __all__ = ["MEMO_LIMIT", "Collision", "Resolution", "Resolver", "Step"]
 
+_PLAIN = frozenset({int, str, bool, type(None)})
+"""Key value types whose Python equality is JSON equality (a float's is not: ``-0.0``)."""
+_unhashable: list[object] = []
+"""Stands for any other value in a memo key, so that hashing it sends the key to the
+canonical form."""
+
 MEMO_LIMIT = 16384
 """Memoized resolutions kept per resolver; the oldest is dropped first beyond it."""
 
@@ -174,8 +180,13 @@ class Resolver:
         memo_key: tuple[object, ...] | None
         record = self.kernels.known(kernel)
         try:
-            # Typed and order-free: ``M=True`` or ``M=1.0`` never hits the entry of ``M=1``.
-            memo_key = (record, memo_token(device), *[(k, v.__class__, v) for k, v in sorted(key.items())])
+            # Typed and order-free: ``M=True`` or ``M=1.0`` never hits the entry of ``M=1``;
+            # a float by its repr, as JSON tells them (``-0.0`` is not ``0.0``).  Anything
+            # but a scalar (a tuple of floats is equal as ``(0.0,)`` and ``(-0.0,)``) takes
+            # the canonical form below.
+            memo_key = (record, memo_token(device), *[
+                (k, v.__class__, v if v.__class__ in _PLAIN else repr(v) if v.__class__ is float else _unhashable)
+                for k, v in sorted(key.items())])
             hash(memo_key)  # before the kernel is known too: a list value must take the canonical form
             hit = self._memo.get(memo_key) if record is not None else None
         except TypeError:  # a list or object value: its canonical JSON is the typed form

@@ -49,8 +49,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from flyconfigs.errors import KernelPluginError
-from flyconfigs.registry.calls import check_config, default_config, device_match
+from flyconfigs.errors import FlyconfigsError, InvalidKeyError, KernelPluginError
+from flyconfigs.registry.calls import check_config, check_key, default_config, device_match
 from flyconfigs.registry.catalog import Index
 from flyconfigs.registry.check import refusal
 from flyconfigs.registry.contract import KeyValue
@@ -293,6 +293,10 @@ class _Search:
 
     def _usable(self, entry: Entry, what: str, distance: tuple[float, ...]) -> Found | None:
         self.tried.add(id(entry))
+        refused = self._key_refusal(entry)
+        if refused is not None:
+            self._say(what, f"{entry.path}: {self.decl.name} refuses its key: {refused}")
+            return None
         artifact = entry.load(self.problems)
         if artifact is None:
             self._say(what, f"{entry.path}: unusable ({self._last_problem(entry)})")
@@ -301,6 +305,25 @@ class _Search:
         if isinstance(found, Found):
             return found
         self._say(what, f"{entry.path}: {found}")
+        return None
+
+    def _key_refusal(self, entry: Entry) -> str | None:
+        """Why the kernel's own ``check_key`` refuses ``entry``'s tuned key (reported
+        once: a problem of the file), or ``None``.  A tuned key is judged as an asked one,
+        so a file keyed ``M=-64`` never serves as the nearest key to ``M=1``; the asked
+        key passed the check already, and a check that fails in the plugin is its fault,
+        reported by :func:`~flyconfigs.registry.calls.check_key`, not the file's."""
+        if self._asked(entry):
+            return None
+        try:
+            check_key(self.decl, entry.key, self.problems)
+        except InvalidKeyError as exc:
+            dist = entry.source.name if entry.source.kind == "package" else None
+            self.problems.report(Problem("invalid-key", str(entry.path),
+                                         f"{self.decl.name} refuses its key {dict(entry.key)}: {exc}", dist))
+            return str(exc)
+        except FlyconfigsError:
+            return None
         return None
 
     def _serve(self, artifact: Any, entry: Entry, distance: tuple[float, ...]) -> Found | str:

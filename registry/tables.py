@@ -249,18 +249,21 @@ def override_table(path: Path, data: object, source: Source, problems: ProblemLo
 
 def installed_tables(paths: list[str] | None, problems: ProblemLog) -> list[Table]:
     """Every valid table the registry would serve from (``FLYCONFIGS_PATH``, or ``paths``
-    instead, and the installed data packages), read now; of several copies of one table
-    (the same kernel, device and file name), the first source's.  Broken ones are reported
-    to ``problems`` and left out."""
+    instead, and the installed data packages), read now, in precedence order (the first
+    source's first).  Tables of one file name (the same kernel, device and upstream file:
+    your own copy of a shipped CSV, say) are all returned: their rows are not copies of
+    each other, and the search serves each key from the first source that has it, the
+    other keys from the others.  Broken ones are reported to ``problems`` and left out."""
     from flyconfigs.registry.catalog import Catalog
 
     catalog = Catalog(paths, problems)
-    seen: set[tuple[str, str]] = set()
-    found: list[Table] = []
+    found: list[tuple[tuple[int, int], Table]] = []
+    seen: set[int] = set()
     for target in catalog.all_targets():
-        for ref in sorted(catalog.tables_for(target), key=lambda r: r.source.rank):
+        for ref in catalog.tables_for(target):
             ref.read(problems)
-            if ref.table is not None and (target, ref.table.file_name()) not in seen:
-                seen.add((target, ref.table.file_name()))
-                found.append(ref.table)
-    return found
+            if ref.table is not None and id(ref.table) not in seen:
+                seen.add(id(ref.table))
+                found.append((ref.source.rank, ref.table))
+    found.sort(key=lambda pair: pair[0])  # stable: one source's tables keep their order
+    return [table for _, table in found]

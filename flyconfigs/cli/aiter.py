@@ -64,6 +64,7 @@ def import_files(args: argparse.Namespace) -> int:
     out = Path(args.out)
     done: list[dict[str, Any]] = []
     refused: list[dict[str, str]] = []
+    written: dict[Path, tuple[bytes, str]] = {}
     for path, relative in files.items():
         try:
             result = import_aiter_file(path, args.revision, upstream_dir=_upstream_dir(args.upstream_dir, relative,
@@ -74,7 +75,17 @@ def import_files(args: argparse.Namespace) -> int:
         refused.extend({"file": str(path), "field": p.field, "message": p.message}
                        for error in result.refused for p in error.problems)
         for table in result.tables:
-            to = write_atomic(out / table.device.arch / table.file_name(), table.to_json_bytes())
+            target = out / table.device.arch / table.file_name()
+            data = table.to_json_bytes()
+            if target in written and written[target][0] != data:
+                # Two files of one name (two machines' tunings of one family and device)
+                # make one table: the second would replace the first's rows unseen.
+                refused.append({"file": str(path), "field": "", "message": f"the same table ({target.name}) as "
+                                f"{written[target][1]}, with other rows; not written (import them into separate "
+                                f"--out folders, or merge the CSVs first)"})
+                continue
+            written[target] = (data, str(path))
+            to = write_atomic(target, data)
             done.append({"from": str(path), "kernel": table.kernel.name, "device": table.device.identity.describe(),
                          "rows": len(table.rows), "to": str(to)})
     if args.json:
@@ -96,7 +107,7 @@ def export_files(args: argparse.Namespace) -> int:
     from flyconfigs.registry.tables import installed_tables
 
     log = ProblemLog()
-    written = export_aiter(installed_tables(None, log), args.out)
+    written = export_aiter(installed_tables(None, log), args.out, log)
     environment = aiter_environment(written)
     # What could not be read was left out: said, and exit 1.
     problems = [f"{p.where}: {p.kind}: {p.message}" for p in log.problems() if p.kind != "collision"]

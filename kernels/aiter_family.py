@@ -37,7 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from flyconfigs.registry.contract import KernelDecl, KeyAxis, KeyValue, normalize_key
+from flyconfigs.errors import InvalidKeyError
+from flyconfigs.registry.contract import KernelDecl, KeyAxis, KeyValue, SpelledKey, normalize_key
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.canonical import canonical_text
 
@@ -55,6 +56,14 @@ _BOOLS = "bias scaleAB bpreshuffle is_varlen use_h0 store_fs snapshot_bf16 state
 COLUMN_TYPES: dict[str, type] = {**dict.fromkeys(_INTS.split(), int), **dict.fromkeys(_BOOLS.split(), bool)}
 """The type of each key column aiter's lookups compare (pandas reads ints and ``True``/
 ``False``; every other key column is text, such as ``torch.bfloat16``)."""
+
+_EXAMPLE_VALUES = {"cu_num": "304", "M": "128", "N": "8192", "K": "1024", "B": "16", "m": "128", "n": "8192",
+                   "k": "1024", "b": "16", "q_dtype_w": "torch.float8_e4m3fnuz", "dtype": "torch.bfloat16",
+                   "outdtype": "torch.bfloat16", "token": "128", "act_type": "ActivationType.Silu",
+                   "q_type": "QuantType.per_Token", "q_dtype_a": "torch.float8_e4m3fnuz"}
+_TYPE_EXAMPLES = {int: "1", bool: "False", str: "torch.bfloat16"}
+_TYPE_NAMES = {int: "an int, as aiter's CSV writes it", bool: "True or False",
+               str: "the text of aiter's CSV column (such as torch.bfloat16)"}
 
 MEASURED = frozenset("us us1 us2 tflops bw errRatio err_ratio err1 err2 duration".split())
 """The columns that report what aiter's tuner measured, never part of a config."""
@@ -160,12 +169,57 @@ class AiterFamily(KernelDecl):
                              minimum=1 if c == self.ordinal_axis else None) for c in self.key)
         return axes + ((KeyAxis(FALLBACK_AXIS, bool),) if self.rule == "moe" else ())
 
+    def spelled_key(self, key: Mapping[str, object], device: DeviceQuery | None) -> SpelledKey:
+        """``key`` as aiter's CSV columns spell it: ``cu_num`` left out is the device's
+        CU count (filled in, where the device is known), the arch column (``gfx`` or
+        ``arch``) must be the device's arch (it names the device when none is asked
+        for), a bool column may be written ``True``/``False`` as in the CSV, and a MoE
+        family's ``flydsl_fallback`` left out is false (filled in).  A column the family
+        does not key by is refused, naming the key columns and an example."""
+        out = dict(key)
+        filled: dict[str, KeyValue] = {}
+        named: str | None = None
+        arch = out.pop(self.arch_column, None) if self.arch_column in out else None
+        if arch is not None:
+            if not isinstance(arch, str) or (device is not None and arch != device.arch):
+                raise self._key_error(self.arch_column, f"{arch!r} is not the device's arch "
+                                      f"({device.describe() if device is not None else '?'})",
+                                      "the arch aiter's rows are tuned for, that of the device asked for")
+            named = arch if device is None else None
+        for name, value in out.items():
+            if COLUMN_TYPES.get(name) is bool and value in ("True", "False"):
+                out[name] = value == "True"
+        if "cu_num" in self.key and "cu_num" not in out and device is not None and device.compute_units is not None:
+            out["cu_num"] = filled["cu_num"] = device.compute_units
+        if self.rule == "moe" and FALLBACK_AXIS not in out:
+            out[FALLBACK_AXIS] = filled[FALLBACK_AXIS] = False
+        unknown = [c for c in out if c not in self.key and c != FALLBACK_AXIS]
+        if unknown:
+            raise self._key_error(unknown[0], f"is not a key column of {self.name}", "its key columns: "
+                                  + ", ".join((self.arch_column, *self.key)))
+        return SpelledKey(out, filled, named)
+
+    def _key_error(self, axis: str, problem: str, accepts: str) -> InvalidKeyError:
+        return InvalidKeyError(f"key axis {axis!r} of {self.name!r}: {problem}; it takes {accepts}, "
+                               f"e.g. {self.example()}")
+
+    def example(self) -> str:
+        """A whole key of the family as aiter's columns spell it, for error messages."""
+        return " ".join(f"{c}={_EXAMPLE_VALUES.get(c, _TYPE_EXAMPLES[COLUMN_TYPES.get(c, str)])}" for c in self.key)
+
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
-        """``key`` typed against the axes (``InvalidKeyError``); a MoE family's token is
-        padded as aiter pads it before its lookup, and ``flydsl_fallback`` defaults to false."""
+        """``key`` typed against the axes (``InvalidKeyError`` naming a missing axis, what
+        it takes and an example); a MoE family's token is padded as aiter pads it before
+        its lookup, and ``flydsl_fallback`` defaults to false."""
         given = dict(key)
         if self.rule == "moe":
             given.setdefault(FALLBACK_AXIS, False)
+        missing = [c for c in self.key if c not in given]
+        if missing:
+            what = ("the GPU's CU count (304 on an MI300X; filled in from the device when one is known, "
+                    "as with --device MI300X)") if missing[0] == "cu_num" else \
+                _TYPE_NAMES[COLUMN_TYPES.get(missing[0], str)]
+            raise self._key_error(missing[0], "is missing", what)
         checked = normalize_key(self, given)
         token = checked.get("token")
         if self.rule in ("moe", "moe-exact") and type(token) is int and token > 0:

@@ -13,6 +13,11 @@ family's :attr:`~AiterFamily.rule`:
   then ``M`` padded up at the fine granularity, then at the coarse one
   (``getPaddedM`` of ``csrc/py_itfs_cu/gemm_common.cu``, restated in :func:`padded_m`),
   else no config (aiter's default path);
+- ``batched-gemm`` (the CK batched GEMMs, looked up in C++ by ``batched_rowwise_dispatch``
+  of ``csrc/ck_batched_gemm_a8w8/batched_gemm_a8w8.cu`` and ``batched_dispatch`` of
+  ``csrc/ck_batched_gemm_bf16/batched_gemm_bf16.cu``; the Python lookup only feeds
+  ``splitK``, which the C++ entry ignores): the exact ``M``, then one padded ``M``
+  (:func:`batched_padded_m`), else aiter's heuristic (no config here);
 - ``moe`` (``get_2stage_cfgs``): the token count padded (``get_padded_M``: the next power
   of two below 32768, then the tiers 32768 and 131072), then, above the first tier, the
   smaller tier;
@@ -45,9 +50,9 @@ from flyconfigs.schema.canonical import canonical_text
 if TYPE_CHECKING:
     from flyconfigs.registry.ties import Tie
 
-__all__ = ["COLUMN_TYPES", "MEASURED", "AiterFamily", "moe_padded_token", "padded_m"]
+__all__ = ["COLUMN_TYPES", "MEASURED", "AiterFamily", "batched_padded_m", "moe_padded_token", "padded_m"]
 
-Rule = Literal["gemm", "moe", "moe-exact", "exact"]
+Rule = Literal["gemm", "batched-gemm", "moe", "moe-exact", "exact"]
 
 _INTS = ("cu_num M N K B b m n k token model_dim inter_dim expert topk use_g1u1 doweight_stage1 shared_expert_id "
          "hidden_pad intermediate_pad H Hg V BT T_flat total_chunks max_seq_chunks sq num_k_heads num_v_heads "
@@ -87,6 +92,16 @@ def padded_m(m: int, n: int, k: int, level: int) -> int:
 
 def _next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def batched_padded_m(m: int) -> int:
+    """The ``M`` the CK batched GEMMs' C++ dispatch looks up second: 16 for ``1 < M <= 16``,
+    the next power of two up to 16384, 20480 up to 20480, else ``M`` itself."""
+    if 1 < m <= 16:
+        return 16
+    if m <= 16384:
+        return _next_pow2(m)
+    return 20480 if m <= 20480 else m
 
 
 MOE_TIERS = (32768, 131072)
@@ -158,7 +173,7 @@ class AiterFamily(KernelDecl):
     @property
     def ordinal_axis(self) -> str | None:
         """The axis the rule pads (``M``, ``m`` or ``token``), if any."""
-        if self.rule == "gemm":
+        if self.rule in ("gemm", "batched-gemm"):
             return "m" if "m" in self.key else "M"
         return "token" if self.rule in ("moe", "moe-exact") else None
 
@@ -228,7 +243,8 @@ class AiterFamily(KernelDecl):
 
     def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
         """aiter's lookup on a miss (module docstring): ``(level,)``, 0 for the asked key,
-        1 and 2 for the fine and coarse padding (``gemm``) or 1 for the smaller MoE tier;
+        1 and 2 for the fine and coarse padding (``gemm``), 1 for the padded ``M``
+        (``batched-gemm``) or for the smaller MoE tier;
         ``None`` where aiter takes its default path.  A family with
         :attr:`relaxed_axes` answers ``(level, retried)``: ``retried`` is 1 for a row
         that differs from the asked key on a :attr:`retried` column (aiter's retry without
@@ -259,6 +275,8 @@ class AiterFamily(KernelDecl):
                 if t == padded_m(a, n, k, level):
                     return (float(level + 1),)
             return None
+        if self.rule == "batched-gemm" and a != batched_padded_m(a) and t == batched_padded_m(a):
+            return (1.0,)
         if self.rule == "moe" and a > MOE_TIERS[0] and t == MOE_TIERS[0]:
             return (1.0,)
         return None

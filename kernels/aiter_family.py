@@ -18,6 +18,9 @@ family's :attr:`~AiterFamily.rule`:
   ``csrc/ck_batched_gemm_bf16/batched_gemm_bf16.cu``; the Python lookup only feeds
   ``splitK``, which the C++ entry ignores): the exact ``M``, then one padded ``M``
   (:func:`batched_padded_m`), else aiter's heuristic (no config here);
+- ``nearest`` (the FlyDSL GEMM tile lookup, ``get_flydsl_gemm_config`` of
+  ``aiter/ops/flydsl/gemm_tune/flydsl_gemm_config.py``): the exact ``M``, else the tuned
+  ``M`` nearest by absolute difference, of two equally near the smaller;
 - ``moe`` (``get_2stage_cfgs``): the token count padded (``get_padded_M``: the next power
   of two below 32768, then the tiers 32768 and 131072), then, above the first tier, the
   smaller tier;
@@ -50,9 +53,11 @@ from flyconfigs.schema.canonical import canonical_text
 if TYPE_CHECKING:
     from flyconfigs.registry.ties import Tie
 
-__all__ = ["COLUMN_TYPES", "MEASURED", "AiterFamily", "batched_padded_m", "moe_padded_token", "padded_m"]
+__all__ = ["COLUMN_TYPES", "MEASURED", "RULES", "AiterFamily", "batched_padded_m", "moe_padded_token", "padded_m"]
 
-Rule = Literal["gemm", "batched-gemm", "moe", "moe-exact", "exact"]
+Rule = Literal["gemm", "batched-gemm", "nearest", "moe", "moe-exact", "exact"]
+RULES: tuple[Rule, ...] = ("gemm", "batched-gemm", "nearest", "moe", "moe-exact", "exact")
+"""Every lookup rule of aiter's that a family may declare (module docstring)."""
 
 _INTS = ("cu_num M N K B b m n k token model_dim inter_dim expert topk use_g1u1 doweight_stage1 shared_expert_id "
          "hidden_pad intermediate_pad H Hg V BT T_flat total_chunks max_seq_chunks sq num_k_heads num_v_heads "
@@ -153,6 +158,22 @@ class AiterFamily(KernelDecl):
     no such rule."""
     version: int = 2
     summary: str = ""
+    measured: tuple[str, ...] = ()
+    """Columns that report what the tuner measured besides :data:`MEASURED` (a family
+    declared from data names its own)."""
+    column_types: tuple[tuple[str, str], ...] = ()
+    """Key columns typed otherwise than :data:`COLUMN_TYPES` says, as ``(column, "int" |
+    "bool" | "str")`` pairs (a family declared from data)."""
+
+    def type_of(self, column: str) -> type:
+        """The type of key column ``column`` as aiter's lookup compares it."""
+        own = dict(self.column_types).get(column)
+        return {"int": int, "bool": bool, "str": str}[own] if own is not None else COLUMN_TYPES.get(column, str)
+
+    @property
+    def measured_columns(self) -> frozenset[str]:
+        """Every column that reports a measurement, never part of a config."""
+        return MEASURED | frozenset(self.measured)
 
     def __post_init__(self) -> None:
         stray = [c for c in self.relaxed_axes if c not in self.key or c == self.ordinal_axis]
@@ -173,14 +194,14 @@ class AiterFamily(KernelDecl):
     @property
     def ordinal_axis(self) -> str | None:
         """The axis the rule pads (``M``, ``m`` or ``token``), if any."""
-        if self.rule in ("gemm", "batched-gemm"):
+        if self.rule in ("gemm", "batched-gemm", "nearest"):
             return "m" if "m" in self.key else "M"
         return "token" if self.rule in ("moe", "moe-exact") else None
 
     @property
     def key_axes(self) -> tuple[KeyAxis, ...]:
         """The key columns, typed; the padded axis ordinal; the MoE families' ``flydsl_fallback``."""
-        axes = tuple(KeyAxis(c, COLUMN_TYPES.get(c, str), ordinal=c == self.ordinal_axis,
+        axes = tuple(KeyAxis(c, self.type_of(c), ordinal=c == self.ordinal_axis,
                              minimum=1 if c == self.ordinal_axis else None) for c in self.key)
         return axes + ((KeyAxis(FALLBACK_AXIS, bool),) if self.rule == "moe" else ())
 
@@ -202,7 +223,7 @@ class AiterFamily(KernelDecl):
                                       "the arch aiter's rows are tuned for, that of the device asked for")
             named = arch if device is None else None
         for name, value in out.items():
-            if COLUMN_TYPES.get(name) is bool and value in ("True", "False"):
+            if name in self.key and self.type_of(name) is bool and value in ("True", "False"):
                 out[name] = value == "True"
         if "cu_num" in self.key and "cu_num" not in out and device is not None and device.compute_units is not None:
             out["cu_num"] = filled["cu_num"] = device.compute_units
@@ -220,7 +241,7 @@ class AiterFamily(KernelDecl):
 
     def example(self) -> str:
         """A whole key of the family as aiter's columns spell it, for error messages."""
-        return " ".join(f"{c}={_EXAMPLE_VALUES.get(c, _TYPE_EXAMPLES[COLUMN_TYPES.get(c, str)])}" for c in self.key)
+        return " ".join(f"{c}={_EXAMPLE_VALUES.get(c, _TYPE_EXAMPLES[self.type_of(c)])}" for c in self.key)
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` typed against the axes (``InvalidKeyError`` naming a missing axis, what
@@ -232,8 +253,7 @@ class AiterFamily(KernelDecl):
         missing = [c for c in self.key if c not in given]
         if missing:
             what = ("the GPU's CU count (304 on an MI300X; filled in from the device when one is known, "
-                    "as with --device MI300X)") if missing[0] == "cu_num" else \
-                _TYPE_NAMES[COLUMN_TYPES.get(missing[0], str)]
+                    "as with --device MI300X)") if missing[0] == "cu_num" else _TYPE_NAMES[self.type_of(missing[0])]
             raise self._key_error(missing[0], "is missing", what)
         checked = normalize_key(self, given)
         token = checked.get("token")
@@ -244,12 +264,17 @@ class AiterFamily(KernelDecl):
     def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
         """aiter's lookup on a miss (module docstring): ``(level,)``, 0 for the asked key,
         1 and 2 for the fine and coarse padding (``gemm``), 1 for the padded ``M``
-        (``batched-gemm``) or for the smaller MoE tier;
+        (``batched-gemm``) or for the smaller MoE tier; ``(|M - m|, m)`` for ``nearest``
+        (of two equally near ``m``, the smaller);
         ``None`` where aiter takes its default path.  A family with
         :attr:`relaxed_axes` answers ``(level, retried)``: ``retried`` is 1 for a row
         that differs from the asked key on a :attr:`retried` column (aiter's retry without
         them, tried at each level after the asked key itself), 0 for one that differs on
         :attr:`unmatched` columns only."""
+        if self.rule == "nearest":
+            axis = self.ordinal_axis or "M"
+            a, t = asked.get(axis), tuned.get(axis)
+            return (float(abs(a - t)), float(t)) if type(a) is int and type(t) is int else None
         level = self._level(asked, tuned)
         if level is None or not self.relaxed_axes:
             return level
@@ -335,7 +360,7 @@ class AiterFamily(KernelDecl):
     def layout_problem(self, header: list[str]) -> str | None:
         """Why a CSV with ``header`` is not of this family's layout, or ``None``."""
         missing = [c for c in self.key if c not in header]
-        known = {*self.key, *self.config, *MEASURED, self.arch_column, "cu_num"}
+        known = {*self.key, *self.config, *self.measured_columns, self.arch_column, "cu_num"}
         extra = [c for c in header if c not in known]
         if missing or extra:
             return "; ".join(filter(None, (f"no column {', '.join(missing)}" if missing else "",

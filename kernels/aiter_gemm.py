@@ -14,6 +14,7 @@ each restates is named beside it (aiter at the revision ``corpora/aiter-e4048607
 
 from __future__ import annotations
 
+from flyconfigs.kernels.aiter_declared import DECLARED
 from flyconfigs.kernels.aiter_family import AiterFamily
 
 __all__ = ["A8W8_BLOCKSCALE", "A8W8_BPRESHUFFLE", "FAMILIES", "family_named", "family_of"]
@@ -98,8 +99,10 @@ FLYDSL_CHUNK_GDN_H = AiterFamily(
 
 FAMILIES: dict[str, AiterFamily] = {f.name: f for f in (
     A8W8, A8W8_BPRESHUFFLE, A8W8_BLOCKSCALE, A8W8_BLOCKSCALE_BPRESHUFFLE, A4W4_BLOCKSCALE, BF16, BATCHED_A8W8,
-    BATCHED_BF16, BATCHED_MXSCALE, FMOE, FHMOE, GROUPED_FMOE, CHUNK_GDN_H_OPT, FLYDSL_GDR_DECODE, FLYDSL_CHUNK_GDN_H)}
-"""Every aiter family declared, by kernel name."""
+    BATCHED_BF16, BATCHED_MXSCALE, FMOE, FHMOE, GROUPED_FMOE, CHUNK_GDN_H_OPT, FLYDSL_GDR_DECODE, FLYDSL_CHUNK_GDN_H,
+    *vars(DECLARED).values())}
+"""Every aiter family declared, by kernel name: those above and those declared from data
+(:mod:`flyconfigs.kernels.aiter_declared`)."""
 
 
 def family_of(file_name: str) -> AiterFamily | None:

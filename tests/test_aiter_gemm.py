@@ -26,7 +26,7 @@ from flyconfigs.registry import kernel_declaration
 def test_each_family_is_declared_through_the_entry_point_group() -> None:
     for family in FAMILIES.values():
         assert kernel_declaration(family.name) == family
-    assert len(FAMILIES) == 15
+    assert len(FAMILIES) == 16  # fifteen declared in Python, one from data (kernels/aiter_families/)
 
 
 def test_every_tuned_csv_is_read_for_one_family_whose_columns_it_has() -> None:
@@ -37,7 +37,7 @@ def test_every_tuned_csv_is_read_for_one_family_whose_columns_it_has() -> None:
         header, _ = read_rows(path)
         assert family.layout_problem(header) is None, (path, family.layout_problem(header))
         seen.add(family.name)
-    assert seen == set(FAMILIES)
+    assert seen == set(FAMILIES) - {"aiter_flydsl_gemm_a8w8_bpreshuffle"}  # its file is in corpora/aiter-acf9add4
     assert family_of("a8w8_blockscale_bpreshuffle_tuned_gemm_dsv3.csv").name == "aiter_gemm_a8w8_blockscale_bpreshuffle"
     assert family_of("a8w8_blockscale_untuned_gemm.csv") is None and family_of("README.md") is None
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from flyconfigs.adapters.imported import UpstreamFile
 from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
-from flyconfigs.kernels.aiter_family import COLUMN_TYPES, FALLBACK_AXIS, MEASURED, AiterFamily, cell_value
+from flyconfigs.kernels.aiter_family import FALLBACK_AXIS, AiterFamily, cell_value
 from flyconfigs.kernels.aiter_gemm import family_of
 from flyconfigs.registry.contract import normalize_key
 from flyconfigs.registry.products import product_catalog
@@ -68,8 +68,7 @@ def _cus_of_arch(arch: str) -> int | None:
     return max(counts) if counts else None
 
 
-def _key_cell(text: str, column: str, where: str, file: str) -> Any:
-    kind = COLUMN_TYPES.get(column, str)
+def _key_cell(text: str, kind: type, where: str, file: str) -> Any:
     if kind is int:
         if not _INT.match(text):
             raise ArtifactError(file, [FieldProblem(where, f"expected an int, got {text!r}")])
@@ -101,7 +100,7 @@ def _numbered(rows: Iterator[list[str]], file: str, refused: list[ArtifactError]
 def _device(cells: dict[str, str], spec: AiterFamily, at: str, file: str) -> tuple[Device, str]:
     """The row's device and how it was derived."""
     cus_text = cells.get("cu_num")
-    cus = _key_cell(cus_text, "cu_num", at + "cu_num", file) if cus_text is not None else None
+    cus = _key_cell(cus_text, int, at + "cu_num", file) if cus_text is not None else None
     if cus is not None and cus < 1:
         raise ArtifactError(file, [FieldProblem(at + "cu_num", f"must be positive, got {cus}")])
     arch = cells.get(spec.arch_column)
@@ -166,7 +165,7 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
         raise ArtifactError(file, [FieldProblem("line 1", wrong or "a column is named twice")])
     out = ImportedTables(file, spec)
     config = [c for c in header if c in spec.config]
-    measured = [c for c in header if c in MEASURED]
+    measured = [c for c in header if c in spec.measured_columns]
     groups: dict[str, tuple[Device, str, dict[str, tuple[int, list[Any]]]]] = {}
     for number, row in _numbered(rows, file, out.refused):
         if not row:
@@ -179,7 +178,7 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
             cells = dict(zip(header, row + [""] * (len(header) - len(row)), strict=True))
             at = f"line {number}."
             device, how = _device(cells, spec, at, file)
-            key = {c: _key_cell(cells[c], c, at + c, file) for c in spec.key}
+            key = {c: _key_cell(cells[c], spec.type_of(c), at + c, file) for c in spec.key}
             if FALLBACK_AXIS in (a.name for a in spec.key_axes):
                 key[FALLBACK_AXIS] = cells.get("_tag") == "flydsl_fallback"
             try:

@@ -13,6 +13,14 @@ family's :attr:`~AiterFamily.rule`:
   then ``M`` padded up at the fine granularity, then at the coarse one
   (``getPaddedM`` of ``csrc/py_itfs_cu/gemm_common.cu``, restated in :func:`padded_m`),
   else no config (aiter's default path);
+- ``batched-gemm`` (the CK batched GEMMs, looked up in C++ by ``batched_rowwise_dispatch``
+  of ``csrc/ck_batched_gemm_a8w8/batched_gemm_a8w8.cu`` and ``batched_dispatch`` of
+  ``csrc/ck_batched_gemm_bf16/batched_gemm_bf16.cu``; the Python lookup only feeds
+  ``splitK``, which the C++ entry ignores): the exact ``M``, then one padded ``M``
+  (:func:`batched_padded_m`), else aiter's heuristic (no config here);
+- ``nearest`` (the FlyDSL GEMM tile lookup, ``get_flydsl_gemm_config`` of
+  ``aiter/ops/flydsl/gemm_tune/flydsl_gemm_config.py``): the exact ``M``, else the tuned
+  ``M`` nearest by absolute difference, of two equally near the smaller;
 - ``moe`` (``get_2stage_cfgs``): the token count padded (``get_padded_M``: the next power
   of two below 32768, then the tiers 32768 and 131072), then, above the first tier, the
   smaller tier;
@@ -37,16 +45,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from flyconfigs.registry.contract import KernelDecl, KeyAxis, KeyValue, normalize_key
+from flyconfigs.errors import InvalidKeyError
+from flyconfigs.registry.contract import KernelDecl, KeyAxis, KeyValue, SpelledKey, normalize_key
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.canonical import canonical_text
 
 if TYPE_CHECKING:
     from flyconfigs.registry.ties import Tie
 
-__all__ = ["COLUMN_TYPES", "MEASURED", "AiterFamily", "moe_padded_token", "padded_m"]
+__all__ = ["COLUMN_TYPES", "MEASURED", "RULES", "AiterFamily", "batched_padded_m", "moe_padded_token", "padded_m"]
 
-Rule = Literal["gemm", "moe", "moe-exact", "exact"]
+Rule = Literal["gemm", "batched-gemm", "nearest", "moe", "moe-exact", "exact"]
+RULES: tuple[Rule, ...] = ("gemm", "batched-gemm", "nearest", "moe", "moe-exact", "exact")
+"""Every lookup rule of aiter's that a family may declare (module docstring)."""
 
 _INTS = ("cu_num M N K B b m n k token model_dim inter_dim expert topk use_g1u1 doweight_stage1 shared_expert_id "
          "hidden_pad intermediate_pad H Hg V BT T_flat total_chunks max_seq_chunks sq num_k_heads num_v_heads "
@@ -55,6 +66,14 @@ _BOOLS = "bias scaleAB bpreshuffle is_varlen use_h0 store_fs snapshot_bf16 state
 COLUMN_TYPES: dict[str, type] = {**dict.fromkeys(_INTS.split(), int), **dict.fromkeys(_BOOLS.split(), bool)}
 """The type of each key column aiter's lookups compare (pandas reads ints and ``True``/
 ``False``; every other key column is text, such as ``torch.bfloat16``)."""
+
+_EXAMPLE_VALUES = {"cu_num": "304", "M": "128", "N": "8192", "K": "1024", "B": "16", "m": "128", "n": "8192",
+                   "k": "1024", "b": "16", "q_dtype_w": "torch.float8_e4m3fnuz", "dtype": "torch.bfloat16",
+                   "outdtype": "torch.bfloat16", "token": "128", "act_type": "ActivationType.Silu",
+                   "q_type": "QuantType.per_Token", "q_dtype_a": "torch.float8_e4m3fnuz"}
+_TYPE_EXAMPLES = {int: "1", bool: "False", str: "torch.bfloat16"}
+_TYPE_NAMES = {int: "an int, as aiter's CSV writes it", bool: "True or False",
+               str: "the text of aiter's CSV column (such as torch.bfloat16)"}
 
 MEASURED = frozenset("us us1 us2 tflops bw errRatio err_ratio err1 err2 duration".split())
 """The columns that report what aiter's tuner measured, never part of a config."""
@@ -78,6 +97,16 @@ def padded_m(m: int, n: int, k: int, level: int) -> int:
 
 def _next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def batched_padded_m(m: int) -> int:
+    """The ``M`` the CK batched GEMMs' C++ dispatch looks up second: 16 for ``1 < M <= 16``,
+    the next power of two up to 16384, 20480 up to 20480, else ``M`` itself."""
+    if 1 < m <= 16:
+        return 16
+    if m <= 16384:
+        return _next_pow2(m)
+    return 20480 if m <= 20480 else m
 
 
 MOE_TIERS = (32768, 131072)
@@ -129,6 +158,22 @@ class AiterFamily(KernelDecl):
     no such rule."""
     version: int = 2
     summary: str = ""
+    measured: tuple[str, ...] = ()
+    """Columns that report what the tuner measured besides :data:`MEASURED` (a family
+    declared from data names its own)."""
+    column_types: tuple[tuple[str, str], ...] = ()
+    """Key columns typed otherwise than :data:`COLUMN_TYPES` says, as ``(column, "int" |
+    "bool" | "str")`` pairs (a family declared from data)."""
+
+    def type_of(self, column: str) -> type:
+        """The type of key column ``column`` as aiter's lookup compares it."""
+        own = dict(self.column_types).get(column)
+        return {"int": int, "bool": bool, "str": str}[own] if own is not None else COLUMN_TYPES.get(column, str)
+
+    @property
+    def measured_columns(self) -> frozenset[str]:
+        """Every column that reports a measurement, never part of a config."""
+        return MEASURED | frozenset(self.measured)
 
     def __post_init__(self) -> None:
         stray = [c for c in self.relaxed_axes if c not in self.key or c == self.ordinal_axis]
@@ -149,23 +194,67 @@ class AiterFamily(KernelDecl):
     @property
     def ordinal_axis(self) -> str | None:
         """The axis the rule pads (``M``, ``m`` or ``token``), if any."""
-        if self.rule == "gemm":
+        if self.rule in ("gemm", "batched-gemm", "nearest"):
             return "m" if "m" in self.key else "M"
         return "token" if self.rule in ("moe", "moe-exact") else None
 
     @property
     def key_axes(self) -> tuple[KeyAxis, ...]:
         """The key columns, typed; the padded axis ordinal; the MoE families' ``flydsl_fallback``."""
-        axes = tuple(KeyAxis(c, COLUMN_TYPES.get(c, str), ordinal=c == self.ordinal_axis,
+        axes = tuple(KeyAxis(c, self.type_of(c), ordinal=c == self.ordinal_axis,
                              minimum=1 if c == self.ordinal_axis else None) for c in self.key)
         return axes + ((KeyAxis(FALLBACK_AXIS, bool),) if self.rule == "moe" else ())
 
+    def spelled_key(self, key: Mapping[str, object], device: DeviceQuery | None) -> SpelledKey:
+        """``key`` as aiter's CSV columns spell it: ``cu_num`` left out is the device's
+        CU count (filled in, where the device is known), the arch column (``gfx`` or
+        ``arch``) must be the device's arch (it names the device when none is asked
+        for), a bool column may be written ``True``/``False`` as in the CSV, and a MoE
+        family's ``flydsl_fallback`` left out is false (filled in).  A column the family
+        does not key by is refused, naming the key columns and an example."""
+        out = dict(key)
+        filled: dict[str, KeyValue] = {}
+        named: str | None = None
+        arch = out.pop(self.arch_column, None) if self.arch_column in out else None
+        if arch is not None:
+            if not isinstance(arch, str) or (device is not None and arch != device.arch):
+                raise self._key_error(self.arch_column, f"{arch!r} is not the device's arch "
+                                      f"({device.describe() if device is not None else '?'})",
+                                      "the arch aiter's rows are tuned for, that of the device asked for")
+            named = arch if device is None else None
+        for name, value in out.items():
+            if name in self.key and self.type_of(name) is bool and value in ("True", "False"):
+                out[name] = value == "True"
+        if "cu_num" in self.key and "cu_num" not in out and device is not None and device.compute_units is not None:
+            out["cu_num"] = filled["cu_num"] = device.compute_units
+        if self.rule == "moe" and FALLBACK_AXIS not in out:
+            out[FALLBACK_AXIS] = filled[FALLBACK_AXIS] = False
+        unknown = [c for c in out if c not in self.key and c != FALLBACK_AXIS]
+        if unknown:
+            raise self._key_error(unknown[0], f"is not a key column of {self.name}", "its key columns: "
+                                  + ", ".join((self.arch_column, *self.key)))
+        return SpelledKey(out, filled, named)
+
+    def _key_error(self, axis: str, problem: str, accepts: str) -> InvalidKeyError:
+        return InvalidKeyError(f"key axis {axis!r} of {self.name!r}: {problem}; it takes {accepts}, "
+                               f"e.g. {self.example()}")
+
+    def example(self) -> str:
+        """A whole key of the family as aiter's columns spell it, for error messages."""
+        return " ".join(f"{c}={_EXAMPLE_VALUES.get(c, _TYPE_EXAMPLES[self.type_of(c)])}" for c in self.key)
+
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
-        """``key`` typed against the axes (``InvalidKeyError``); a MoE family's token is
-        padded as aiter pads it before its lookup, and ``flydsl_fallback`` defaults to false."""
+        """``key`` typed against the axes (``InvalidKeyError`` naming a missing axis, what
+        it takes and an example); a MoE family's token is padded as aiter pads it before
+        its lookup, and ``flydsl_fallback`` defaults to false."""
         given = dict(key)
         if self.rule == "moe":
             given.setdefault(FALLBACK_AXIS, False)
+        missing = [c for c in self.key if c not in given]
+        if missing:
+            what = ("the GPU's CU count (304 on an MI300X; filled in from the device when one is known, "
+                    "as with --device MI300X)") if missing[0] == "cu_num" else _TYPE_NAMES[self.type_of(missing[0])]
+            raise self._key_error(missing[0], "is missing", what)
         checked = normalize_key(self, given)
         token = checked.get("token")
         if self.rule in ("moe", "moe-exact") and type(token) is int and token > 0:
@@ -174,12 +263,18 @@ class AiterFamily(KernelDecl):
 
     def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
         """aiter's lookup on a miss (module docstring): ``(level,)``, 0 for the asked key,
-        1 and 2 for the fine and coarse padding (``gemm``) or 1 for the smaller MoE tier;
+        1 and 2 for the fine and coarse padding (``gemm``), 1 for the padded ``M``
+        (``batched-gemm``) or for the smaller MoE tier; ``(|M - m|, m)`` for ``nearest``
+        (of two equally near ``m``, the smaller);
         ``None`` where aiter takes its default path.  A family with
         :attr:`relaxed_axes` answers ``(level, retried)``: ``retried`` is 1 for a row
         that differs from the asked key on a :attr:`retried` column (aiter's retry without
         them, tried at each level after the asked key itself), 0 for one that differs on
         :attr:`unmatched` columns only."""
+        if self.rule == "nearest":
+            axis = self.ordinal_axis or "M"
+            a, t = asked.get(axis), tuned.get(axis)
+            return (float(abs(a - t)), float(t)) if type(a) is int and type(t) is int else None
         level = self._level(asked, tuned)
         if level is None or not self.relaxed_axes:
             return level
@@ -205,6 +300,8 @@ class AiterFamily(KernelDecl):
                 if t == padded_m(a, n, k, level):
                     return (float(level + 1),)
             return None
+        if self.rule == "batched-gemm" and a != batched_padded_m(a) and t == batched_padded_m(a):
+            return (1.0,)
         if self.rule == "moe" and a > MOE_TIERS[0] and t == MOE_TIERS[0]:
             return (1.0,)
         return None
@@ -263,7 +360,7 @@ class AiterFamily(KernelDecl):
     def layout_problem(self, header: list[str]) -> str | None:
         """Why a CSV with ``header`` is not of this family's layout, or ``None``."""
         missing = [c for c in self.key if c not in header]
-        known = {*self.key, *self.config, *MEASURED, self.arch_column, "cu_num"}
+        known = {*self.key, *self.config, *self.measured_columns, self.arch_column, "cu_num"}
         extra = [c for c in header if c not in known]
         if missing or extra:
             return "; ".join(filter(None, (f"no column {', '.join(missing)}" if missing else "",

@@ -14,6 +14,7 @@ each restates is named beside it (aiter at the revision ``corpora/aiter-e4048607
 
 from __future__ import annotations
 
+from flyconfigs.kernels.aiter_declared import DECLARED
 from flyconfigs.kernels.aiter_family import AiterFamily
 
 __all__ = ["A8W8_BLOCKSCALE", "A8W8_BPRESHUFFLE", "FAMILIES", "family_named", "family_of"]
@@ -49,12 +50,14 @@ BF16 = AiterFamily(
     summary="bf16/fp16 GEMM (tuned_gemm.py: get_GEMM_A16W16_config)")
 BATCHED_A8W8 = AiterFamily(
     "batched_gemm_a8w8", ("a8w8_tuned_batched_gemm",), "AITER_CONFIG_A8W8_BATCHED_GEMM", ("cu_num", "B", "M", "N", "K"),
-    ("kernelId", "splitK", "kernelName"), "exact",
-    summary="batched int8 GEMM (batched_gemm_op_a8w8.py: get_CKBatchedGEMM_config, exact shape)")
+    ("kernelId", "splitK", "kernelName"), "batched-gemm",
+    summary="batched int8 GEMM, chosen in C++ (csrc/ck_batched_gemm_a8w8/batched_gemm_a8w8.cu: "
+            "batched_rowwise_dispatch: the exact M, then one padded M)")
 BATCHED_BF16 = AiterFamily(
     "batched_gemm_bf16", ("bf16_tuned_batched_gemm",), "AITER_CONFIG_BF16_BATCHED_GEMM", ("cu_num", "B", "M", "N", "K"),
-    ("kernelId", "splitK", "kernelName"), "exact",
-    summary="batched bf16 GEMM (batched_gemm_op_bf16.py: get_CKBatchedGEMM_config, exact shape)")
+    ("kernelId", "splitK", "kernelName"), "batched-gemm",
+    summary="batched bf16 GEMM, chosen in C++ (csrc/ck_batched_gemm_bf16/batched_gemm_bf16.cu: "
+            "batched_dispatch: the exact M, then one padded M)")
 BATCHED_MXSCALE = AiterFamily(
     "batched_gemm_a8w8_blockscale_mxscale", ("batched_gemm_a8w8_blockscale_mxscale_tuned",),
     "AITER_CONFIG_BATCHED_GEMM_A8W8_BLOCKSCALE_MXSCALE", ("b", "m", "n", "k"), _CK, "gemm",
@@ -96,8 +99,10 @@ FLYDSL_CHUNK_GDN_H = AiterFamily(
 
 FAMILIES: dict[str, AiterFamily] = {f.name: f for f in (
     A8W8, A8W8_BPRESHUFFLE, A8W8_BLOCKSCALE, A8W8_BLOCKSCALE_BPRESHUFFLE, A4W4_BLOCKSCALE, BF16, BATCHED_A8W8,
-    BATCHED_BF16, BATCHED_MXSCALE, FMOE, FHMOE, GROUPED_FMOE, CHUNK_GDN_H_OPT, FLYDSL_GDR_DECODE, FLYDSL_CHUNK_GDN_H)}
-"""Every aiter family declared, by kernel name."""
+    BATCHED_BF16, BATCHED_MXSCALE, FMOE, FHMOE, GROUPED_FMOE, CHUNK_GDN_H_OPT, FLYDSL_GDR_DECODE, FLYDSL_CHUNK_GDN_H,
+    *vars(DECLARED).values())}
+"""Every aiter family declared, by kernel name: those above and those declared from data
+(:mod:`flyconfigs.kernels.aiter_declared`)."""
 
 
 def family_of(file_name: str) -> AiterFamily | None:

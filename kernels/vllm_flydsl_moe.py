@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue
+from flyconfigs.kernels.vllm_spelling import vllm_spelled_key
+from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue, SpelledKey
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.ties import Tie, file_order
 
@@ -52,6 +53,13 @@ class VLLMFlyDSLMoESpec(KernelDecl):
     key_axes = KEY_AXES
     own_device_first = True
     """vLLM reads the asked device's own file: its nearest batch size before a sibling's exact one."""
+
+    def spelled_key(self, key: Mapping[str, object], device: DeviceQuery | None) -> SpelledKey:
+        """``key`` in the words of vLLM's config file names (``device_name``,
+        ``backend=flydsl``) or the axes' own
+        (:func:`~flyconfigs.kernels.vllm_spelling.vllm_spelled_key`)."""
+        return vllm_spelled_key(self.name, [a.name for a in self.key_axes], key, device,
+                                "E=64,N=1536,device_name=AMD_Instinct_MI300X,dtype=int4_w4a16,backend=flydsl M=64", {})
 
     def key_distance(self, asked: Mapping[str, KeyValue], tuned: Mapping[str, KeyValue]) -> tuple[float, ...] | None:
         """vLLM's nearest batch size: ``(|M - m|, m)``; a tie between two rows of one file

@@ -37,7 +37,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from flyconfigs.errors import InvalidKeyError
-from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue, normalize_key
+from flyconfigs.kernels.vllm_spelling import vllm_spelled_key
+from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue, SpelledKey, normalize_key
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.ties import Tie, file_order
 from flyconfigs.schema.models import wave_size_of_arch
@@ -69,6 +70,9 @@ KEY_AXES = (
     KeyAxis("down", bool),
     KeyAxis("M", int, ordinal=True, minimum=1),
 )
+EXAMPLE = "E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128,128] M=64"
+"""A key as a vLLM user writes it: the config file's name, and the batch size."""
+_DEFAULTS: dict[str, KeyValue] = {"dtype": None, "block_n": None, "block_k": None, "down": False}
 
 
 def launch_config(config: Mapping[str, KeyValue], key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
@@ -93,6 +97,13 @@ class VLLMFusedMoESpec(KernelDecl):
     key_axes = KEY_AXES
     own_device_first = True
     """vLLM reads the asked device's own file: its nearest batch size before a sibling's exact one."""
+
+    def spelled_key(self, key: Mapping[str, object], device: DeviceQuery | None) -> SpelledKey:
+        """``key`` in the words of vLLM's config file names (``device_name``,
+        ``block_shape=[n,k]``, ``_down``) or the axes' own; what a file name leaves out
+        (``dtype``, ``block_n``, ``block_k``: null; ``down``: false) filled in
+        (:func:`~flyconfigs.kernels.vllm_spelling.vllm_spelled_key`)."""
+        return vllm_spelled_key(self.name, [a.name for a in self.key_axes], key, device, EXAMPLE, _DEFAULTS)
 
     def check_key(self, key: Mapping[str, object]) -> dict[str, KeyValue]:
         """``key`` validated against the axes; ``block_n`` and ``block_k`` are both null

@@ -8,14 +8,14 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from flyconfigs.errors import InvalidKeyError, KernelPluginError
-from flyconfigs.registry.contract import DEVICE_MATCHES, DeviceMatch, KernelDecl, KeyValue, normalize_key
+from flyconfigs.registry.contract import DEVICE_MATCHES, DeviceMatch, KernelDecl, KeyValue, SpelledKey, normalize_key
 from flyconfigs.registry.kernels import TABLE, kernel_name, origin_of, raised
 from flyconfigs.registry.problems import Problem, ProblemLog
 
 if TYPE_CHECKING:
     from flyconfigs.registry.device import DeviceQuery
 
-__all__ = ["check_config", "check_key", "check_tunables", "default_config", "device_match", "report_fault"]
+__all__ = ["check_config", "check_key", "check_tunables", "default_config", "device_match", "report_fault", "spelled_key"]
 
 def report_fault(decl: KernelDecl, member: str, exc: BaseException, consequence: str,
                   problems: ProblemLog | None) -> None:
@@ -54,6 +54,26 @@ def check_key(decl: KernelDecl, key: object, problems: ProblemLog | None = None)
         raise
     except Exception as exc:  # noqa: BLE001 - the declared axes themselves cannot be read
         raise KernelPluginError(kernel_name(decl), origin_of(decl)[0], "key_axes", raised(exc)) from None
+
+
+def spelled_key(decl: KernelDecl, key: object, device: DeviceQuery | None,
+                problems: ProblemLog | None = None) -> SpelledKey:
+    """``key`` as the kernel's own :meth:`KernelDecl.spelled_key` reads its users'
+    spelling (:class:`InvalidKeyError` for a spelling it refuses).  One that raises
+    anything else is reported once (``kernel-error``) and ``key`` is taken as given."""
+    if not isinstance(key, Mapping):
+        raise InvalidKeyError(f"key for {kernel_name(decl)!r} must be a mapping of axis names to values, "
+                              f"got {type(key).__name__}")
+    try:
+        spelled = decl.spelled_key(key, device)
+        if not isinstance(spelled, SpelledKey):
+            raise TypeError(f"answered {type(spelled).__name__}, not a SpelledKey")
+        return spelled
+    except InvalidKeyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plugin's bug must not fail a serving call
+        report_fault(decl, "spelled_key", exc, "the key is taken as given", problems)
+    return SpelledKey(dict(key), {})
 
 
 def default_config(decl: KernelDecl, key: Mapping[str, KeyValue], device: DeviceQuery | None,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from flyconfigs.registry.neighbourhood import Neighbour
     from flyconfigs.registry.ties import Tie
 
-__all__ = ["DEVICE_MATCHES", "NAME_PATTERN", "REQUIRED", "Default", "DeviceMatch", "KernelDecl", "KeyAxis", "KeyValue",
+__all__ = ["DEVICE_MATCHES", "NAME_PATTERN", "REQUIRED", "Default", "DeviceMatch", "KernelDecl", "KeyAxis", "KeyValue", "SpelledKey",
            "SourceBinding", "TunableVariants"]
 
 KeyValue = Any
@@ -101,6 +101,19 @@ class Default(Generic[T]):
 
 
 _NOTHING: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class SpelledKey:
+    """A key as its user spelled it, made the family's (:meth:`KernelDecl.spelled_key`):
+    ``key`` in the family's own axes (still to be checked), ``filled`` each axis the
+    user left out that the device implies or that has a natural default, with the value
+    given it, and ``device`` a device the key itself named (a spec such as a catalog
+    product's name, as vLLM's ``device_name``), ``None`` if it named none."""
+
+    key: dict[str, object]
+    filled: dict[str, KeyValue]
+    device: str | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +241,14 @@ class KernelDecl(ABC):
         """``key`` validated against the axes (and the family's own rules, where it
         overrides this), in axis order; :class:`InvalidKeyError` naming the axis."""
         return normalize_key(self, key)
+
+    def spelled_key(self, key: Mapping[str, object], device: DeviceQuery | None) -> SpelledKey:
+        """``key`` as the family's users spell it (a framework's file-name or column
+        names) in the family's own axes, for ``device`` (``None`` when unknown), with the
+        axes it fills in; :meth:`check_key` then checks the result.  Raises
+        :class:`InvalidKeyError` naming the axis, what it accepts and an example, for a
+        spelling it cannot read.  Default: ``key`` as given, nothing filled in."""
+        return SpelledKey(dict(key), {})
 
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:

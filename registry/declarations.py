@@ -20,6 +20,7 @@ from flyconfigs.registry.calls import (
     default_config,
     device_match,
     report_fault,
+    spelled_key,
 )
 from flyconfigs.registry.contract import (
     NAME_PATTERN,
@@ -29,6 +30,7 @@ from flyconfigs.registry.contract import (
     KeyAxis,
     KeyValue,
     SourceBinding,
+    SpelledKey,
     TunableVariants,
     normalize_key,
 )
@@ -43,7 +45,7 @@ from flyconfigs.registry.kernels import (
     register_kernel,
     unregister_kernel,
 )
-from flyconfigs.registry.keys import parse_key_items, parse_value
+from flyconfigs.registry.keys import parse_key_items, parse_spelled_items, parse_value
 from flyconfigs.registry.problems import ProblemLog
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "KeyValue",
     "LoadedKernel",
     "SourceBinding",
+    "SpelledKey",
     "TunableVariants",
     "check_config",
     "check_key",
@@ -72,9 +75,11 @@ __all__ = [
     "kernel_record",
     "normalize_key",
     "parse_key_items",
+    "parse_spelled_items",
     "parse_value",
     "register_kernel",
     "report_fault",
+    "spelled_key",
     "unregister_kernel",
 ]
 

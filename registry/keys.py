@@ -10,7 +10,7 @@ import re
 from flyconfigs.errors import InvalidKeyError
 from flyconfigs.registry.contract import KeyValue
 
-__all__ = ["parse_key_items", "parse_value"]
+__all__ = ["parse_key_items", "parse_spelled_items", "parse_value", "split_spelled_items"]
 
 _INT = re.compile(r"^-?[0-9]{1,18}$")
 _NUMERIC = re.compile(r"^[-+0-9.]")
@@ -63,3 +63,47 @@ def parse_key_items(items: list[str] | tuple[str, ...]) -> dict[str, KeyValue]:
         key[name] = parse_value(value)
     return key
 
+
+
+_FLAGGED = re.compile(r"^(\[.*\])_([A-Za-z][A-Za-z0-9]*)$")
+
+
+def split_spelled_items(items: list[str] | tuple[str, ...]) -> list[str]:
+    """``AXIS=VALUE`` items as a user may paste them: an item may hold several joined by
+    commas outside brackets and quotes, as a file name does
+    (``E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3,block_shape=[128,128]_down.json``
+    is four items and a flag); a final ``.json`` is dropped, and a bracketed value
+    followed by ``_NAME`` (vLLM's ``[128,128]_down``) becomes the value and the item
+    ``NAME=true``."""
+    out: list[str] = []
+    for item in items:
+        pieces: list[str] = []
+        depth, quoted, start = 0, False, 0
+        for i, c in enumerate(item):
+            if c == '"':
+                quoted = not quoted
+            elif not quoted and c in "[{":
+                depth += 1
+            elif not quoted and c in "]}":
+                depth -= 1
+            elif not quoted and depth == 0 and c == ",":
+                pieces.append(item[start:i])
+                start = i + 1
+        pieces.append(item[start:])
+        if len(pieces) > 1 or item.endswith(".json"):
+            pieces[-1] = pieces[-1].removesuffix(".json")
+        for piece in pieces:
+            name, sep, value = piece.partition("=")
+            flagged = _FLAGGED.match(value) if sep else None
+            if flagged is not None:
+                out += [f"{name}={flagged[1]}", f"{flagged[2]}=true"]
+            else:
+                out.append(piece)
+    return out
+
+
+def parse_spelled_items(items: list[str] | tuple[str, ...]) -> dict[str, KeyValue]:
+    """:func:`parse_key_items` of the items :func:`split_spelled_items` finds: a key as a
+    user types it, to be made the family's by its
+    :meth:`~flyconfigs.registry.contract.KernelDecl.spelled_key`."""
+    return parse_key_items(split_spelled_items(items))

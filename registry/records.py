@@ -4,7 +4,8 @@ explanation took, and the collisions between sources."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Literal
 
 from flyconfigs.registry.contract import KeyValue
@@ -85,6 +86,9 @@ class Resolution:
     """Set when the family's neighbourhood rule (its ``choose_from_neighbours``) chose
     ``config`` from the measurements at the tuned keys around ``key``; ``matched_key``
     and ``file`` are then the nearest of them, whose standing the step served."""
+    filled_in: Mapping[str, KeyValue] = field(default_factory=lambda: MappingProxyType({}))
+    """The axes of ``key`` the call left out that the family filled in (the device's
+    CU count, a natural default such as ``down=false``), as its ``spelled_key`` did."""
 
     def as_json(self) -> dict[str, object]:
         """The record as plain JSON data (for ``--json`` output)."""
@@ -106,6 +110,7 @@ class Resolution:
             "selection": self.selection,
             "adapted_from": None if self.adapted_from is None else dict(self.adapted_from),
             "neighbourhood": None if self.neighbourhood is None else self.neighbourhood.as_json(),
+            "filled_in": dict(self.filled_in),
         }
 
 

@@ -56,14 +56,16 @@ What may serve, and the nearest-key rule, are written in
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from importlib import invalidate_caches
+from types import MappingProxyType
 from typing import Any
 
 from flyconfigs.errors import FlyconfigsError
 from flyconfigs.registry import inventory
-from flyconfigs.registry.calls import check_key
+from flyconfigs.registry.calls import check_key, spelled_key
 from flyconfigs.registry.catalog import Catalog
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import (
@@ -223,9 +225,23 @@ class Resolver:
 
 
     def _resolve_slow(self, record: LoadedKernel, key: object, device: object) -> Resolution:
-        norm = check_key(record.decl, key, self.problems)
-        query, why = self._device_query(device)
-        return self._search(record, norm, query, why, [])
+        norm, filled, query, why = self._spelled(record, key, device)
+        return _with_filled(self._search(record, norm, query, why, []), filled)
+
+    def _spelled(self, record: LoadedKernel, key: object,
+                 device: object) -> tuple[dict[str, KeyValue], dict[str, KeyValue], DeviceQuery | None, str]:
+        """``key`` as its user spelled it, made the family's and checked, the axes filled
+        in, and the device: the caller's, else the one the key names, else the current one."""
+        query, why = self._device_query(device) if device is not None else (None, "")
+        spelled = spelled_key(record.decl, key, query, self.problems)
+        if device is None:
+            if spelled.device is not None:
+                query, why = as_query(spelled.device, "the key's device"), "named by the key"
+            else:
+                query, why = self._device_query(None)
+                if query is not None:  # the family may fill in what the device implies
+                    spelled = spelled_key(record.decl, key, query, self.problems)
+        return check_key(record.decl, spelled.key, self.problems), spelled.filled, query, why
 
     def current_device(self) -> tuple[DeviceQuery | None, str]:
         """The device resolve uses when none is given, and how it was found."""
@@ -265,8 +281,7 @@ class Resolver:
     ) -> tuple[Resolution, list[Step]]:
         """Resolve without the memo and return every step taken, in order."""
         record = self.kernels.record(kernel, self.problems)
-        norm = check_key(record.decl, key, self.problems)
-        query, why = self._device_query(device)
+        norm, filled, query, why = self._spelled(record, key, device)
         trace = [Step("device", f"{query.describe() if query else 'unknown'} ({why})")]
         owner = self.owner(record)
         if query is not None:
@@ -278,7 +293,9 @@ class Resolver:
             trace.append(Step("sources, in precedence order",
                               ("; ".join(s.describe() for s in order) or "none")
                               + _skipped_overrides(self._catalog.override_entries(), record.name, query.arch)))
-        return self._search(record, norm, query, why, trace), trace
+        if filled:
+            trace.append(Step("key as spelled", "filled in " + " ".join(f"{k}={canonical_text(v)}" for k, v in filled.items())))
+        return _with_filled(self._search(record, norm, query, why, trace), filled), trace
 
     def serving(self, kernel: str | KernelDecl, key: Mapping[str, object], device: DeviceIdentity) -> Resolution:
         """What the search serves at ``key`` on exactly ``device`` (a tuned artifact's
@@ -319,6 +336,11 @@ class Resolver:
         every collision, as doctor does; every problem seen so far
         (:mod:`flyconfigs.registry.inventory`)."""
         return inventory.check_all(self, self._detector_installed)
+
+
+def _with_filled(resolution: Resolution, filled: dict[str, KeyValue]) -> Resolution:
+    """``resolution`` recording the axes the family filled in (none: as it is)."""
+    return dataclasses.replace(resolution, filled_in=MappingProxyType(filled)) if filled else resolution
 
 
 def _skipped_overrides(entries: list[Entry], kernel: str, arch: str) -> str:

@@ -58,7 +58,7 @@ def compare(upstream: Path, exported: Path, left_out: tuple[int, ...] = ()) -> l
     return [f"missing {row}" for row in (want - have)] + [f"extra {row}" for row in (have - want)]
 
 
-__all__ = ["CORPUS", "REVISION", "ROOT", "Reference", "as_read", "compare", "family_of", "moe_token", "pow2", "read_rows",
+__all__ = ["CORPUS", "REVISION", "ROOT", "Reference", "as_read", "batched_m", "compare", "family_of", "moe_token", "pow2", "read_rows",
            "tuned_files", "upstream_path"]
 
 
@@ -76,6 +76,18 @@ def fine(m: int) -> int:
 def coarse(m: int, n: int) -> int:
     """``getPaddedM(M, N, K, 1)``."""
     return 8192 if m > 8192 and n > 4096 else pow2(m)
+
+
+def batched_m(m: int) -> int:
+    """``padded_m`` of the CK batched GEMMs' C++ dispatch (``batched_rowwise_dispatch``,
+    ``batched_dispatch``)."""
+    if m > 1 and m <= 16:
+        return 16
+    if m <= 16384:
+        return pow2(m)
+    if m <= 20480:
+        return 20480
+    return m
 
 
 def moe_token(token: int) -> int:
@@ -162,6 +174,9 @@ class Reference:
             m, n = ("m", "n") if "m" in key else ("M", "N")
             for value in (key[m], fine(key[m]), coarse(key[m], key[n])):
                 yield {**key, m: value}
+        elif rule == "batched-gemm":  # the C++ dispatch: the exact M, then the padded M
+            yield key
+            yield {**key, "M": batched_m(key["M"])}
         elif rule in ("moe", "moe-exact"):
             token = moe_token(key["token"])
             yield {**key, "token": token}

@@ -9,15 +9,24 @@ import pytest
 
 from aiter_corpus import read_rows, tuned_files
 from flyconfigs.errors import InvalidKeyError
-from flyconfigs.kernels.aiter_family import MEASURED, moe_padded_token, padded_m
-from flyconfigs.kernels.aiter_gemm import A8W8_BLOCKSCALE, BF16, FAMILIES, FMOE, GROUPED_FMOE, family_of
+from flyconfigs.kernels.aiter_family import MEASURED, batched_padded_m, moe_padded_token, padded_m
+from flyconfigs.kernels.aiter_gemm import (
+    A8W8_BLOCKSCALE,
+    BATCHED_A8W8,
+    BATCHED_BF16,
+    BF16,
+    FAMILIES,
+    FMOE,
+    GROUPED_FMOE,
+    family_of,
+)
 from flyconfigs.registry import kernel_declaration
 
 
 def test_each_family_is_declared_through_the_entry_point_group() -> None:
     for family in FAMILIES.values():
         assert kernel_declaration(family.name) == family
-    assert len(FAMILIES) == 15
+    assert len(FAMILIES) == 16  # fifteen declared in Python, one from data (kernels/aiter_families/)
 
 
 def test_every_tuned_csv_is_read_for_one_family_whose_columns_it_has() -> None:
@@ -28,7 +37,7 @@ def test_every_tuned_csv_is_read_for_one_family_whose_columns_it_has() -> None:
         header, _ = read_rows(path)
         assert family.layout_problem(header) is None, (path, family.layout_problem(header))
         seen.add(family.name)
-    assert seen == set(FAMILIES)
+    assert seen == set(FAMILIES) - {"aiter_flydsl_gemm_a8w8_bpreshuffle"}  # its file is in corpora/aiter-acf9add4
     assert family_of("a8w8_blockscale_bpreshuffle_tuned_gemm_dsv3.csv").name == "aiter_gemm_a8w8_blockscale_bpreshuffle"
     assert family_of("a8w8_blockscale_untuned_gemm.csv") is None and family_of("README.md") is None
 
@@ -53,6 +62,21 @@ def test_the_gemm_rule_is_exact_then_fine_then_coarse_else_none() -> None:
     assert A8W8_BLOCKSCALE.key_distance(asked, {**asked, "M": 64}) == (2.0,)
     for other in (32, 16, 128, 34):  # never down, never past the coarse padding, never an unpadded neighbour
         assert A8W8_BLOCKSCALE.key_distance(asked, {**asked, "M": other}) is None
+
+
+def test_the_batched_gemms_pad_m_once_as_their_cpp_dispatch_does() -> None:
+    # batched_gemm_a8w8.cu / batched_gemm_bf16.cu at the corpus's revision: 16 for 2..16, the next
+    # power of two up to 16384, 20480 up to 20480, else M.
+    assert [batched_padded_m(m) for m in (1, 2, 16, 17, 33, 16384, 16385, 20480, 20481, 30000)] == [
+        1, 16, 16, 32, 64, 16384, 20480, 20480, 20481, 30000]
+    for family in (BATCHED_A8W8, BATCHED_BF16):
+        asked = {"cu_num": 304, "B": 16, "M": 17, "N": 8192, "K": 1024}
+        assert family.key_distance(asked, asked) == (0.0,)
+        assert family.key_distance(asked, {**asked, "M": 32}) == (1.0,)
+        for other in (16, 24, 64, 18):  # one padded M only: never down, never a further power of two
+            assert family.key_distance(asked, {**asked, "M": other}) is None
+        assert family.key_distance({**asked, "M": 1}, {**asked, "M": 16}) is None  # M=1 is looked up as 1 only
+        assert family.key_distance({**asked, "M": 17000}, {**asked, "M": 20480}) == (1.0,)
 
 
 def test_the_moe_key_is_padded_as_aiter_pads_it_and_falls_back_one_tier() -> None:

@@ -71,18 +71,30 @@ def _files(family: AiterFamily) -> list[Path]:
     return [p for p in tuned_files() if family_of(p.name) is family]
 
 
-@pytest.mark.parametrize("name", ["aiter_gemm_a8w8_bpreshuffle", "aiter_fhmoe", "aiter_flydsl_chunk_gdn_h"])
-def test_served_is_what_aiters_lookup_finds_on_three_families(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["aiter_gemm_a8w8_bpreshuffle", "aiter_fhmoe", "aiter_flydsl_chunk_gdn_h",
+                                  "aiter_batched_gemm_a8w8"])
+def test_served_is_what_aiters_lookup_finds_on_four_families(name: str, tmp_path: Path) -> None:
     family = FAMILIES[name]
     files = [p for p in _files(family) if p.stat().st_size < 120_000][:2]
     assert files and _check(family, files, tmp_path, rows_per_table=12) > 20
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(FAMILIES))
+@pytest.mark.parametrize("name", sorted(f.name for f in FAMILIES.values() if _files(f)))
 def test_served_is_what_aiters_lookup_finds_on_every_family(name: str, tmp_path: Path) -> None:
     family = FAMILIES[name]
     assert _check(family, _files(family), tmp_path, rows_per_table=40) > 0
+
+
+def test_a_batched_gemm_is_served_the_padded_row_its_cpp_dispatch_runs() -> None:
+    # B=16, M=17, N=8192, K=1024 on an MI300X: batched_rowwise_dispatch misses M=17, then finds the M=32 row.
+    resolver = Resolver(paths=[str(Path(__file__).resolve().parents[1] / "imported" / "aiter-gfx942")], detector=None,
+                        packages=False)
+    r = resolver.resolve("aiter_batched_gemm_a8w8", {"B": 16, "M": 17, "N": 8192, "K": 1024}, "MI300X")
+    assert r.key_match == "nearest" and dict(r.matched_key or {})["M"] == 32 and r.config["kernelId"] == 62
+    assert dict(r.filled_in) == {"cu_num": 304}
+    miss = resolver.resolve("aiter_batched_gemm_a8w8", {"B": 16, "M": 17, "N": 8192, "K": 1000}, "MI300X")
+    assert miss.source == "default" and dict(miss.config) == {}  # aiter's heuristic
 
 
 def test_the_measurements_are_never_part_of_a_config() -> None:

@@ -37,10 +37,11 @@ def add_command(sub: Any, name: str, handler: Handler, help_text: str, json_flag
 
 
 def parse_key(pairs: Sequence[str]) -> dict[str, object]:
-    """``AXIS=VALUE`` items as a key (see :func:`flyconfigs.registry.declarations.parse_key_items`)."""
-    from flyconfigs.registry.declarations import parse_key_items
+    """``AXIS=VALUE`` items as a key, items joined by commas as a file name joins them
+    (see :func:`flyconfigs.registry.declarations.parse_spelled_items`)."""
+    from flyconfigs.registry.declarations import parse_spelled_items
 
-    return dict(parse_key_items(list(pairs)))
+    return dict(parse_spelled_items(list(pairs)))
 
 
 def iter_json_files(paths: Sequence[str]) -> list[Path]:

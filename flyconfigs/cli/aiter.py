@@ -55,6 +55,18 @@ def _upstream_dir(given: str | None, relative: str, name: str) -> str:
 
 def import_files(args: argparse.Namespace) -> int:
     """Import the aiter CSVs named (exit 1 if any row or file was refused)."""
+    from flyconfigs.adapters.upstream import aiter_tree
+    from flyconfigs.cli.imports import upstream_paths
+
+    trees = upstream_paths(args, aiter_tree)
+    try:
+        return _import_files(args)
+    finally:
+        for tree in trees:
+            tree.close()
+
+
+def _import_files(args: argparse.Namespace) -> int:
     from flyconfigs.adapters.aiter import import_aiter_file
     from flyconfigs.schema.jsonio import write_atomic
 

@@ -101,7 +101,26 @@ def _devices(specs: Sequence[str] | None) -> list[Any]:
     return out
 
 
+def upstream_paths(args: argparse.Namespace, opener: Callable[[Path], Any]) -> list[Any]:
+    """Replace each of ``args.paths`` that is an upstream release (a wheel, an installed
+    package, a checkout: :func:`flyconfigs.adapters.upstream.is_upstream`) by its config
+    folder, and set ``args.revision`` from the release unless given; the trees opened, to close."""
+    from flyconfigs.adapters.upstream import is_upstream
+
+    trees = []
+    for index, raw in enumerate(args.paths):
+        if is_upstream(Path(raw)):
+            tree = opener(Path(raw))
+            trees.append(tree)
+            args.paths[index] = str(tree.folder)
+            if args.revision is None:
+                args.revision = tree.revision
+            print(f"{raw}: revision {tree.revision or 'unknown'}, read from {tree.how}", file=sys.stderr)
+    return trees
+
+
 def _vllm(args: argparse.Namespace) -> int:
+    from flyconfigs.adapters.upstream import vllm_tree
     from flyconfigs.adapters.vllm import import_vllm_file, tabulated
 
     devices = _devices(args.device)
@@ -110,7 +129,12 @@ def _vllm(args: argparse.Namespace) -> int:
         imported = import_vllm_file(path, args.revision, devices)
         return imported if args.artifacts else tabulated(imported)
 
-    return _run(args, "import vllm", iter_json_files(args.paths), one, "vLLM config file (*.json)")
+    trees = upstream_paths(args, vllm_tree)
+    try:
+        return _run(args, "import vllm", iter_json_files(args.paths), one, "vLLM config file (*.json)")
+    finally:
+        for tree in trees:
+            tree.close()
 
 
 def register(sub: Any) -> None:
@@ -123,7 +147,9 @@ def register(sub: Any) -> None:
                                       "OUT/<arch>/"),
     ):
         p = actions.add_parser(name, help=text, description=text)
-        p.add_argument("paths", nargs="+", metavar="PATH", help="files, or folders to search")
+        p.add_argument("paths", nargs="+", metavar="PATH",
+                       help="files, folders to search, or an upstream release: a wheel, an installed package or a "
+                            "checkout (its version or commit is recorded)")
         p.add_argument("--out", required=True, help="folder for the artifacts, one subfolder per arch")
         p.add_argument("--revision", help="the upstream commit or tag the files were taken from (recorded)")
         p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -117,6 +117,9 @@ class Resolver:
         self._detector_installed = detector is Resolver._UNSET
         self._lock = threading.RLock()
         self._memo: dict[tuple[object, ...], Resolution] = {}
+        # The memo's answers again, keyed by the key and device exactly as a caller
+        # passed them (filled on a memo hit), so a repeated call skips sorting the key.
+        self._seen: dict[tuple[object, ...], Resolution] = {}
         self.kernels = kernels if kernels is not None else KernelTable()
         self.problems = ProblemLog()
         self._catalog = Catalog(paths, self.problems, packages)
@@ -135,6 +138,7 @@ class Resolver:
             invalidate_caches()
             self.kernels.clear()
             self._memo.clear()
+            self._seen.clear()
             self._device = None
             if self._detector_installed:  # the detectors installed, or FLYCONFIGS_DETECTOR, may have changed
                 self._detector = Resolver._UNSET
@@ -171,8 +175,22 @@ class Resolver:
         or answers a config its own checks refuse when no artifact serves the call,
         raises :class:`~flyconfigs.errors.KernelPluginError` naming its distribution
         (there is no config to serve)."""
-        memo_key: tuple[object, ...] | None
         record = self.kernels.known(kernel)
+        seen: tuple[object, ...] | None = None
+        if record is not None:
+            try:
+                # The key as the caller gave it, typed, and the device as given: what
+                # every eager call of one shape asks again, found with one hash.
+                seen = (record, device, *key.items(), *map(type, key.values()))
+                hit = self._seen.get(seen)
+            except (TypeError, AttributeError):  # unhashable or not a mapping: the memo's own forms
+                seen = hit = None
+            if hit is not None:
+                if self._observers:
+                    self._notify(hit)
+                return hit
+        generation = self.generation
+        memo_key: tuple[object, ...] | None
         try:
             # Typed and order-free: ``M=True`` or ``M=1.0`` never hits the entry of ``M=1``.
             memo_key = (record, memo_token(device), *[(k, v.__class__, v) for k, v in sorted(key.items())])
@@ -188,15 +206,18 @@ class Resolver:
         except AttributeError:  # not a mapping: the slow path names it
             hit = memo_key = None
         if hit is None:
-            generation = self.generation
             record = self.kernels.record(kernel, self.problems)
             hit = self._resolve_slow(record, key, device)
             if memo_key is not None:
                 with self._lock:
                     if self.generation == generation:  # a refresh() since makes the answer stale
-                        if len(self._memo) >= MEMO_LIMIT:
-                            self._memo.pop(next(iter(self._memo)))
-                        self._memo[(record, *memo_key[1:])] = hit
+                        _bounded_put(self._memo, (record, *memo_key[1:]), hit)
+                        if seen is not None and seen[0] is record:
+                            _bounded_put(self._seen, seen, hit)
+        elif seen is not None:
+            with self._lock:
+                if self.generation == generation:
+                    _bounded_put(self._seen, seen, hit)
         if self._observers:
             self._notify(hit)
         return hit
@@ -308,6 +329,13 @@ class Resolver:
         every collision, as doctor does; every problem seen so far
         (:mod:`flyconfigs.registry.inventory`)."""
         return inventory.check_all(self, self._detector_installed)
+
+
+def _bounded_put(memo: dict[tuple[object, ...], Resolution], key: tuple[object, ...], value: Resolution) -> None:
+    """``memo[key] = value``, dropping the oldest entry first when it holds ``MEMO_LIMIT``."""
+    if len(memo) >= MEMO_LIMIT:
+        memo.pop(next(iter(memo)))
+    memo[key] = value
 
 
 def _skipped_overrides(entries: list[Entry], kernel: str, arch: str) -> str:

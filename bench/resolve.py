@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import quantiles, write_result
+from bench.common import compile_bytecode, quantiles, write_result
 from tests.distributions import install_data_package
 from tests.factories import H200, make_artifact
 
@@ -155,6 +155,9 @@ def main() -> None:
         if not sep or not path:
             parser.error(f"--against {against!r}: give NAME=PYTHONPATH")
         versions[name] = path
+    # Every version's modules compiled first, as an install leaves them (see compile_bytecode).
+    bytecode = {name: compile_bytecode(Path(path.split(os.pathsep)[-1]) if path else Path(__file__).resolve().parent.parent)
+                for name, path in versions.items()}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as worst_tmp:
         _populate(Path(worst_tmp), args.packages, args.artifacts, same_target=True)
@@ -168,6 +171,7 @@ def main() -> None:
         "packages": args.packages,
         "artifacts_per_package": args.artifacts,
         **_figures(memo["this"], runs["this"], worst["this"]),
+        "bytecode_compiled": bytecode,
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
         "targets": {"memo_hit_us": 1.0, "first_resolve_ms": 50.0},

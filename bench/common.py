@@ -13,7 +13,8 @@ from typing import Any
 
 from flyconfigs.tuner.timing import Measurement
 
-__all__ = ["OUTPUTS", "RESULTS", "accepted_configs", "machine", "quantiles", "timed", "write_graph_run", "write_result"]
+__all__ = ["OUTPUTS", "RESULTS", "accepted_configs", "compile_bytecode", "machine", "quantiles", "timed", "write_graph_run",
+           "write_result"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -27,6 +28,19 @@ def machine() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "when": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+
+
+def compile_bytecode(root: Path) -> bool:
+    """Write the bytecode of the package's folders under ``root`` (a checkout, or a tree of
+    ``bench.tree_at``), as installing the package does, so a fresh process timed there
+    reads it instead of compiling every module (which ``PYTHONDONTWRITEBYTECODE`` would
+    otherwise make it do on every start); whether every module compiled."""
+    import compileall
+
+    from bench.tree_at import SUBPACKAGES
+
+    folders = [root / name for name in ("flyconfigs", *SUBPACKAGES) if (root / name).is_dir()]
+    return all([bool(compileall.compile_dir(folder, quiet=1)) for folder in folders])
 
 
 def quantiles(samples: list[float]) -> dict[str, float]:

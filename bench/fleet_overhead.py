@@ -2,7 +2,8 @@
 
 Three runs of ``flyconfigs tune`` on this machine, one after the other: ``--devices 0``
 with a cold compile cache (it fills the cache), ``--ray`` (a local Ray cluster with this
-machine's GPUs) and ``--devices 0`` again, both with the cache warm.  The overhead is
+machine's GPUs) and ``--devices 0`` again, both with the cache warm; GPU 0's identity
+is recorded with them.  The overhead is
 the Ray run's wall time against the second local run's; both tune the same keys with
 the same budget, and each writes its own folder.  Writes ``bench/results/<name>.json``.
 
@@ -50,7 +51,10 @@ def main() -> None:
         ray = _run([*common, "--ray"], root / "ray")
         local = _run([*common, "--devices", "0"], root / "local")
     keys = local["tuned"]
+    from flyconfigs.gpu import current_identity
+
     payload = {
+        "device": current_identity().model_dump(mode="json"),  # GPU 0, which --devices 0 tuned on
         "kernel": args.kernel, "key_grid": args.key_grid, "budget": args.budget, "keys": keys,
         "runs": {"devices-0-cold-cache": cold, "ray-warm-cache": ray, "devices-0-warm-cache": local},
         "ray_overhead_s": float(ray["wall_s"]) - float(local["wall_s"]),  # type: ignore[arg-type]

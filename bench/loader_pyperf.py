@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyperf
 
-from bench.common import machine
+from bench.common import compile_bytecode, machine
 from flyconfigs.schema import loads_artifact
 from tests.distributions import install_data_package
 from tests.factories import make_artifact
@@ -56,6 +56,7 @@ def main() -> None:
     runner.argparser.add_argument("--out", help="write the summary here (default: print only)")
     args = runner.parse_args()
     site = _site()
+    bytecode = compile_bytecode(Path(__file__).resolve().parent.parent)  # as an install leaves the modules
     env = {"PYTHONPATH": str(site), "FLYCONFIGS_NO_GPU_DETECT": "1"}
     os.environ.update(env)
     python = sys.executable
@@ -71,6 +72,8 @@ def main() -> None:
         "benchmark": "loader-pyperf",
         "machine": machine(),
         "tool": f"pyperf {pyperf.__version__}",
+        "bytecode_compiled": bytecode,
+        "load_average_at_end": os.getloadavg(),
         "interpreter_start_ms": start * 1e3,
         "import_flyconfigs_ms": (statistics.median(imported.get_values()) - start) * 1e3,
         "import_and_first_resolve_ms": (statistics.median(resolved.get_values()) - start) * 1e3,

@@ -2,9 +2,12 @@
 with 20 installed data packages of 500 artifacts each (20 targets, and the worst case of
 all 20 for the device's own target); and a bare
 ``importlib.metadata.entry_points()`` call in the same environment as the yardstick.
-With ``--out FOLDER`` writes FOLDER/resolve.json.
+``--against NAME=PYTHONPATH`` (repeatable; ``python -m bench.tree_at COMMIT DEST`` makes
+one) times another commit's code in the same run, each fresh process of the two
+interleaved, the memo hits ``--memo-rounds`` times each; the load average is recorded
+before and after.  With ``--out FOLDER`` writes FOLDER/resolve.json.
 
-    python -m bench.resolve [--packages 20] [--artifacts 500] [--runs 7] [--out bench/results]
+    python -m bench.resolve [--packages 20] [--artifacts 500] [--runs 7] [--memo-rounds 3] [--against NAME=PYTHONPATH] [--out bench/results]
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from bench.common import quantiles, write_result
+from bench.common import compile_bytecode, quantiles, write_result
 from tests.distributions import install_data_package
 from tests.factories import H200, make_artifact
 
@@ -84,19 +88,55 @@ def _populate(site: Path, packages: int, artifacts: int, same_target: bool) -> N
         install_data_package(site, target, arts, name=f"flyconfigs-{target}-part{p:02d}", module=f"flyconfigs_{target}_part{p:02d}")
 
 
-def _env(site: Path) -> dict[str, str]:
-    """The environment of a process that has the packages of ``site`` installed."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]), "FLYCONFIGS_NO_GPU_DETECT": "1"}
+def _env(site: Path, code: str = "") -> dict[str, str]:
+    """The environment of a process that has the packages of ``site`` installed (and
+    imports flyconfigs from ``code`` first, when given)."""
+    path = [code] if code else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(site), os.environ.get("PYTHONPATH", "")]),
+           "FLYCONFIGS_NO_GPU_DETECT": "1"}
     env.pop("FLYCONFIGS_PATH", None)
     return env
 
 
-def _first_resolves(site: Path, runs: int) -> list[dict[str, float]]:
+def _cwd(code: str) -> str | None:
+    """Where a version's processes start: ``python -c`` puts its folder first on the
+    path, so another commit's start in its installed layout, never in this checkout."""
+    return code.split(os.pathsep)[0] if code else None
+
+
+def _first_resolves(site: Path, runs: int, versions: dict[str, str]) -> dict[str, list[dict[str, float]]]:
+    """``runs`` fresh processes of each version, the versions interleaved."""
     code = FIRST_RESOLVE.format(key=repr({**KEY, "M": 1}))
-    return [
-        json.loads(subprocess.run([sys.executable, "-c", code], env=_env(site), capture_output=True, text=True, check=True).stdout)
-        for _ in range(runs)
-    ]
+    found: dict[str, list[dict[str, float]]] = {name: [] for name in versions}
+    for _ in range(runs):
+        for name, path in versions.items():
+            found[name].append(json.loads(subprocess.run([sys.executable, "-c", code], env=_env(site, path), cwd=_cwd(path),
+                                                         capture_output=True, text=True, check=True).stdout))
+    return found
+
+
+def _memo_hits(site: Path, rounds: int, versions: dict[str, str]) -> dict[str, dict[str, list[float]]]:
+    """The memo-hit loop in ``rounds`` processes of each version, interleaved."""
+    found: dict[str, dict[str, list[float]]] = {name: {"hits": [], "empty": []} for name in versions}
+    for _ in range(rounds):
+        for name, path in versions.items():
+            # In a process of its own, with the packages on its path as an install puts them.
+            memo = json.loads(subprocess.run([sys.executable, "-c", MEMO_HITS.format(key=repr(KEY))], env=_env(site, path),
+                                             cwd=_cwd(path), capture_output=True, text=True, check=True).stdout)
+            found[name]["hits"] += memo["hits"]
+            found[name]["empty"] += memo["empty"]
+    return found
+
+
+def _figures(hits: dict[str, list[float]], runs: list[dict[str, float]], worst: list[dict[str, float]]) -> dict[str, Any]:
+    return {
+        "memo_hit_us": quantiles(hits["hits"]),
+        "bare_dict_lookup_same_key_us": quantiles(hits["empty"]),
+        "fresh_process_first_resolve_ms": quantiles([r["first_resolve_s"] * 1e3 for r in runs]),
+        "fresh_process_first_resolve_all_same_target_ms": quantiles([r["first_resolve_s"] * 1e3 for r in worst]),
+        "fresh_process_import_flyconfigs_ms": quantiles([r["import_s"] * 1e3 for r in runs]),
+        "entry_points_call_ms": quantiles([r["entry_points_s"] * 1e3 for r in runs]),
+    }
 
 
 def main() -> None:
@@ -104,31 +144,47 @@ def main() -> None:
     parser.add_argument("--packages", type=int, default=20)
     parser.add_argument("--artifacts", type=int, default=500)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--memo-rounds", type=int, default=1, help="processes timing the memo hit, per version")
+    parser.add_argument("--against", action="append", default=[], metavar="NAME=PYTHONPATH",
+                        help="another commit's code (python -m bench.tree_at), timed beside this checkout's")
     parser.add_argument("--out", type=Path, help="folder for resolve.json (default: print only)")
     args = parser.parse_args()
+    versions = {"this": ""}
+    for against in args.against:
+        name, sep, path = against.partition("=")
+        if not sep or not path:
+            parser.error(f"--against {against!r}: give NAME=PYTHONPATH")
+        versions[name] = path
+    # Every version's modules compiled first, as an install leaves them (see compile_bytecode).
+    bytecode = {name: compile_bytecode(Path(path.split(os.pathsep)[-1]) if path else Path(__file__).resolve().parent.parent)
+                for name, path in versions.items()}
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as worst_tmp:
         _populate(Path(worst_tmp), args.packages, args.artifacts, same_target=True)
-        worst = _first_resolves(Path(worst_tmp), args.runs)
+        worst = _first_resolves(Path(worst_tmp), args.runs, versions)
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp)
         _populate(site, args.packages, args.artifacts, same_target=False)
-        runs = _first_resolves(site, args.runs)
-        # In a process of its own, with the packages on its path as an install puts them.
-        memo = json.loads(subprocess.run([sys.executable, "-c", MEMO_HITS.format(key=repr(KEY))], env=_env(site),
-                                         capture_output=True, text=True, check=True).stdout)
-        hits, empty = memo["hits"], memo["empty"]
+        runs = _first_resolves(site, args.runs, versions)
+        memo = _memo_hits(site, args.memo_rounds, versions)
     result = {
         "packages": args.packages,
         "artifacts_per_package": args.artifacts,
-        "memo_hit_us": quantiles(hits),
-        "bare_dict_lookup_same_key_us": quantiles(empty),
-        "fresh_process_first_resolve_ms": quantiles([r["first_resolve_s"] * 1e3 for r in runs]),
-        "fresh_process_first_resolve_all_same_target_ms": quantiles([r["first_resolve_s"] * 1e3 for r in worst]),
-        "fresh_process_import_flyconfigs_ms": quantiles([r["import_s"] * 1e3 for r in runs]),
-        "entry_points_call_ms": quantiles([r["entry_points_s"] * 1e3 for r in runs]),
+        **_figures(memo["this"], runs["this"], worst["this"]),
+        "bytecode_compiled": bytecode,
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
         "targets": {"memo_hit_us": 1.0, "first_resolve_ms": 50.0},
     }
+    if args.against:
+        result["against"] = {name: {"pythonpath": path, **_figures(memo[name], runs[name], worst[name])}
+                             for name, path in versions.items() if path}
     path = write_result("resolve", result, args.out) if args.out else "(not written: no --out)"
+    for name in result.get("against", {}):
+        other = result["against"][name]
+        print(f"{name}: memo hit {other['memo_hit_us']['median']:.2f} us; first resolve "
+              f"{other['fresh_process_first_resolve_ms']['median']:.1f} ms, all for one target "
+              f"{other['fresh_process_first_resolve_all_same_target_ms']['median']:.1f} ms")
     print(
         f"memo hit {result['memo_hit_us']['median']:.2f} us (dict lookup of the same key {result['bare_dict_lookup_same_key_us']['median']:.2f} us); "
         f"first resolve {result['fresh_process_first_resolve_ms']['median']:.1f} ms with {args.packages}x{args.artifacts} artifacts "

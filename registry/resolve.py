@@ -125,6 +125,9 @@ class Resolver:
         self._detector_installed = detector is Resolver._UNSET
         self._lock = threading.RLock()
         self._memo: dict[tuple[object, ...], Resolution] = {}
+        # The memo's answers again, keyed by the key and device exactly as a caller
+        # passed them (filled on a memo hit), so a repeated call skips sorting the key.
+        self._seen: dict[tuple[object, ...], Resolution] = {}
         self.kernels = kernels if kernels is not None else KernelTable()
         self.problems = ProblemLog()
         self._catalog = Catalog(paths, self.problems, packages)
@@ -143,6 +146,7 @@ class Resolver:
             invalidate_caches()
             self.kernels.clear()
             self._memo.clear()
+            self._seen.clear()
             self._device = None
             if self._detector_installed:  # the detectors installed, or FLYCONFIGS_DETECTOR, may have changed
                 self._detector = Resolver._UNSET
@@ -179,8 +183,22 @@ class Resolver:
         or answers a config its own checks refuse when no artifact serves the call,
         raises :class:`~flyconfigs.errors.KernelPluginError` naming its distribution
         (there is no config to serve)."""
-        memo_key: tuple[object, ...] | None
         record = self.kernels.known(kernel)
+        seen: tuple[object, ...] | None = None
+        if record is not None:
+            try:
+                # The key as the caller gave it, typed, and the device as given: what
+                # every eager call of one shape asks again, found with one hash.
+                seen = (record, device, *key.items(), *map(type, key.values()))
+                hit = self._seen.get(seen)
+            except (TypeError, AttributeError):  # unhashable or not a mapping: the memo's own forms
+                seen = hit = None
+            if hit is not None:
+                if self._observers:
+                    self._notify(hit)
+                return hit
+        generation = self.generation
+        memo_key: tuple[object, ...] | None
         try:
             # Typed and order-free: ``M=True`` or ``M=1.0`` never hits the entry of ``M=1``;
             # a float by its repr, as JSON tells them (``-0.0`` is not ``0.0``).  Anything
@@ -201,15 +219,18 @@ class Resolver:
         except AttributeError:  # not a mapping: the slow path names it
             hit = memo_key = None
         if hit is None:
-            generation = self.generation
             record = self.kernels.record(kernel, self.problems)
             hit = self._resolve_slow(record, key, device)
             if memo_key is not None:
                 with self._lock:
                     if self.generation == generation:  # a refresh() since makes the answer stale
-                        if len(self._memo) >= MEMO_LIMIT:
-                            self._memo.pop(next(iter(self._memo)))
-                        self._memo[(record, *memo_key[1:])] = hit
+                        _bounded_put(self._memo, (record, *memo_key[1:]), hit)
+                        if seen is not None and seen[0] is record and _plain(key):
+                            _bounded_put(self._seen, seen, hit)
+        elif seen is not None and _plain(key):
+            with self._lock:
+                if self.generation == generation:
+                    _bounded_put(self._seen, seen, hit)
         if self._observers:
             self._notify(hit)
         return hit
@@ -341,6 +362,20 @@ class Resolver:
 def _with_filled(resolution: Resolution, filled: dict[str, KeyValue]) -> Resolution:
     """``resolution`` recording the axes the family filled in (none: as it is)."""
     return dataclasses.replace(resolution, filled_in=MappingProxyType(filled)) if filled else resolution
+
+
+def _plain(key: object) -> bool:
+    """Whether every value of ``key`` is an int, str, bool or None: values whose Python
+    equality is their identity as JSON.  Only such keys enter the as-given memo (a float
+    would find ``0.0``'s answer for ``-0.0``)."""
+    return all(v.__class__ in _PLAIN for v in key.values())  # type: ignore[attr-defined]
+
+
+def _bounded_put(memo: dict[tuple[object, ...], Resolution], key: tuple[object, ...], value: Resolution) -> None:
+    """``memo[key] = value``, dropping the oldest entry first when it holds ``MEMO_LIMIT``."""
+    if len(memo) >= MEMO_LIMIT:
+        memo.pop(next(iter(memo)))
+    memo[key] = value
 
 
 def _skipped_overrides(entries: list[Entry], kernel: str, arch: str) -> str:

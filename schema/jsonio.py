@@ -42,6 +42,7 @@ __all__ = [
     "read_document",
     "read_file_bytes",
     "remove_stale_temporaries",
+    "stage_atomic",
     "write_atomic",
 ]
 
@@ -316,16 +317,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, durable: bool = True
     ``durable=False`` skips the flush to disk (``fsync``): a crash may then leave the
     file torn, for data whose reader checks it anyway (a cache)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{_host_tag()}.{os.getpid()}.",
-                               suffix=_TMP_SUFFIX)
+    tmp = stage_atomic(target, data, durable)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -334,3 +327,32 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, durable: bool = True
             pass
         raise
     return target
+
+
+def stage_atomic(path: str | os.PathLike[str], data: bytes, durable: bool = True) -> str:
+    """The first half of :func:`write_atomic`: ``data`` written to a new temporary file
+    beside ``path`` (its folder made if missing), flushed to disk unless ``durable`` is
+    false; returns the temporary file's path, which the caller renames onto ``path``
+    with ``os.replace`` (when it chooses, under a lock of its own, say) or removes."""
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{_host_tag()}.{os.getpid()}.",
+                                   suffix=_TMP_SUFFIX)
+    except FileNotFoundError:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{_host_tag()}.{os.getpid()}.",
+                                   suffix=_TMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return tmp

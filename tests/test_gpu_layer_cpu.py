@@ -80,6 +80,13 @@ def test_argument_packing_checks_count_kinds_and_ranges() -> None:
         fill_arguments(signature, slots, (-1, 2, 3, 1.0))
 
 
+def _total(root: Path) -> str:
+    """The running total a cache keeps in its lock file (written twice, as a check)."""
+    first, second = (root / ".lock").read_text().split()
+    assert first == second
+    return str(int(first))
+
+
 def test_compile_cache_round_trip_lru_eviction_and_torn_entries(tmp_path: Path) -> None:
     cache = CompileCache(tmp_path, max_bytes=3000)
     for i in range(3):
@@ -100,9 +107,9 @@ def test_compile_cache_keeps_a_running_total_and_scans_only_past_its_cap(tmp_pat
     scans: list[int] = []
     real_scan = cache._evict_locked
 
-    def counted_scan() -> list[str]:
+    def counted_scan(lock: int) -> list[str]:
         scans.append(1)
-        return real_scan()
+        return real_scan(lock)
 
     cache._evict_locked = counted_scan  # type: ignore[method-assign]
     cache.put("00" + "c" * 62, b"a" * 3000, {"lowered_name": "k0"})
@@ -110,13 +117,13 @@ def test_compile_cache_keeps_a_running_total_and_scans_only_past_its_cap(tmp_pat
     for i in range(1, 3):
         cache.put(f"{i:02d}" + "c" * 62, b"a" * 3000, {"lowered_name": f"k{i}"})
     assert len(scans) == 1, "stores under the cap add to the total without scanning the entries"
-    assert (tmp_path / ".size").read_text() == "9000" == str(cache.size())
+    assert _total(tmp_path) == "9000" == str(cache.size())
     cache.put("03" + "c" * 62, b"a" * 3000, {"lowered_name": "k3"})
     assert len(scans) == 2 and cache.size() <= 10_000, "the store that passes the cap scans and evicts"
-    assert (tmp_path / ".size").read_text() == str(cache.size())
-    (tmp_path / ".size").write_text("garbled")
+    assert _total(tmp_path) == str(cache.size())
+    (tmp_path / ".lock").write_text("garbled")
     cache.put("04" + "c" * 62, b"a" * 10, {"lowered_name": "k4"})
-    assert len(scans) == 3 and (tmp_path / ".size").read_text() == str(cache.size()), "an unreadable total is rebuilt"
+    assert len(scans) == 3 and _total(tmp_path) == str(cache.size()), "an unreadable total is rebuilt"
 
 
 def test_compile_cache_total_counts_a_re_stored_key_once(tmp_path: Path) -> None:
@@ -125,9 +132,9 @@ def test_compile_cache_total_counts_a_re_stored_key_once(tmp_path: Path) -> None
     cache.put("01" + "d" * 62, b"b" * 1000, {"lowered_name": "other"})
     for _ in range(5):
         cache.put(key, b"a" * 3000, {"lowered_name": "k"})
-    assert (tmp_path / ".size").read_text() == "4000" == str(cache.size())
+    assert _total(tmp_path) == "4000" == str(cache.size())
     cache.put(key, b"a" * 2000, {"lowered_name": "k"})  # replaced by a smaller code object
-    assert (tmp_path / ".size").read_text() == "3000" == str(cache.size())
+    assert _total(tmp_path) == "3000" == str(cache.size())
     assert cache.get(key) == (b"a" * 2000, {"lowered_name": "k", "size": 2000,
                                             "sha256": hashlib.sha256(b"a" * 2000).hexdigest()})
 
@@ -143,6 +150,62 @@ def test_compile_cache_concurrent_writers_leave_whole_entries(tmp_path: Path) ->
     code, meta = cache.get("ff" + "b" * 62)
     assert code == payload and meta["size"] == len(payload)
     assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_compile_cache_writes_an_entry_before_it_takes_the_lock(tmp_path: Path) -> None:
+    """A store writes its data while another process holds the cache's lock: only the
+    renames and the running total wait for it, so concurrent stores are not serialised."""
+    import fcntl
+
+    cache = CompileCache(tmp_path, max_bytes=1 << 30)
+    key = "ab" + "e" * 62
+    with open(tmp_path / ".lock", "a+b") as other:  # its own open file: flock excludes it
+        fcntl.flock(other, fcntl.LOCK_EX)
+        store = threading.Thread(target=cache.put, args=(key, b"c" * 5000, {"lowered_name": "k"}))
+        store.start()
+        staged: list[Path] = []
+        for _ in range(1000):
+            staged = sorted(p for p in (tmp_path / "ab").glob(".*.tmp") if p.stat().st_size) if (tmp_path / "ab").exists() else []
+            if len(staged) == 2:
+                break
+            store.join(0.01)
+        assert len(staged) == 2, "both files are written while the lock is held elsewhere"
+        assert store.is_alive() and cache.get(key) is None, "the entry appears only under the lock"
+        fcntl.flock(other, fcntl.LOCK_UN)
+    store.join(30)
+    assert not store.is_alive()
+    assert cache.get(key) == (b"c" * 5000, {"lowered_name": "k", "size": 5000,
+                                            "sha256": hashlib.sha256(b"c" * 5000).hexdigest()})
+    assert _total(tmp_path) == "5000" and not list(tmp_path.rglob("*.tmp"))
+
+
+def _store_many(root: str, seed: int) -> None:
+    cache = CompileCache(Path(root), max_bytes=1 << 30)
+    for i in range(300):
+        # The same 300 keys from both processes, of sizes that differ between them.
+        cache.put(hashlib.sha256(f"{i}".encode()).hexdigest(), bytes([seed]) * (1000 + seed * 7 + i),
+                  {"lowered_name": f"k{seed}"})
+
+
+def test_compile_cache_two_processes_storing_the_same_keys_at_once(tmp_path: Path) -> None:
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=_store_many, args=(str(tmp_path), seed)) for seed in (1, 2)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(120)
+        assert process.exitcode == 0
+    cache = CompileCache(tmp_path, max_bytes=1 << 30)
+    for i in range(300):
+        got = cache.get(hashlib.sha256(f"{i}".encode()).hexdigest())
+        assert got is not None, "each entry's code and metadata come from one store"
+        code, meta = got
+        seed = code[0]
+        assert code == bytes([seed]) * (1000 + seed * 7 + i) and meta["lowered_name"] == f"k{seed}"
+    assert _total(tmp_path) == str(cache.size()), "each key counted once in the running total"
+    assert not list(tmp_path.rglob("*.tmp"))
 
 
 def test_amd_descriptor_from_properties() -> None:

@@ -57,6 +57,26 @@ def test_key_order_shares_one_memo_entry_and_the_memo_is_bounded(site: SiteDir, 
     assert MEMO_LIMIT >= 1024  # serving workloads see thousands of distinct token counts
 
 
+def test_a_call_repeated_as_given_is_answered_typed_and_a_refresh_drops_it(site: SiteDir,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    resolver = Resolver()
+    slow: list[object] = []
+    real = resolver._resolve_slow
+    monkeypatch.setattr(resolver, "_resolve_slow", lambda *args: slow.append(args) or real(*args))
+    first = resolver.resolve("rmsnorm", KEY, H200_SPEC)
+    reordered = dict(reversed(list(KEY.items())))
+    assert all(resolver.resolve("rmsnorm", key, H200_SPEC) is first for key in (KEY, reordered, KEY, reordered, KEY))
+    assert len(slow) == 1
+    one = {**KEY, "M": 1}
+    assert resolver.resolve("rmsnorm", one, H200_SPEC) is resolver.resolve("rmsnorm", one, H200_SPEC)
+    for bad in (True, 1.0):  # equal to the remembered M=1, of another type
+        with pytest.raises(InvalidKeyError, match="'M'.*must be an int"):
+            resolver.resolve("rmsnorm", {**KEY, "M": bad}, H200_SPEC)
+    resolver.refresh()
+    again = resolver.resolve("rmsnorm", KEY, H200_SPEC)
+    assert again is not first and again == first and len(slow) == 5
+
+
 @pytest.fixture
 def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty folder that ``FLYCONFIGS_PATH`` names."""

@@ -3,13 +3,15 @@
 Entries are ``<dir>/<key[:2]>/<key>.bin`` (the code object) and ``<key>.json`` (the
 lowered name, the log, what built it), each written atomically, so several processes
 compiling the same kernel at once each write a whole file and readers never see a torn
-one.  A hit refreshes the entry's time; when the cache grows past its cap, the least
-recently used entries are removed (under a lock file, by one process at a time).  A
-store adds its size, less that of the entry it replaces, to a running total (``.size``,
-under the same lock) and scans the
-entries only when that total passes the cap, so storing stays cheap in a cache of
-many thousand entries; the scan writes the true total back.  An entry is not flushed
-to disk one by one: one left torn by a crash fails its sha256 check and is compiled again.
+one.  A store writes both files to temporary files without a lock, then, under a lock
+file (``.lock``), renames them into place and adds its size, less that of the entry it
+replaces, to a running total kept in the lock file itself; it scans the entries only
+when that total passes the cap, so storing stays cheap in a cache of many thousand
+entries and processes storing at once write their data at once.  A hit refreshes the
+entry's time; past the cap the least recently used entries are removed, by one process
+at a time under the same lock, and the scan writes the true total back.  An entry is not
+flushed to disk one by one: one left torn by a crash fails its sha256 check and is
+compiled again.
 
 Location: ``FLYCONFIGS_CACHE_DIR``, else platformdirs' user cache dir.  Cap:
 ``FLYCONFIGS_CACHE_MAX_BYTES`` (bytes, or a number with KiB/MiB/GiB; default 1 GiB).
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from flyconfigs.errors import ArtifactError, ConfigurationError
-from flyconfigs.schema.jsonio import parse_document, read_file_bytes, write_atomic
+from flyconfigs.schema.jsonio import parse_document, read_file_bytes, stage_atomic
 
 __all__ = ["CACHE_DIR_ENV", "CACHE_MAX_ENV", "CompileCache", "default_cache_dir", "parse_size"]
 
@@ -41,7 +43,7 @@ _SIZE = re.compile(r"^([0-9]{1,15})\s*(|B|KiB|MiB|GiB|TiB|kB|MB|GB|TB)$")
 _UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
           "kB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 _META_MAX = 1 << 20
-_TOTAL = ".size"
+_LOCK = ".lock"
 
 
 def parse_size(text: str, variable: str = CACHE_MAX_ENV) -> int:
@@ -116,37 +118,38 @@ class CompileCache:
 
     def put(self, key: str, code: bytes, meta: dict[str, Any]) -> None:
         """Store ``code`` and ``meta`` under ``key`` (replacing an entry already there),
-        then evict if the cache is over its cap."""
+        then evict if the cache is over its cap.
+
+        Both files are written to temporary files first, outside the lock, so processes
+        storing at once write their data at once; under the lock a store only reads the
+        size of the entry it replaces, renames its two files into place and updates the
+        running total, so concurrent stores of one key count it once and an entry's two
+        files come from one store."""
         code_path, meta_path = self._paths(key)
         record = {**meta, "size": len(code), "sha256": hashlib.sha256(code).hexdigest()}
-        with _file_lock(self.root / ".lock"):
-            # A re-store replaces the old code: the total grows by the difference only.
-            # Under the lock, so a concurrent store of the same key cannot count it twice.
-            try:
-                replaced = code_path.stat().st_size
-            except OSError:
-                replaced = 0
-            write_atomic(code_path, code, durable=False)
-            write_atomic(meta_path, json.dumps(record, sort_keys=True).encode(), durable=False)
-            total = self._recorded_total()
-            if total is not None and 0 <= total - replaced and total - replaced + len(code) <= self.max_bytes:
-                self._record_total(total - replaced + len(code))
-                return
-            self._evict_locked()
-
-    def _recorded_total(self) -> int | None:
-        """The running total of stored bytes, or None when it is missing or unreadable."""
+        staged = [stage_atomic(code_path, code, durable=False),
+                  stage_atomic(meta_path, json.dumps(record, sort_keys=True).encode(), durable=False)]
         try:
-            text = (self.root / _TOTAL).read_text()
-        except OSError:
-            return None
-        return int(text) if text.isdigit() else None
-
-    def _record_total(self, total: int) -> None:
-        try:
-            write_atomic(self.root / _TOTAL, str(total).encode(), durable=False)
-        except OSError:
-            pass  # the next store finds no total and scans
+            with _file_lock(self.root / _LOCK) as lock:
+                # A re-store replaces the old code: the total grows by the difference only.
+                try:
+                    replaced = code_path.stat().st_size
+                except OSError:
+                    replaced = 0
+                os.replace(staged[0], code_path)
+                os.replace(staged[1], meta_path)
+                staged = []
+                total = _recorded_total(lock)
+                if total is not None and 0 <= total - replaced and total - replaced + len(code) <= self.max_bytes:
+                    _record_total(lock, total - replaced + len(code))
+                    return
+                self._evict_locked(lock)
+        finally:
+            for path in staged:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
 
     def size(self) -> int:
         """Bytes of code objects stored."""
@@ -157,10 +160,10 @@ class CompileCache:
         keys removed."""
         if not self.root.exists():
             return []
-        with _file_lock(self.root / ".lock"):
-            return self._evict_locked()
+        with _file_lock(self.root / _LOCK) as lock:
+            return self._evict_locked(lock)
 
-    def _evict_locked(self) -> list[str]:
+    def _evict_locked(self, lock: int) -> list[str]:
         removed: list[str] = []
         entries = []
         for code_path in self.root.glob("*/*.bin"):
@@ -180,14 +183,41 @@ class CompileCache:
                     pass
             total -= size
             removed.append(code_path.stem)
-        self._record_total(total)
+        _record_total(lock, total)
         return removed
 
 
+def _recorded_total(lock: int) -> int | None:
+    """The running total of stored bytes kept in the lock file, or None when it is
+    missing or unreadable (a fresh cache, or a write torn by a crash)."""
+    try:
+        text = os.pread(lock, 64, 0)
+    except OSError:
+        return None
+    first, _, second = text.strip().partition(b" ")
+    return int(first) if first.isdigit() and first == second else None
+
+
+def _record_total(lock: int, total: int) -> None:
+    """Write ``total`` into the lock file in place: twice, at a fixed width, so a write
+    torn by a crash reads as no total (and the next store scans)."""
+    try:
+        os.pwrite(lock, b"%020d %020d\n" % (total, total), 0)
+    except OSError:
+        pass  # the next store finds no total and scans
+
+
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` (created if missing) for a ``with`` block."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+def _file_lock(path: Path) -> Iterator[int]:
+    """An exclusive ``flock`` on ``path`` (created if missing) for a ``with`` block,
+    yielding the open descriptor, which holds the running total."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)

@@ -14,7 +14,7 @@ import triton
 
 from flyconfigs.gpu import get_backend
 from flyconfigs.gpu.backend import Backend
-from flyconfigs.kernels.fused_add_rmsnorm.impls import source_config
+from flyconfigs.kernels.fused_add_rmsnorm.impls import source_config, tail_of
 from flyconfigs.kernels.fused_add_rmsnorm.kernel import fused_add_rmsnorm_kernel
 from flyconfigs.kernels.fused_add_rmsnorm.reference import reference_fused_add_rms_norm
 from flyconfigs.kernels.output_check import OutputCheck
@@ -27,7 +27,7 @@ from flyconfigs.kernels.triton_workload import compiled_resources, launch_errors
 from flyconfigs.registry.declarations import KernelDecl
 from flyconfigs.schema.models import Resources
 
-__all__ = ["EPS", "FusedAddRMSNormWorkload", "aligned", "launch"]
+__all__ = ["EPS", "FusedAddRMSNormWorkload", "aligned", "launch", "triton_arguments"]
 
 EPS = 1e-6
 
@@ -68,12 +68,21 @@ def launch(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, out: t
         kernel.launch(grid, threads, (x, residual, weight, out, m, x.stride(0), residual.stride(0), out.stride(0), eps),
                       torch.cuda.current_stream(x.device).cuda_stream, shared)
         return kernel
-    rows, block = int(config["rows_per_program"]), int(config["block_n"])
-    stages = int(config["num_stages"])
+    rows = int(config["rows_per_program"])
     return fused_add_rmsnorm_kernel[(triton.cdiv(m, rows),)](
-        x, residual, weight, out, m, x.stride(0), residual.stride(0), out.stride(0), eps,
-        N=n, BLOCK_N=block, ROWS=rows, STAGES=stages, num_warps=int(config["num_warps"]), num_stages=stages,
+        x, residual, weight, out, m, x.stride(0), residual.stride(0), out.stride(0), eps, **triton_arguments(config, n),
     )
+
+
+def triton_arguments(config: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """The Triton kernel's compile-time arguments and launch options for ``config`` at a
+    row of ``n`` columns (the tunables a config written before them leaves out take
+    their defaults: no tail, no hints, the weight loaded late)."""
+    block, stages = int(config["block_n"]), int(config["num_stages"])
+    return {"N": n, "BLOCK_N": block, "ROWS": int(config["rows_per_program"]), "STAGES": stages,
+            "TAIL": tail_of(config, n), "HINTS": int(config.get("eviction", "none") == "stream"),
+            "W_EARLY": int(config.get("weight_load", "late") == "early"),
+            "num_warps": int(config["num_warps"]), "num_stages": stages}
 
 
 

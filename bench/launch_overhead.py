@@ -30,6 +30,8 @@ from flyconfigs.kernels import fused_add_rms_norm, rms_norm
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.kernels.rmsnorm.op import kernel_for
 
+__all__ = ["fused_per_call_us", "per_call_us", "shape_summary"]
+
 
 def per_call_us(fns: dict[str, Callable[[], object]], calls: int = 2000, repeats: int = 15) -> dict[str, dict[str, float]]:
     """Wall µs per call of each of ``fns``, the contenders interleaved: each sample runs

@@ -45,7 +45,7 @@ def test_every_config_of_the_hidden_size_grid_is_valid_and_the_default_is_among_
         space = SPEC.space(key, SM90)
         default = SPEC.default_config(key, SM90)
         triton = [c for c in space if c["impl"] == "triton"]
-        assert default in triton and 1 <= len(triton) <= 40, key
+        assert default in triton and 1 <= len(triton) <= 64, key
         source = [c for c in space if c["impl"] == "source"]
         assert source, key
         if index % 8 == 0:  # searched exactly as RMSNorm searches its source (on a spread of keys)

@@ -13,10 +13,13 @@ capture after one eager call at that shape has compiled the variant.
 
 Eager calls have a prepared path, as ``rms_norm`` has: the first call of a layout of
 ``(x, residual, weight, out)`` checks every input rule, resolves the config and plans its
-launch (for a ``source`` config, the loaded kernel at its geometry); later calls of the
-same layout, with the registry unchanged since, check only the addresses' alignment and
-launch.  After a registry change (``refresh()``), the first call that plans anew drops
-every plan and layout of the registry before.
+launch (for a ``source`` config, the loaded kernel at its geometry; for a Triton config,
+the kernel the JIT compiled at that first call, launched afterwards through Triton's own
+launcher without the JIT's per-call dispatch); later calls of the same layout, with the
+registry unchanged since, check only the addresses' alignment (and for a Triton config
+that the current GPU is the one it was loaded on) and launch.  After a registry change
+(``refresh()``), the first call that plans anew drops every plan and layout of the
+registry before.
 """
 
 from __future__ import annotations
@@ -31,7 +34,13 @@ from flyconfigs.gpu import get_backend
 from flyconfigs.gpu.backend import PreparedLaunch
 from flyconfigs.kernels.fused_add_rmsnorm.declaration import SPEC
 from flyconfigs.kernels.fused_add_rmsnorm.impls import source_config
-from flyconfigs.kernels.fused_add_rmsnorm.workload import FusedAddRMSNormWorkload, aligned, launch
+from flyconfigs.kernels.fused_add_rmsnorm.workload import (
+    FusedAddRMSNormWorkload,
+    TritonPrepared,
+    aligned,
+    launch,
+    prepare_triton,
+)
 from flyconfigs.kernels.rmsnorm.declaration import ELEMENT_BYTES
 from flyconfigs.kernels.rmsnorm.declaration import SPEC as RMSNORM
 from flyconfigs.kernels.rmsnorm.op import current_stream, kernel_for, on_unload
@@ -105,7 +114,9 @@ class _Plan:
 @dataclass(frozen=True)
 class _Layout:
     """A checked layout of ``(x, residual, weight, out)`` whose 2-D views are the tensors
-    themselves: its plan, GPU, rows and row strides (the addresses are checked per call)."""
+    themselves: its plan, GPU, rows and row strides (the addresses are checked per call),
+    and for a Triton config its compiled kernel prepared for direct launches (``None``
+    where it could not be)."""
 
     plan: _Plan
     index: int
@@ -113,6 +124,7 @@ class _Layout:
     sx: int
     sr: int
     sy: int
+    triton: TritonPrepared | None = None
 
 
 _RESOLVER = default_resolver()
@@ -197,7 +209,7 @@ def _run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: flo
         y2 = torch.empty(x2.shape, dtype=out.dtype, device=out.device)
     plan = _plan(x2, weight)
     config = plan.config
-    prepared, in_place = plan.prepared, True
+    prepared, in_place, compiled = plan.prepared, True, None
     if not aligned(config, x2, r2, y2, weight=weight):
         prepared, in_place = None, False
         config = SPEC.default_config(SPEC.check_key(
@@ -209,14 +221,18 @@ def _run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: flo
         prepared((x2.data_ptr(), r2.data_ptr(), weight.data_ptr(), y2.data_ptr(), m, x2.stride(0), r2.stride(0),
                        y2.stride(0), eps), current_stream(x2.get_device()))
     else:
-        launch(x2, r2, weight, y2, eps, config)
+        compiled = launch(x2, r2, weight, y2, eps, config)
     if r_staged:
         residual.copy_(r2.view(residual.shape))
     if y_staged:
         out.copy_(y2.view(out.shape))
     if r_staged or y_staged or x2.data_ptr() != x.data_ptr() or not in_place:
         return None
-    return _Layout(plan, x2.get_device(), x2.shape[0], x2.stride(0), r2.stride(0), y2.stride(0))
+    triton_launch = None
+    if prepared is None:
+        pointers = (x2.data_ptr(), r2.data_ptr(), weight.data_ptr(), y2.data_ptr())
+        triton_launch = prepare_triton(compiled, config, x2.shape[1], pointers, torch.cuda.current_device())
+    return _Layout(plan, x2.get_device(), x2.shape[0], x2.stride(0), r2.stride(0), y2.stride(0), triton_launch)
 
 
 @torch.library.custom_op("flyconfigs::fused_add_rms_norm", mutates_args=("residual", "out"))
@@ -250,8 +266,13 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
             xp, rp, wp, yp = x.data_ptr(), residual.data_ptr(), weight.data_ptr(), out_.data_ptr()
             plan = seen.plan
             if yp != xp and yp != rp:
-                if plan.prepared is None:  # a Triton config: its own launch, on 2-D views
-                    n = x.shape[-1]
+                if plan.prepared is None:  # a Triton config
+                    direct = seen.triton
+                    if direct is not None and direct.fits(xp, rp, wp, yp) \
+                            and torch.cuda.current_device() == direct.device:
+                        direct((xp, rp, wp, yp, seen.m, seen.sx, seen.sr, seen.sy, eps), current_stream(seen.index))
+                        return out_
+                    n = x.shape[-1]  # the JIT's launch, on 2-D views
                     launch(x.view(-1, n), residual.view(-1, n), weight, out_.view(-1, n), eps, plan.config)
                     return out_
                 if _fits(plan, xp, rp, yp, wp):

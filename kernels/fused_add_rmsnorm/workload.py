@@ -14,7 +14,7 @@ import triton
 
 from flyconfigs.gpu import get_backend
 from flyconfigs.gpu.backend import Backend
-from flyconfigs.kernels.fused_add_rmsnorm.impls import source_config
+from flyconfigs.kernels.fused_add_rmsnorm.impls import source_config, tail_of
 from flyconfigs.kernels.fused_add_rmsnorm.kernel import fused_add_rmsnorm_kernel
 from flyconfigs.kernels.fused_add_rmsnorm.reference import reference_fused_add_rms_norm
 from flyconfigs.kernels.output_check import OutputCheck
@@ -27,7 +27,7 @@ from flyconfigs.kernels.triton_workload import compiled_resources, launch_errors
 from flyconfigs.registry.declarations import KernelDecl
 from flyconfigs.schema.models import Resources
 
-__all__ = ["EPS", "FusedAddRMSNormWorkload", "aligned", "launch"]
+__all__ = ["EPS", "FusedAddRMSNormWorkload", "TritonPrepared", "aligned", "launch", "prepare_triton", "triton_arguments"]
 
 EPS = 1e-6
 
@@ -68,13 +68,95 @@ def launch(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, out: t
         kernel.launch(grid, threads, (x, residual, weight, out, m, x.stride(0), residual.stride(0), out.stride(0), eps),
                       torch.cuda.current_stream(x.device).cuda_stream, shared)
         return kernel
-    rows, block = int(config["rows_per_program"]), int(config["block_n"])
-    stages = int(config["num_stages"])
+    rows = int(config["rows_per_program"])
     return fused_add_rmsnorm_kernel[(triton.cdiv(m, rows),)](
-        x, residual, weight, out, m, x.stride(0), residual.stride(0), out.stride(0), eps,
-        N=n, BLOCK_N=block, ROWS=rows, STAGES=stages, num_warps=int(config["num_warps"]), num_stages=stages,
+        x, residual, weight, out, m, x.stride(0), residual.stride(0), out.stride(0), eps, **triton_arguments(config, n),
     )
 
+
+def triton_arguments(config: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """The Triton kernel's compile-time arguments and launch options for ``config`` at a
+    row of ``n`` columns (the tunables a config written before them leaves out take
+    their defaults: no tail, no hints, the weight loaded late)."""
+    block, stages = int(config["block_n"]), int(config["num_stages"])
+    return {"N": n, "BLOCK_N": block, "ROWS": int(config["rows_per_program"]), "STAGES": stages,
+            "TAIL": tail_of(config, n), "HINTS": int(config.get("eviction", "none") == "stream"),
+            "W_EARLY": int(config.get("weight_load", "late") == "early"),
+            "num_warps": int(config["num_warps"]), "num_stages": stages}
+
+
+
+_RUNTIME_KNOBS: Any = getattr(getattr(triton, "knobs", None), "runtime", None)
+"""Where Triton 3.4 and later keep the launch hooks (a profiler's); earlier ones keep them
+on ``CompiledKernel``."""
+_TRITON_VERSION = tuple(int(p) for p in triton.__version__.split(".")[:2] if p.isdigit())
+
+
+def _hooks(compiled: Any) -> tuple[Any, Any]:
+    source = _RUNTIME_KNOBS if _RUNTIME_KNOBS is not None else compiled
+    return getattr(source, "launch_enter_hook", None), getattr(source, "launch_exit_hook", None)
+
+
+class TritonPrepared:
+    """A Triton config's compiled kernel prepared for one layout of the op's tensors: a
+    call launches it through Triton's own launcher (``CompiledKernel.run``, as the JIT
+    does after its dispatch), without the JIT's per-call binding, specialization and
+    cache look-up.
+
+    The compiled variant holds what the JIT specialized on at its first launch: the row
+    strides (fixed by the layout) and which of the four pointers were 16-byte aligned;
+    :meth:`fits` says whether new addresses keep that, and a call that does not fit
+    must go through the JIT (:func:`launch`).  Made only by :func:`prepare_triton`."""
+
+    __slots__ = ("_aligned", "_compiled", "_constants", "_device", "_function", "_packed", "_rows", "_run")
+
+    def __init__(self, compiled: Any, rows_per_program: int, constants: tuple[Any, ...],
+                 pointers: tuple[int, int, int, int], device: int) -> None:
+        self._compiled = compiled
+        self._run = compiled.run
+        self._function = compiled.function
+        self._packed = compiled.packed_metadata
+        self._rows = rows_per_program
+        self._constants = constants
+        self._aligned = tuple(p % 16 == 0 for p in pointers)
+        self._device = device
+
+    @property
+    def device(self) -> int:
+        """The GPU the kernel was loaded on (the current one at its first launch)."""
+        return self._device
+
+    def fits(self, xp: int, rp: int, wp: int, yp: int) -> bool:
+        """Whether the kernel, specialized on the first launch's pointers, may run on these:
+        every pointer that was 16-byte aligned then is now."""
+        ax, ar, aw, ay = self._aligned
+        return not ((ax and xp % 16) or (ar and rp % 16) or (aw and wp % 16) or (ay and yp % 16))
+
+    def __call__(self, args: tuple[int, int, int, int, int, int, int, int, float], stream: int) -> None:
+        """Launch on ``(x, residual, weight, y, M, stride_x, stride_r, stride_y, eps)``
+        (pointers as ints) on the raw ``stream``; the caller checked :meth:`fits`."""
+        grid = (-(-args[4] // self._rows), 1, 1)
+        full = (*args, *self._constants)
+        enter, leave = _hooks(self._compiled)
+        # As the JIT does: the metadata a profiler's hook reads (None without one).
+        meta = self._compiled.launch_metadata(grid, stream, *full)
+        self._run(grid[0], 1, 1, stream, self._function, self._packed, meta, enter, leave, *full)
+
+
+def prepare_triton(compiled: Any, config: Mapping[str, Any], n: int, pointers: tuple[int, int, int, int],
+                   device: int) -> TritonPrepared | None:
+    """``compiled`` (what the JIT's launch of the Triton ``config`` at rows of ``n``
+    returned) prepared for direct launches, or ``None`` where that cannot be done
+    safely: no compiled kernel (Triton's interpreter), a Triton before 3.2 (whose
+    launcher takes the arguments without the compile-time ones) or one whose compiled
+    kernel lacks the launcher this relies on."""
+    if _TRITON_VERSION < (3, 2) or compiled is None:
+        return None
+    if not all(hasattr(compiled, name) for name in ("run", "function", "packed_metadata", "launch_metadata")):
+        return None
+    args = triton_arguments(config, n)
+    constants = tuple(args[name] for name in ("N", "BLOCK_N", "ROWS", "STAGES", "TAIL", "HINTS", "W_EARLY"))
+    return TritonPrepared(compiled, int(config["rows_per_program"]), constants, pointers, device)
 
 
 class FusedAddRMSNormWorkload(Workload):

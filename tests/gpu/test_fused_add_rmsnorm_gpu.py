@@ -57,7 +57,8 @@ def test_every_shape_against_the_reference(dtype: str, wdtype: str) -> None:
         _assert_result(y, r, x, before, w, dtype)
 
 
-@pytest.mark.parametrize("m,n,dtype", [(5, 128, "bf16"), (64, 4096, "bf16"), (3, 16384, "fp16"), (33, 12288, "bf16")])
+@pytest.mark.parametrize("m,n,dtype", [(5, 128, "bf16"), (64, 4096, "bf16"), (3, 16384, "fp16"), (33, 12288, "bf16"),
+                                       (96, 4352, "bf16"), (3, 2880, "fp16"), (7, 1600, "bf16")])
 def test_every_config_of_the_space(m: int, n: int, dtype: str) -> None:
     key = {"M": m, "N": n, "dtype": dtype, "weight_dtype": dtype}
     space = SPEC.space(key, DeviceQuery("nvidia", "sm90"))
@@ -269,3 +270,54 @@ def test_tune_loads_the_kernel_by_name_in_the_worker(tmp_path: Path) -> None:
         assert "triton" in artifact.provenance.backend_versions
         ok = [c for c in artifact.candidates if c.status == "ok"]
         assert ok and all(c.timing and c.resources and c.resources.registers for c in ok)
+
+
+def test_a_served_triton_config_is_launched_directly_after_its_first_call(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Triton config's eager calls after the first go through Triton's launcher with the
+    kernel the first call compiled: same results as the JIT's launch, for new tensors of
+    the layout, and the JIT's launch again for addresses the kernel was not specialized on."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from factories import artifact_dict
+
+    from flyconfigs.gpu import get_backend
+    from flyconfigs.kernels.fused_add_rmsnorm import op as fused_op
+    from flyconfigs.registry import refresh
+    from flyconfigs.schema import Artifact, write_atomic
+
+    key = {"M": 8, "N": 4352, "dtype": "bf16", "weight_dtype": "bf16"}
+    config = {"impl": "triton", "block_n": 4096, "rows_per_program": 1, "num_warps": 8, "num_stages": 1,
+              "row_tiles": 2, "eviction": "stream", "weight_load": "early"}
+    device = get_backend().device()
+    data = artifact_dict(device=device.model_dump(mode="json"), key=key, kernel="fused_add_rmsnorm", n_candidates=1)
+    data["candidates"][0]["config"] = data["winner"]["config"] = data["default"]["config"] = config
+    artifact = Artifact.model_validate(data)
+    write_atomic(tmp_path / artifact.file_name(), artifact.to_json_bytes())
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path))
+    refresh()
+    fused_op._LAYOUTS.clear()
+    x, r, w = _inputs((8, 4352), "bf16", "bf16", 21)
+    before = r.clone()
+    y = fused_add_rms_norm(x, r, w, 1e-6)
+    _assert_result(y, r, x, before, w, "bf16")
+    (seen,) = fused_op._LAYOUTS.values()
+    assert seen.plan.config == config and seen.triton is not None
+    calls = []
+    original = type(seen.triton).__call__
+    monkeypatch.setattr(type(seen.triton), "__call__", lambda self, *a: (calls.append(1), original(self, *a))[1])
+    for seed in (22, 23):
+        x, r, w = _inputs((8, 4352), "bf16", "bf16", seed)
+        before = r.clone()
+        y = fused_add_rms_norm(x, r, w, 1e-6)
+        torch.cuda.synchronize()
+        _assert_result(y, r, x, before, w, "bf16")
+    assert len(calls) == 2
+    flat = torch.randn(8 * 4352 + 8, device="cuda").to(torch.bfloat16)
+    shifted = flat[1:1 + 8 * 4352].view(8, 4352)
+    r = torch.randn(8, 4352, device="cuda").to(torch.bfloat16)
+    before = r.clone()
+    y = fused_add_rms_norm(shifted, r, w, 1e-6)
+    _assert_result(y, r, shifted, before, w, "bf16")
+    assert len(calls) == 2, "misaligned: the JIT's launch"

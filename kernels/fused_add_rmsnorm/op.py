@@ -229,7 +229,7 @@ def _run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: flo
     if r_staged or y_staged or x2.data_ptr() != x.data_ptr() or not in_place:
         return None
     triton_launch = None
-    if prepared is None:
+    if prepared is None and compiled is not None:  # a Triton config's kernel, compiled by its first call
         pointers = (x2.data_ptr(), r2.data_ptr(), weight.data_ptr(), y2.data_ptr())
         triton_launch = prepare_triton(compiled, config, x2.shape[1], pointers, torch.cuda.current_device())
     return _Layout(plan, x2.get_device(), x2.shape[0], x2.stride(0), r2.stride(0), y2.stride(0), triton_launch)

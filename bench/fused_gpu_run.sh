@@ -7,7 +7,8 @@
 #      other shapes (tune --resume: a step cut short goes on where it stopped);
 #   3. Inductor's generated code for three of those shapes (TORCH_LOGS=output_code);
 #   4. bench/fused_add_rmsnorm.py over those shapes with every peer in one process;
-#   5. the eager per-call benchmark (bench/fused_eager.py).
+#   5. the eager per-call benchmark (bench/fused_eager.py);
+#   6. RMSNorm at its worst long rows (640, 5000, 12000 x 12800, 18432): served, then tuned.
 # Everything lands under OUT: tuned/ (artifacts), *.log, fused-*.json, fused-eager.json,
 # inductor-output-code.log, done.* markers.  Served as a user of the next release would be:
 # the new tunings first, then artifacts/sm90 where the checkout has it.
@@ -42,4 +43,10 @@ step bench-mid-b python3 -m bench.fused_add_rmsnorm --grid "M=256,333 N=2048,409
 # shellcheck disable=SC2086
 step bench-more python3 -m bench.fused_add_rmsnorm --grid "$more" --samples 10 $quack --out "$out/fused-more.json"
 step eager python3 -m bench.fused_eager --out "$out/fused-eager.json"
-ls "$out"/done.* 2>/dev/null | wc -l | xargs -I{} echo "{} of 8 steps done"
+# RMSNorm's worst long rows, served from artifacts/sm90 alone (borrowed configs, now
+# without the ones that spill past their occupancy bound), then each key's own tuning.
+long="M=640,5000,12000 N=12800,18432 dtype=bf16"
+# shellcheck disable=SC2086
+step bench-rms-long env FLYCONFIGS_PATH="$PWD/artifacts/sm90" python3 -m bench.rmsnorm --grid "$long" --samples 10 $quack --out "$out/rmsnorm-long.json"
+step tune-rms-long python3 -m flyconfigs tune rmsnorm --key-grid "$long" --resume --out "$tuned/rmsnorm-long"
+ls "$out"/done.* 2>/dev/null | wc -l | xargs -I{} echo "{} of 10 steps done"

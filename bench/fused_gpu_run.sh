@@ -13,7 +13,9 @@
 # inductor-output-code.log, done.* markers.  Served as a user of the next release would be:
 # the new tunings first, then artifacts/sm90 where the checkout has it.
 #
-# Usage: bench/fused_gpu_run.sh OUT [QUACK_SITE]
+# Usage: [ONE_STEP=1] bench/fused_gpu_run.sh OUT [QUACK_SITE]
+# ONE_STEP=1 runs at most one step that is not done yet and exits (for machines whose calls
+# are limited to 10 minutes: call it again, OUT kept, until it says 10 of 10).
 set -uo pipefail
 out=$(realpath -m "$1"); quack=${2:+--quack-site $2}
 tuned=$out/tuned; mkdir -p "$tuned"
@@ -27,6 +29,9 @@ step() {  # step NAME COMMAND...: run unless done; mark done on success
     if [[ -e $out/done.$name ]]; then echo "skip $name (done)"; return 0; fi
     echo "run $name"
     if timeout "$limit" "$@"; then touch "$out/done.$name"; else echo "$name stopped (rc $?): run the script again"; fi
+    if [[ -n ${ONE_STEP:-} ]]; then  # one step a call: a call of the machine runs at most 10 minutes
+        echo "$(ls "$out"/done.* 2>/dev/null | wc -l) of 10 steps done"; exit 0
+    fi
 }
 
 step tests bash -c "python3 -m pytest tests/gpu/test_fused_add_rmsnorm_gpu.py -q -rs -p no:cacheprovider > '$out/gpu-tests-fused.log' 2>&1"

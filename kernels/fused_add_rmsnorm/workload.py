@@ -87,8 +87,8 @@ def triton_arguments(config: Mapping[str, Any], n: int) -> dict[str, Any]:
 
 
 _RUNTIME_KNOBS: Any = getattr(getattr(triton, "knobs", None), "runtime", None)
-"""Where Triton 3.4 and later keep the launch hooks (a profiler's); earlier ones keep them
-on ``CompiledKernel``."""
+"""Where Triton keeps the launch hooks (a profiler's) since ``triton.knobs``; before, on
+``CompiledKernel``."""
 _TRITON_VERSION = tuple(int(p) for p in triton.__version__.split(".")[:2] if p.isdigit())
 
 
@@ -147,10 +147,10 @@ def prepare_triton(compiled: Any, config: Mapping[str, Any], n: int, pointers: t
                    device: int) -> TritonPrepared | None:
     """``compiled`` (what the JIT's launch of the Triton ``config`` at rows of ``n``
     returned) prepared for direct launches, or ``None`` where that cannot be done
-    safely: no compiled kernel (Triton's interpreter), a Triton before 3.2 (whose
+    safely: no compiled kernel (Triton's interpreter), a Triton before 3.3 (whose
     launcher takes the arguments without the compile-time ones) or one whose compiled
     kernel lacks the launcher this relies on."""
-    if _TRITON_VERSION < (3, 2) or compiled is None:
+    if _TRITON_VERSION < (3, 3) or compiled is None:
         return None
     if not all(hasattr(compiled, name) for name in ("run", "function", "packed_metadata", "launch_metadata")):
         return None

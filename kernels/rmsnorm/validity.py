@@ -17,8 +17,9 @@ accesses per thread; ``CACHE`` the cache-hint bits; ``MAX_CLUSTER`` the largest 
 the target runs (8 on NVIDIA sm90 and later, else 1); ``HINTS_OK`` 1 where the target
 takes cache hints (NVIDIA sm80 and later); ``MAX_BLOCK`` 1024.  The declaration alone
 also reads ``STORAGE`` (0 registers, 1 shared memory, 2 re-read), ``VALUES`` (values a
-thread holds), ``SHARED_BYTES`` (shared memory of a ``smem`` block),
-``ROW_THREADS_CAP`` and the budgets ``MAX_REG_FLOATS`` and ``MAX_SMEM_BYTES``.
+thread holds), ``SHARED_BYTES`` (shared memory of a ``smem`` block), ``OCC`` (the
+occupancy hint), ``REG_CAP`` (the registers a thread may use under it on NVIDIA, 255
+without one), ``ROW_THREADS_CAP`` and the budgets ``MAX_REG_FLOATS`` and ``MAX_SMEM_BYTES``.
 """
 
 from __future__ import annotations
@@ -60,6 +61,19 @@ RULES = Rules((
          "threads per row must be a sub-wave or a multiple of the wave size ({WAVE})"),
     Rule("register-budget", "STORAGE != 0 or VALUES <= MAX_REG_FLOATS",
          "{VALUES} values per thread exceed the register budget of {MAX_REG_FLOATS}", asserted=False),
+    # On NVIDIA, __launch_bounds__(BLOCK, OCC) caps a thread at 65536 / (BLOCK * OCC)
+    # registers, and a row held in registers past half that cap spills; at exactly half it
+    # spills under a cap below 64 and for fp32 rows.  So say the committed sm90 tunings
+    # (H200 and H100), which recorded the spills of every config they timed: all 5,380 timed
+    # configs this refuses spilled, and 234 of the 29,744 with an occupancy bound it accepts
+    # (NVRTC for sm90 agrees: 512 threads at occupancy 2 hold 32 values in 64 registers,
+    # and spill 40 bytes at 40).  No committed winner breaks it.  On AMD the occupancy is
+    # waves per EU, another budget.
+    Rule("occupancy-register-cap",
+         "WAVE != 32 or OCC == 0 or STORAGE != 0 or 2 * VALUES < REG_CAP "
+         "or (2 * VALUES == REG_CAP and REG_CAP >= 64 and XBYTES < 4)",
+         "{VALUES} values per thread in registers exceed half of the {REG_CAP} registers occupancy {OCC} "
+         "leaves a thread: the kernel spills", asserted=False),
     # The compiler refuses a byte of shared memory more than this; rmsnorm.cu's shared arrays
     # are what SHARED_BYTES adds up.
     Rule("shared-memory", "STORAGE != 1 or SHARED_BYTES <= MAX_SMEM_BYTES",
@@ -94,12 +108,14 @@ def quantities(config: Mapping[str, Any], key: Mapping[str, Any], wave: int, max
     # cluster, every block's partial and the 8-byte barrier counting them (with its
     # alignment), as rmsnorm.cu declares them.
     shared = 4 * rows * (slice_ * vec + waves_per_row + (cluster if cluster > 1 else 0)) + (16 if cluster > 1 else 0)
+    occ = int(config.get("occupancy", 0))
+    reg_cap = min(255, 65536 // (threads * rows * occ)) if occ > 0 else 255
     return {
         "N": n, "XBYTES": xbytes, "VEC_BYTES": vbytes, "VEC": vec, "NV": nv, "TPR": threads, "ROWS": rows,
         "BLOCK": threads * rows, "WAVE": wave, "CLUSTER": cluster, "SLICE": slice_, "ITEMS": items,
         "CACHE": CACHE_BITS.get(hints_of(config), 0),
         "MAX_CLUSTER": max_cluster, "HINTS_OK": int(cache_hints), "MAX_BLOCK": MAX_BLOCK,
-        "STORAGE": storage, "VALUES": items * vec, "HELD": slice_ * vec, "SHARED_BYTES": shared,
+        "STORAGE": storage, "VALUES": items * vec, "OCC": occ, "REG_CAP": reg_cap, "HELD": slice_ * vec, "SHARED_BYTES": shared,
         "ROW_THREADS_CAP": max(wave, pow2_ceil(slice_)),
         "MAX_REG_FLOATS": MAX_REG_FLOATS, "MAX_SMEM_BYTES": MAX_SMEM_BYTES,
     }

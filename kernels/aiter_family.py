@@ -31,6 +31,7 @@ The default config is the empty one: a resolution that falls back (``source ==
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -153,9 +154,10 @@ class AiterFamily(KernelDecl):
             return "m" if "m" in self.key else "M"
         return "token" if self.rule in ("moe", "moe-exact") else None
 
-    @property
+    @functools.cached_property
     def key_axes(self) -> tuple[KeyAxis, ...]:
-        """The key columns, typed; the padded axis ordinal; the MoE families' ``flydsl_fallback``."""
+        """The key columns, typed; the padded axis ordinal; the MoE families' ``flydsl_fallback``
+        (made once: every key checked reads them)."""
         axes = tuple(KeyAxis(c, COLUMN_TYPES.get(c, str), ordinal=c == self.ordinal_axis,
                              minimum=1 if c == self.ordinal_axis else None) for c in self.key)
         return axes + ((KeyAxis(FALLBACK_AXIS, bool),) if self.rule == "moe" else ())

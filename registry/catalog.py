@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     # table's models.
     from flyconfigs.registry.tables import TableRef
 
-__all__ = ["Catalog", "Index", "rank_entries"]
+__all__ = ["Catalog", "Index", "rank_entries", "ranked_entries"]
 
 
 @dataclass
@@ -143,14 +143,14 @@ class Catalog:
             loaded = self._loaded.setdefault(target, loaded)
         return loaded
 
-    def entries_for(self, arch: str, kernel: str | None = None) -> list[Entry]:
+    def entries_for(self, arch: str, kernel: str | None = None, tables: bool = True) -> list[Entry]:
         """Every entry that can serve ``arch`` (``kernel``'s only, when given): override
         entries, then packages', then the rows of the tables (of ``kernel`` only, so that
-        no other kernel's table is read)."""
+        no other kernel's table is read; none when ``tables`` is false)."""
         entries = [e for e in self.override_entries() if e.device.arch == arch]
         for package in self.packages_for(arch):
             entries.extend(package.entries)
-        for table in self.tables_for(arch):
+        for table in self.tables_for(arch) if tables else ():
             if kernel is None or table.kernel == kernel:
                 entries.extend(table.entries(self.problems))
         return entries if kernel is None else [e for e in entries if e.kernel == kernel]
@@ -190,6 +190,10 @@ class Catalog:
         ranked = [s.for_family(owner) if owner is not None else s for s in sources.values()]
         return sorted(ranked, key=lambda s: s.rank)
 
+    def all_tables(self) -> list[TableRef]:
+        """Every table of every source (rows not read), override directories' first."""
+        return [ref for target in self.all_targets() for ref in self.tables_for(target)]
+
     def all_targets(self) -> list[str]:
         """Every target some source has (reads metadata and override folders)."""
         targets = {ref.target for ref in self.package_refs()}
@@ -204,15 +208,22 @@ class Catalog:
         found = [p.info for t in self.all_targets() for p in self.packages_for(t)]
         return sorted(found, key=lambda info: order.index(info.distribution))
 
-    def all_entries(self, owners: Callable[[str], Owner]) -> list[Entry]:
-        """Every entry of every source, each ranked for its kernel's owner
-        (``owners(kernel)``), in precedence order (reads every manifest)."""
-        by_kernel: dict[str, list[Entry]] = {}
-        for target in self.all_targets():
-            for entry in self.entries_for(target):
-                by_kernel.setdefault(entry.kernel, []).append(entry)
-        ranked = [e for kernel, entries in by_kernel.items() for e in rank_entries(entries, owners(kernel))]
-        return sorted(ranked, key=lambda e: e.source.rank)
+    def all_entries(self, owners: Callable[[str], Owner], tables: bool = True) -> list[Entry]:
+        """Every entry of every source (without the tables' rows when ``tables`` is
+        false), each ranked for its kernel's owner (``owners(kernel)``), in precedence
+        order (reads every manifest)."""
+        return ranked_entries([e for target in self.all_targets() for e in self.entries_for(target, tables=tables)],
+                              owners)
+
+
+def ranked_entries(entries: list[Entry], owners: Callable[[str], Owner]) -> list[Entry]:
+    """``entries`` each ranked for its kernel's owner (``owners(kernel)``), in precedence
+    order."""
+    by_kernel: dict[str, list[Entry]] = {}
+    for entry in entries:
+        by_kernel.setdefault(entry.kernel, []).append(entry)
+    ranked = [e for kernel, found in by_kernel.items() for e in rank_entries(found, owners(kernel))]
+    return sorted(ranked, key=lambda e: e.source.rank)
 
 
 def rank_entries(entries: list[U], owner: Owner) -> list[U]:

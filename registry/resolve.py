@@ -59,12 +59,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from importlib import invalidate_caches
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flyconfigs.errors import FlyconfigsError
 from flyconfigs.registry import inventory
 from flyconfigs.registry.calls import check_key
-from flyconfigs.registry.catalog import Catalog
+from flyconfigs.registry.catalog import Catalog, ranked_entries
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import (
     Detector,
@@ -83,6 +83,9 @@ from flyconfigs.registry.search import search, serve_default
 from flyconfigs.registry.sources import PATH_ENV, Entry, PackageInfo, Source
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.models import DeviceIdentity
+
+if TYPE_CHECKING:
+    from flyconfigs.registry.tables import TableRef
 
 __all__ = ["MEMO_LIMIT", "Collision", "Resolution", "Resolver", "Step"]
 
@@ -297,10 +300,19 @@ class Resolver:
         (reads every manifest)."""
         return self._catalog.packages()
 
-    def all_entries(self) -> Iterator[Entry]:
-        """Every entry of every source, each ranked for its kernel's owner, in
-        precedence order (reads every manifest)."""
-        yield from self._catalog.all_entries(self._owner)
+    def all_entries(self, tables: bool = True) -> Iterator[Entry]:
+        """Every entry of every source (the tables' rows too unless ``tables`` is
+        false), each ranked for its kernel's owner, in precedence order (reads every
+        manifest)."""
+        yield from self._catalog.all_entries(self._owner, tables)
+
+    def ranked(self, entries: list[Entry]) -> list[Entry]:
+        """``entries`` each ranked for its kernel's owner, in precedence order."""
+        return ranked_entries(entries, self._owner)
+
+    def all_tables(self) -> list[TableRef]:
+        """Every table of every source, rows not read (reads every manifest)."""
+        return self._catalog.all_tables()
 
     def _owner(self, kernel: str) -> Owner:
         try:

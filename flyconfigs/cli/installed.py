@@ -231,13 +231,18 @@ def _predicted_notes(resolver: Any, device: Any) -> list[str]:
     if device is None:
         return []
     by_kernel: dict[str, int] = {}
-    for entry in resolver.all_entries():
+    for entry in resolver.all_entries(tables=False):
         if entry.device.arch != device.arch:
             continue
         artifact = entry.load(resolver.problems)
         if artifact is not None and artifact.selection.rule == "predicted" and (
                 device.product is None or artifact.device.product == device.product):
             by_kernel[artifact.kernel.name] = by_kernel.get(artifact.kernel.name, 0) + 1
+    for ref in resolver.all_tables():  # a table's rows share its selection: counted, not loaded
+        table = ref.read(resolver.problems) if ref.device.arch == device.arch else None
+        if table is not None and table.selection.rule == "predicted" and (
+                device.product is None or table.device.product == device.product):
+            by_kernel[table.kernel.name] = by_kernel.get(table.kernel.name, 0) + len(table.rows)
     from flyconfigs.gpu import backend_for_vendor
 
     backend = backend_for_vendor(device.vendor)

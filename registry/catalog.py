@@ -30,6 +30,7 @@ from flyconfigs.registry.ownership import Owner
 from flyconfigs.registry.packages import LoadedPackage, PackageRef, find_packages, load_package
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry, PackageInfo, Source
+from flyconfigs.schema.models import DeviceIdentity
 
 if TYPE_CHECKING:
     # Imported when a source offers a table: a catalog of artifacts alone does without the
@@ -82,6 +83,9 @@ class Catalog:
         self._indexes: dict[tuple[Owner, str], Index] = {}
         self._overrides: list[Entry] | None = None
         self._override_tables: list[TableRef] = []
+        self._table_heads: list[tuple[str, str, DeviceIdentity, Source]] = []
+        """Override directories' tables known by their heads (path, kernel, device,
+        source), made :class:`TableRef` when a call reaches their arch."""
         self._refs: list[PackageRef] | None = None
         self._loaded: dict[str, list[LoadedPackage]] = {}
         self._tables: dict[str, list[TableRef]] = {}
@@ -102,9 +106,15 @@ class Catalog:
                 if found is not None:
                     tables.append(found)
 
+            heads: list[tuple[str, str, DeviceIdentity, Source]] = []
+
+            def on_table_head(path: str, kernel: str, device: DeviceIdentity, source: Source) -> None:
+                heads.append((path, kernel, device, source))
+
             for rank, folder in enumerate(self._directories()):
-                entries.extend(scan_directory(folder, rank, self.problems, on_table))
+                entries.extend(scan_directory(folder, rank, self.problems, on_table, on_table_head))
             self._override_tables = tables
+            self._table_heads = heads
             self._overrides = entries
         return self._overrides
 
@@ -115,6 +125,12 @@ class Catalog:
         if found is None:
             self.override_entries()
             found = [t for t in self._override_tables if t.device.arch == arch]
+            heads = [head for head in self._table_heads if head[2].arch == arch]
+            if heads:
+                from flyconfigs.registry.tables import TableRef
+
+                found.extend(TableRef(kernel, device, path, source) for path, kernel, device, source in heads)
+                found.sort(key=lambda t: t.source.rank)  # stable: in the folders' order
             for package in self.packages_for(arch):
                 if package.source is not None and package.tables:
                     from flyconfigs.registry.tables import TableRef
@@ -199,6 +215,7 @@ class Catalog:
         targets = {ref.target for ref in self.package_refs()}
         targets.update(e.device.arch for e in self.override_entries())
         targets.update(t.device.arch for t in self._override_tables)
+        targets.update(head[2].arch for head in self._table_heads)
         return sorted(targets)
 
     def packages(self) -> list[PackageInfo]:

@@ -45,7 +45,7 @@ from flyconfigs.schema.canonical import canonical_text
 if TYPE_CHECKING:
     from flyconfigs.registry.ties import Tie
 
-__all__ = ["COLUMN_TYPES", "MEASURED", "AiterFamily", "moe_padded_token", "padded_m"]
+__all__ = ["COLUMN_TYPES", "MEASURED", "PUBLISHED_TARGETS", "AiterFamily", "moe_padded_token", "padded_m"]
 
 Rule = Literal["gemm", "moe", "moe-exact", "exact"]
 
@@ -90,6 +90,11 @@ def moe_padded_token(token: int) -> int:
     if token < MOE_TIERS[0]:
         return _next_pow2(token)
     return max(t for t in MOE_TIERS if token >= t)
+
+
+PUBLISHED_TARGETS = ("gfx1250", "gfx942", "gfx950")
+"""The targets of the aiter packages this project publishes (``imported/aiter-<target>``;
+a test keeps the two in step)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,13 @@ class AiterFamily(KernelDecl):
         """The key columns a row may differ on from the asked key: :attr:`retried` and
         :attr:`unmatched` (the contract member the nearest-key step reads)."""
         return (*self.retried, *self.unmatched)
+
+    @property
+    def data_packages(self) -> frozenset[str]:
+        """The packages this project publishes of aiter's tuned files
+        (``flyconfigs-aiter-<target>``, from ``imported/aiter-<target>``): they rank as
+        the family owner's, above a third party's (:data:`PUBLISHED_TARGETS`)."""
+        return frozenset(f"flyconfigs-aiter-{target}" for target in PUBLISHED_TARGETS)
 
     @property
     def name(self) -> str:

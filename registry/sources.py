@@ -81,9 +81,23 @@ class PackageInfo:
     target: str
     schema_version: str
     artifacts: int
+    """The keys it serves: its artifacts and its tables' rows."""
     location: str
     families: tuple[str, ...] = ()
     """The kernel families it serves (its manifest's ``kernels``, or its rows')."""
+    files: int = 0
+    """Its files of data: artifacts and tables."""
+    tables: int = 0
+    """How many of :attr:`files` are tables."""
+
+    def size(self) -> str:
+        """``12 artifacts``, or ``155 files (2697 keys: 12 artifacts, 143 tables)``."""
+        if not self.tables:
+            return f"{self.artifacts} artifact{'' if self.artifacts == 1 else 's'}"
+        single = self.files - self.tables
+        return (f"{self.files} file{'' if self.files == 1 else 's'} ({self.artifacts} keys: {single} "
+                f"artifact{'' if single == 1 else 's'}, "
+                f"{self.tables} table{'' if self.tables == 1 else 's'})")
 
 
 @dataclass

@@ -48,7 +48,7 @@ def _list(args: argparse.Namespace) -> int:
             print(f"  {k.name} version {k.version}  from {owner}{served}")
     print("packages:" if packages else "no flyconfigs data packages installed")
     for p in packages:
-        print(f"  {p.distribution} {p.version}  target {p.target}  schema {p.schema_version}  {p.artifacts} artifacts  "
+        print(f"  {p.distribution} {p.version}  target {p.target}  schema {p.schema_version}  {p.size()}  "
               f"families {', '.join(p.families) or 'none'}")
     return 0
 
@@ -188,7 +188,7 @@ def _doctor(args: argparse.Namespace) -> int:
         for folder in override_directories():
             print(f"override directory: {folder}{'' if folder.is_dir() else ' (missing)'}")
         for p in packages:
-            print(f"package: {p.distribution} {p.version} target {p.target}, {p.artifacts} artifacts")
+            print(f"package: {p.distribution} {p.version} target {p.target}, {p.size()}")
         for c in collisions:
             if c.contested:
                 print(f"collision: {c.kernel} {dict(c.key)} on {c.device.describe()}: contested by {c.winner} and "

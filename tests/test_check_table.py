@@ -77,3 +77,25 @@ def test_a_large_table_is_checked_without_an_artifact_per_row(tmp_path: Path) ->
     check_table(ref, log)
     assert [(p.kind, p.where) for p in log.problems()] == [("invalid-config", "t.json#row 2999")]
     assert ref._entries is None and not ref._made  # no row became an entry
+
+
+def test_validate_finds_a_duplicate_key_when_one_copy_is_a_table_row(tmp_path: Path, capsys: Any) -> None:
+    # The copy that does not serve (here the row: the table says no time it was made) is
+    # reported as the table file's problem at its row.
+    import json
+
+    from factories import artifact_dict
+    from flyconfigs.cli import main
+    from flyconfigs.schema import canonical_bytes, write_atomic
+
+    key = {"M": 64, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
+    write_atomic(tmp_path / "table.json", _table([[64, 8192, "bf16", "bf16", *GOOD],
+                                                  [128, 8192, "bf16", "bf16", *GOOD]]).to_json_bytes())
+    single = artifact_dict(key=key)
+    (tmp_path / "single.json").write_bytes(canonical_bytes(single))
+    assert main(["validate", str(tmp_path), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    problems = {Path(f["file"]).name: f["problems"] for f in report["files"]}
+    reported = [name for name, found in problems.items() if any("duplicate" in p["message"] for p in found)]
+    assert reported == ["table.json"] and problems["table.json"][0]["field"] == "row 0", problems
+    assert all(not found for name, found in problems.items() if name not in reported), problems

@@ -26,7 +26,10 @@ in code, and ``resolve``, ``explain``, ``doctor`` and ``validate`` all call it):
    order, then (in a step that accepts other products) the nearer product name.  A
    kernel whose ``device_match`` is ``product`` (FlyDSL's identity) is served only
    artifacts of the asked product, arch and compute units: the other products of steps
-   b and c, and step d, are passed over;
+   b and c, and step d, are passed over.  The steps come before standing: an exact key
+   of any standing serves before a nearest key of a higher one (a measurement of the
+   asked key beats a guess from a neighbour), and ``explain`` says when a higher
+   standing had a nearer key;
 3. the kernel's default heuristic, checked like any served config.
 
 Standing of a source, for one kernel family (``flyconfigs explain`` prints it):

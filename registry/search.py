@@ -179,6 +179,8 @@ class _Search:
             if relaxed:
                 self.reasons.append(relaxed)
                 adapted += f"; {relaxed}"
+            if mode == "exact" and self.trace and entry.source.rank[0] > 0:
+                self._higher_had_nearer(found, layer)
             self.trace.append(Step(f"{LAYER_NAMES[layer]} device, {mode} key",
                                    f"found {entry.path} ({entry.source.describe()})"
                                    + ("" if artifact.selection.measured else f", {how(artifact)}") + adapted))
@@ -280,6 +282,27 @@ class _Search:
         # Kept in the record's reasons; explain prints it on the step's "found" line.
         self.reasons.append(said(self.decl.name, chosen))
         return chosen
+
+    def _higher_had_nearer(self, found: Found, layer: int) -> None:
+        """For ``explain`` (a search given a trace to fill): say when a source of a higher
+        standing than the exact key served had a nearer key on the same device layers
+        (the steps come before standing: an exact measurement of the asked key is served
+        before any nearest key).  Only asked while explaining: it weighs the nearest-key
+        step's neighbours, which a resolve never needs once an exact key serves."""
+        tier = found.entry.source.rank[0]
+        for near_layer in range(layer + 1):
+            token = self.tokens[near_layer]
+            if token is None:
+                continue
+            pool = self.index.pool(near_layer, token, self.query.product)
+            nearer = next((e for e, _ in nearest_ranked(pool, self.key, self.decl, self.problems)
+                           if e.source.rank[0] < tier and not self._asked(e)), None)
+            if nearer is not None:
+                self.trace.append(Step(f"{LAYER_NAMES[layer]} device, exact key",
+                                       f"{nearer.path} ({nearer.source.describe()}) has a nearer key "
+                                       f"{dict(nearer.key)} at a higher standing, but an exact key of any standing "
+                                       f"is served before a nearest one (a measurement of the asked key beats a guess)"))
+                return
 
     def _lower_was_nearer(self, found: Found, ranked: list[tuple[Entry, tuple[float, ...]]], what: str) -> None:
         """Say when a source of a lower standing had a nearer key than the one served."""

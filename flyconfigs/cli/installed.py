@@ -144,6 +144,7 @@ def _doctor(args: argparse.Namespace) -> int:
         device, how = parse_device_spec(args.device, "--device"), "given by --device"
     else:
         device, how = _quietly(resolver.current_device)
+    declarations.check_kernel_choices(resolver.problems)
     problems = resolver.check_all()
     collisions = resolver.collisions()
     packages = resolver.packages()

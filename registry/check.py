@@ -122,9 +122,13 @@ def winner_refusal(artifact: Artifact, kernels: KernelTable | None = None) -> st
             return None  # another kernel under the name: check_winner reports the clash
         return str(exc)  # the kernel's own axes, a value it refuses: never served
     refused = refusal(record, artifact, key, None)
-    if refused is None or refused[0] == "test-double":
-        return None
-    return refused[1]
+    if refused is not None and refused[0] == "test-double":
+        # Never served to a real device, but its winner must still be a config its family
+        # accepts: a test double's run checks the tuner's output as a real one would.
+        stale = binding_problem(record.decl, artifact.kernel, artifact.selection.rule, lambda: record.digest)
+        return stale or check_config(record.decl, artifact.winner.config, key,
+                                     DeviceQuery.of(artifact.device.identity))
+    return None if refused is None else refused[1]
 
 
 _UNSEEN = "<unseen>"

@@ -5,6 +5,7 @@ registry for the current device instead of raising ``ModuleNotFoundError``."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,23 @@ def test_the_current_device_without_torch_is_the_registrys(monkeypatch: pytest.M
         assert launch.resolution.device is None and launch.resolution.source == "default"
     else:
         assert launch.resolution.device == parse_device_spec(device_env)
+
+
+def test_a_test_doubles_artifact_whose_winner_its_family_refuses_is_not_written(tmp_path: Path) -> None:
+    from factories import artifact_dict
+    from flyconfigs.errors import TuneError
+    from flyconfigs.registry.check import winner_refusal
+    from flyconfigs.schema import Artifact
+    from flyconfigs.tuner.emit import write_artifact
+
+    data = artifact_dict(key={**KEY, "N": 1024})  # its winner moves more vectors than a 1,024 row holds
+    data["provenance"]["backend"] = "simulated"
+    artifact = Artifact.model_validate(data)
+    assert artifact.from_test_double
+    why = winner_refusal(artifact)
+    assert why is not None and "more threads than vectors" in why
+    with pytest.raises(TuneError, match="never be served"):
+        write_artifact(tmp_path, artifact)
+    assert list(tmp_path.iterdir()) == []
+    good = Artifact.model_validate({**artifact_dict(key=KEY), "provenance": {**data["provenance"]}})
+    assert winner_refusal(good) is None

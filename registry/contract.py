@@ -30,6 +30,8 @@ KeyValue = Any
 """A key or config value: a JSON value as schema 1.1 allows (``flyconfigs.schema.Value``);
 each kernel's declaration says which its axes and tunables take."""
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:-]{0,63}$")
+"""A name (a string key value, a kernel's name), matched whole (``fullmatch``: ``$`` alone
+would take ``"bf16\n"``); also the JSON Schema's pattern."""
 _JSON_KINDS: dict[type, str] = {int: "an int", str: "a name", bool: "a bool", float: "a finite float", list: "a list"}
 
 
@@ -69,7 +71,7 @@ class KeyAxis:
             if self.maximum is not None and value > self.maximum:
                 raise InvalidKeyError(f"{where} must be <= {self.maximum}, got {value}")
         elif isinstance(value, str):
-            if not NAME_PATTERN.match(value):
+            if not NAME_PATTERN.fullmatch(value):
                 raise InvalidKeyError(f"{where} must be a name, got {value!r}")
             if self.choices is not None and value not in self.choices:
                 raise InvalidKeyError(f"{where} must be one of {', '.join(self.choices)}, got {value!r}")

@@ -172,6 +172,9 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
         raise ArtifactError(file, [FieldProblem("line 1", wrong or "a column is named twice")])
     out = ImportedTables(file, spec)
     config = [c for c in header if c in spec.config]
+    if not config:
+        raise ArtifactError(file, [FieldProblem("line 1", f"no config column ({', '.join(spec.config)}): a row would "
+                                                          "serve an empty config over what is installed")])
     measured = [c for c in header if c in MEASURED]
     groups: dict[str, tuple[Device, str, dict[str, tuple[int, list[Any]]]]] = {}
     for number, row in _numbered(rows, file, out.refused):

@@ -249,9 +249,11 @@ class AiterFamily(KernelDecl):
 
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:
-        """``None`` when ``config`` names only the family's config columns, each a scalar,
-        and aiter would not discard it for ``key`` (an Opus stage-1 kernel for an
+        """``None`` when ``config`` names some of the family's config columns and no
+        other, each a scalar, and aiter would not discard it for ``key`` (an Opus stage-1 kernel for an
         activation it does not run, :attr:`opus_activations`)."""
+        if not config:  # a key-only file's row: aiter finds the key and nothing to run
+            return f"an empty config: no column of {', '.join(self.config)}, so nothing tuned to serve"
         unknown = sorted(set(map(str, config)) - set(self.config))
         if unknown:
             return f"not a {self.name} config: {', '.join(unknown)} (columns: {', '.join(self.config)})"

@@ -42,3 +42,17 @@ def test_an_arch_of_no_known_generation_is_a_refused_row(tmp_path: Path, capsys:
     err = capsys.readouterr().err
     assert "line 2.gfx" in err and "Traceback" not in err
     assert "3 rows imported, 1 refused" in err
+
+
+def test_a_key_only_csv_is_refused_and_an_empty_config_never_serves(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from flyconfigs.kernels.aiter_gemm import FAMILIES
+
+    keys = HEADER[:HEADER.index("q_dtype_w") + 1]
+    path = tmp_path / A8W8.name
+    path.write_text("\n".join(",".join(r[:len(keys)]) for r in [keys, *ROWS]) + "\n")
+    assert main(["import", "aiter", str(path), "--out", str(tmp_path / "out")]) == 1
+    assert "no config column" in capsys.readouterr().err
+    family = FAMILIES["aiter_gemm_a8w8"]
+    assert family.check_config({}, {}, None) is not None
+    assert family.check_config({"kernelId": 3, "splitK": 0, "kernelName": "k"}, {}, None) is None

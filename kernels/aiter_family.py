@@ -288,12 +288,16 @@ class AiterFamily(KernelDecl):
 
 
 def cell_value(text: str) -> Any:
-    """A config or measurement cell as pandas reads it: an int, a float, ``True`` or
-    ``False``, ``None`` for an empty cell, else the text."""
+    """A config or measurement cell as pandas reads it: an int (of 64 bits), a float,
+    ``True`` or ``False``, ``None`` for an empty cell, else the text (an integer beyond 64
+    bits among them: its digits, exactly)."""
     if text == "":
         return None
-    if re.fullmatch(r"-?[0-9]{1,18}", text):
-        return int(text)
+    if re.fullmatch(r"-?[0-9]{1,1024}", text):
+        value = int(text)
+        # pandas reads an int64 as an int; one beyond it is kept as its digits, which a
+        # table's 64-bit cell cannot hold and a float would round.
+        return value if -(2**63) <= value < 2**63 else text
     if text in ("True", "False"):
         return text == "True"
     if re.fullmatch(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text):

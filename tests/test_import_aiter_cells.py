@@ -56,3 +56,20 @@ def test_a_key_only_csv_is_refused_and_an_empty_config_never_serves(tmp_path: Pa
     family = FAMILIES["aiter_gemm_a8w8"]
     assert family.check_config({}, {}, None) is not None
     assert family.check_config({"kernelId": 3, "splitK": 0, "kernelName": "k"}, {}, None) is None
+
+
+@pytest.mark.parametrize("digits", ["1234567890123456789", "-9223372036854775808", "9223372036854775807",
+                                    "99999999999999999999", "12345678901234567890"])
+def test_a_long_integer_cell_exports_back_as_its_digits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str], digits: str) -> None:
+    import csv
+
+    rows = [list(r) for r in ROWS]
+    rows[0][HEADER.index("kernelId")] = digits
+    out = tmp_path / "out"
+    assert main(["import", "aiter", str(_csv(tmp_path / A8W8.name, rows)), "--out", str(out)]) == 0
+    monkeypatch.setenv("FLYCONFIGS_PATH", str(out / "gfx942"))
+    assert main(["export", "aiter", "--out", str(tmp_path / "exported")]) == 0
+    with (tmp_path / "exported" / "aiter" / "configs" / A8W8.name).open() as f:
+        exported = list(csv.DictReader(f))
+    assert exported[0]["kernelId"] == digits

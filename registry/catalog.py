@@ -17,6 +17,7 @@ that build one at once build the same thing, and the first stored is kept.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +84,7 @@ class Catalog:
         self._indexes: dict[tuple[Owner, str], Index] = {}
         self._overrides: list[Entry] | None = None
         self._override_tables: list[TableRef] = []
+        self._scan_lock = threading.Lock()
         self._table_heads: list[tuple[str, str, DeviceIdentity, Source]] = []
         """Override directories' tables known by their heads (path, kernel, device,
         source), made :class:`TableRef` when a call reaches their arch."""
@@ -94,7 +96,14 @@ class Catalog:
         return override_directories(os.pathsep.join(self._paths) if self._paths is not None else None)
 
     def override_entries(self) -> list[Entry]:
-        """Every valid artifact of the override directories, in their order."""
+        """Every valid artifact of the override directories, in their order (the folders
+        scanned once: threads that ask during the scan wait for it)."""
+        if self._overrides is not None:
+            return self._overrides
+        with self._scan_lock:
+            return self._scan_overrides()
+
+    def _scan_overrides(self) -> list[Entry]:
         if self._overrides is None:
             entries: list[Entry] = []
             tables: list[TableRef] = []

@@ -98,3 +98,44 @@ def test_the_tail_decoder_refuses_what_the_full_read_refuses() -> None:
         tail = b'x,"device":{"arch":"sm90"},"key":{"M":' + number + b"}}"
         assert folders._top_level_from_device(tail) is None
     assert folders._top_level_from_device(b'x,"device":{"a":' + b"[" * 5000 + b"]" * 5000 + b"}}") is None
+
+
+def test_concurrent_first_resolves_after_a_refresh_scan_each_folder_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from flyconfigs.registry import catalog
+
+    folders_ = [tmp_path / f"f{i}" for i in range(3)]
+    for folder in folders_:
+        folder.mkdir()
+        _good(folder)
+    scans: list[Path] = []
+    real = catalog.scan_directory
+
+    def counted(folder: Path, *args: object, **kwargs: object) -> object:
+        scans.append(folder)
+        return real(folder, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(catalog, "scan_directory", counted)
+    resolver = Resolver([str(f) for f in folders_], packages=False)
+    resolver.resolve("rmsnorm", KEY, H200_SPEC)
+    resolver.refresh()
+    scans.clear()
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            start.wait()
+            assert resolver.resolve("rmsnorm", KEY, H200_SPEC).source == "override"
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(scans) == sorted(folders_)

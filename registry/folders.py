@@ -112,8 +112,10 @@ def _indexed(path: str, source: Source) -> Entry | None:
     provenance = members.get("provenance")
     rule = selection.get("rule") if isinstance(selection, dict) else None
     created = provenance.get("created") if isinstance(provenance, dict) else None
+    version, sha = kernel.get("version"), kernel.get("source_sha256")
+    binding = (version, sha) if type(version) is int and (sha is None or isinstance(sha, str)) else None
     return Entry(kernel["name"], key, device, path, source, rule=rule if isinstance(rule, str) else None,
-                 created=created if isinstance(created, str) else None)
+                 created=created if isinstance(created, str) else None, binding=binding)
 
 
 _IDENTITY_FIELDS = tuple(DeviceIdentity.model_fields)

@@ -50,6 +50,7 @@ from types import MappingProxyType
 from typing import Any
 
 from flyconfigs.errors import FlyconfigsError, InvalidKeyError, KernelPluginError
+from flyconfigs.registry.binding import binding_problem
 from flyconfigs.registry.calls import check_config, check_key, default_config, device_match
 from flyconfigs.registry.catalog import Index
 from flyconfigs.registry.check import refusal
@@ -64,6 +65,7 @@ from flyconfigs.registry.records import LAYER_NAMES, Resolution, Step
 from flyconfigs.registry.serving import ROUTINE, Found, adapt, changes, how, selection_of
 from flyconfigs.registry.sources import PACKAGES_ENV, Entry
 from flyconfigs.schema.canonical import canonical_text
+from flyconfigs.schema.models import KernelRef
 
 __all__ = ["search", "serve_default"]
 
@@ -320,6 +322,10 @@ class _Search:
         if refused is not None:
             self._say(what, f"{entry.path}: {self.decl.name} refuses its key: {refused}")
             return None
+        stale = self._stale_by_tail(entry)
+        if stale is not None:
+            self._say(what, f"{entry.path}: stale: {stale}")
+            return None
         artifact = entry.load(self.problems)
         if artifact is None:
             self._say(what, f"{entry.path}: unusable ({self._last_problem(entry)})")
@@ -329,6 +335,22 @@ class _Search:
             return found
         self._say(what, f"{entry.path}: {found}")
         return None
+
+    def _stale_by_tail(self, entry: Entry) -> str | None:
+        """Why ``entry`` is stale for the installed family by the kernel version and
+        source its file's tail records (reported once, as :meth:`_serve` reports it), or
+        ``None``: after a version bump a folder of stale files is passed over without
+        reading each one whole.  The file is still judged in full when it is read."""
+        if entry.binding is None:
+            return None
+        version, sha = entry.binding
+        kernel = self.kernel
+        why = binding_problem(self.decl, KernelRef.model_construct(name=entry.kernel, version=version, source_sha256=sha),
+                              entry.rule, lambda: kernel.digest)
+        if why is not None:
+            dist = entry.source.name if entry.source.kind == "package" else None
+            self.problems.report(Problem("stale-artifact", str(entry.path), why, dist))
+        return why
 
     def _key_refusal(self, entry: Entry) -> str | None:
         """Why the kernel's own ``check_key`` refuses ``entry``'s tuned key (reported

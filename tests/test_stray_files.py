@@ -139,3 +139,28 @@ def test_concurrent_first_resolves_after_a_refresh_scan_each_folder_once(
         thread.join()
     assert errors == []
     assert sorted(scans) == sorted(folders_)
+
+
+def test_a_folder_of_stale_files_is_passed_over_without_reading_them(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from flyconfigs.registry import kernel_declaration
+    from flyconfigs.registry.sources import Entry
+
+    version = kernel_declaration("rmsnorm").version
+    for m in (64, 256, 1024, 4096):
+        data = artifact_dict(key={**KEY, "M": m})
+        data["kernel"]["version"] = version + 1  # tuned by a newer family than the one installed
+        (tmp_path / f"m{m}.json").write_bytes(canonical_bytes(data))
+    reads: list[str] = []
+    real = Entry._read
+
+    def counted(self: Entry) -> object:
+        reads.append(self.location)
+        return real(self)
+
+    monkeypatch.setattr(Entry, "_read", counted)
+    resolver = _resolver(tmp_path)
+    served = resolver.resolve("rmsnorm", {**KEY, "M": 100}, H200_SPEC)
+    assert served.source == "default" and reads == []
+    stale = [p for p in resolver.problems.problems() if p.kind == "stale-artifact"]
+    assert len(stale) == 4 and all(f"version {version + 1}" in p.message for p in stale)

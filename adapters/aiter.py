@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -127,8 +128,13 @@ def _device(cells: dict[str, str], spec: AiterFamily, at: str, file: str) -> tup
     else:
         product = f"AMD {arch}, {cus} CUs"
         how += ", which aiter matches against the running GPU"
+    try:
+        wave = wave_size_of_arch(arch)
+    except ValueError as exc:  # gfxabc: a gfx name of no generation the arch rule knows
+        raise ArtifactError(file, [FieldProblem(at + (spec.arch_column if spec.arch_column in cells else "cu_num"),
+                                                str(exc))]) from None
     device = Device(vendor="amd", arch=arch, product=product, compute_units=cus, features=[],
-                    wave_size=wave_size_of_arch(arch))  # type: ignore[arg-type]
+                    wave_size=wave)  # type: ignore[arg-type]
     return device, how + "; the file names no product"
 
 
@@ -165,6 +171,9 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
         raise ArtifactError(file, [FieldProblem("line 1", wrong or "a column is named twice")])
     out = ImportedTables(file, spec)
     config = [c for c in header if c in spec.config]
+    if not config:
+        raise ArtifactError(file, [FieldProblem("line 1", f"no config column ({', '.join(spec.config)}): a row would "
+                                                          "serve an empty config over what is installed")])
     measured = [c for c in header if c in spec.measured_columns]
     groups: dict[str, tuple[Device, str, dict[str, tuple[int, list[Any]]]]] = {}
     for number, row in _numbered(rows, file, out.refused):
@@ -186,6 +195,10 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
             except InvalidKeyError as exc:
                 raise ArtifactError(file, [FieldProblem(f"line {number}", str(exc))]) from None
             values = [*key.values(), *(cell_value(cells[c]) for c in config), *(cell_value(cells[c]) for c in measured)]
+            for name, value in zip([*key, *config, *measured], values, strict=True):
+                why = _cell_problem(value)
+                if why is not None:  # the table would refuse it, and with it every row of the device
+                    raise ArtifactError(file, [FieldProblem(at + name, why)])
             group = groups.setdefault(canonical_text(device.identity.model_dump(mode="json")), (device, how, {}))
             slot = canonical_text(list(key.values()))
             kept = group[2].get(slot)
@@ -221,6 +234,22 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
         except ArtifactError as exc:
             out.refused.append(exc)
     return out
+
+
+_MAX_CELL = 1024
+"""The longest text a table's cell holds (:mod:`flyconfigs.schema.table`)."""
+
+
+def _cell_problem(value: Any) -> str | None:
+    """Why a table could not hold ``value`` as a cell (a text over 1,024 characters, an
+    integer beyond 64 bits, a number that is not finite), or ``None``."""
+    if isinstance(value, str) and len(value) > _MAX_CELL:
+        return f"a cell of {len(value)} characters, over the {_MAX_CELL} a table's cell holds"
+    if type(value) is int and not -(2**63) <= value < 2**63:
+        return f"{value} is beyond a 64-bit integer"
+    if type(value) is float and not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    return None
 
 
 def _us(values: list[Any], config: list[str], measured: list[str]) -> float:

@@ -126,8 +126,13 @@ def write_imported_table(table: Table, folder: str | Path, file: str) -> tuple[P
     """Write an imported ``table`` into ``folder`` under its own file name (atomically),
     less the rows whose slot (kernel, device, key) ``folder`` holds a measured or
     predicted artifact for: those are refused (naming ``file`` and the row's entry), as
-    :func:`write_imported` refuses to replace such an artifact.  The path written
-    (``None`` when no row is left) and the refusals."""
+    :func:`write_imported` refuses to replace such an artifact; a file of the table's
+    name written by a newer schema is never replaced (nothing is written, and that is the
+    one refusal).  The path written (``None`` when no row is left) and the refusals."""
+    target = Path(folder) / table.file_name()
+    why = replacement_refusal(target, "imported")
+    if why is not None:
+        return None, [ArtifactError(str(target), [FieldProblem("schema_version", why)])]
     keep: list[int] = []
     refused: list[ArtifactError] = []
     for index in range(len(table.rows)):

@@ -58,7 +58,7 @@ class VLLMFile:
 def parse_file_name(name: str) -> VLLMFile:
     """What the file name ``name`` states; :class:`ArtifactError` on ``<file name>`` if it
     is not one of vLLM's patterns."""
-    match = _NAME.match(name)
+    match = _NAME.fullmatch(name)  # whole: a trailing newline is no part of a name
     if match is None:
         raise ArtifactError(name, [FieldProblem("<file name>", "is not E=…,N=…,device_name=…[,dtype=…][,block_shape=[n,k]]"
                                                                  "[_down].json, as vLLM names its fused-MoE configs")])
@@ -120,13 +120,15 @@ def import_vllm_file(path: str | Path, revision: str | None = None, devices: Seq
         if not isinstance(triton, str) or not triton:
             raise ArtifactError(file, [FieldProblem(TRITON_VERSION, f"expected a version string, got {triton!r}")])
         versions["triton"] = triton
+    if not any(member != TRITON_VERSION for member in data):
+        raise ArtifactError(file, [FieldProblem("", "no batch size in the file: nothing to import")])
     upstream = UpstreamFile(PROJECT, f"{CONFIG_DIR}/{p.name}", revision)
     out = Imported(file)
     for member, config in data.items():
         if member == TRITON_VERSION:
             continue
         try:
-            if not _BATCH.match(member):
+            if not _BATCH.fullmatch(member):
                 raise ArtifactError(file, [FieldProblem(member, "is not a batch size (a positive int)")])
             if not isinstance(config, dict):
                 raise ArtifactError(file, [FieldProblem(member, f"expected a config object, got {type(config).__name__}")])

@@ -39,6 +39,7 @@ The default config is the empty one: a resolution that falls back (``source ==
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -53,7 +54,8 @@ from flyconfigs.schema.canonical import canonical_text
 if TYPE_CHECKING:
     from flyconfigs.registry.ties import Tie
 
-__all__ = ["COLUMN_TYPES", "MEASURED", "RULES", "AiterFamily", "batched_padded_m", "moe_padded_token", "padded_m"]
+__all__ = ["COLUMN_TYPES", "MEASURED", "PUBLISHED_TARGETS", "RULES", "AiterFamily", "batched_padded_m", "moe_padded_token",
+           "padded_m"]
 
 Rule = Literal["gemm", "batched-gemm", "nearest", "moe", "moe-exact", "exact"]
 RULES: tuple[Rule, ...] = ("gemm", "batched-gemm", "nearest", "moe", "moe-exact", "exact")
@@ -118,6 +120,11 @@ def moe_padded_token(token: int) -> int:
     if token < MOE_TIERS[0]:
         return _next_pow2(token)
     return max(t for t in MOE_TIERS if token >= t)
+
+
+PUBLISHED_TARGETS = ("gfx1250", "gfx942", "gfx950")
+"""The targets of the aiter packages this project publishes (``imported/aiter-<target>``;
+a test keeps the two in step)."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +194,13 @@ class AiterFamily(KernelDecl):
         return (*self.retried, *self.unmatched)
 
     @property
+    def data_packages(self) -> frozenset[str]:
+        """The packages this project publishes of aiter's tuned files
+        (``flyconfigs-aiter-<target>``, from ``imported/aiter-<target>``): they rank as
+        the family owner's, above a third party's (:data:`PUBLISHED_TARGETS`)."""
+        return frozenset(f"flyconfigs-aiter-{target}" for target in PUBLISHED_TARGETS)
+
+    @property
     def name(self) -> str:
         """``aiter_<family>``."""
         return f"aiter_{self.family}"
@@ -198,9 +212,10 @@ class AiterFamily(KernelDecl):
             return "m" if "m" in self.key else "M"
         return "token" if self.rule in ("moe", "moe-exact") else None
 
-    @property
+    @functools.cached_property
     def key_axes(self) -> tuple[KeyAxis, ...]:
-        """The key columns, typed; the padded axis ordinal; the MoE families' ``flydsl_fallback``."""
+        """The key columns, typed; the padded axis ordinal; the MoE families' ``flydsl_fallback``
+        (made once: every key checked reads them)."""
         axes = tuple(KeyAxis(c, self.type_of(c), ordinal=c == self.ordinal_axis,
                              minimum=1 if c == self.ordinal_axis else None) for c in self.key)
         return axes + ((KeyAxis(FALLBACK_AXIS, bool),) if self.rule == "moe" else ())
@@ -332,9 +347,11 @@ class AiterFamily(KernelDecl):
 
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> str | None:
-        """``None`` when ``config`` names only the family's config columns, each a scalar,
-        and aiter would not discard it for ``key`` (an Opus stage-1 kernel for an
+        """``None`` when ``config`` names some of the family's config columns and no
+        other, each a scalar, and aiter would not discard it for ``key`` (an Opus stage-1 kernel for an
         activation it does not run, :attr:`opus_activations`)."""
+        if not config:  # a key-only file's row: aiter finds the key and nothing to run
+            return f"an empty config: no column of {', '.join(self.config)}, so nothing tuned to serve"
         unknown = sorted(set(map(str, config)) - set(self.config))
         if unknown:
             return f"not a {self.name} config: {', '.join(unknown)} (columns: {', '.join(self.config)})"
@@ -369,12 +386,16 @@ class AiterFamily(KernelDecl):
 
 
 def cell_value(text: str) -> Any:
-    """A config or measurement cell as pandas reads it: an int, a float, ``True`` or
-    ``False``, ``None`` for an empty cell, else the text."""
+    """A config or measurement cell as pandas reads it: an int (of 64 bits), a float,
+    ``True`` or ``False``, ``None`` for an empty cell, else the text (an integer beyond 64
+    bits among them: its digits, exactly)."""
     if text == "":
         return None
-    if re.fullmatch(r"-?[0-9]{1,18}", text):
-        return int(text)
+    if re.fullmatch(r"-?[0-9]{1,1024}", text):
+        value = int(text)
+        # pandas reads an int64 as an int; one beyond it is kept as its digits, which a
+        # table's 64-bit cell cannot hold and a float would round.
+        return value if -(2**63) <= value < 2**63 else text
     if text in ("True", "False"):
         return text == "True"
     if re.fullmatch(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text):

@@ -357,7 +357,7 @@ def autotune(family: str, configs: Sequence[Any], key: Sequence[str], *, fallbac
     used, when the decorator is applied or made."""
     if fallback not in FALLBACKS:
         raise ValueError(f"fallback must be one of {', '.join(FALLBACKS)}, got {fallback!r}")
-    if not isinstance(family, str) or not NAME_PATTERN.match(family):
+    if not isinstance(family, str) or not NAME_PATTERN.fullmatch(family):
         raise ValueError(f"family must be a kernel name (letters, digits, '_', '.', '-'), got {family!r}")
     configs = list(configs)
     if not configs or not all(hasattr(c, "kwargs") and hasattr(c, "all_kwargs") for c in configs):

@@ -85,8 +85,12 @@ def device_query(device: Any = None) -> DeviceQuery | None:
             f"expected a torch.device, a GPU ordinal, None, a DeviceQuery or a device spec such as 'H200' or "
             f"'sm90:132:NVIDIA H200', got {type(device).__name__} {device!r}"))])
     if index is None:
-        import torch
-
+        try:
+            import torch
+        except ImportError:
+            # No torch, so no current CUDA device to ask: the registry's own current
+            # device (FLYCONFIGS_DEVICE, else its detector), as resolve() takes it.
+            return default_resolver().current_device()[0]
         index = torch.cuda.current_device()
     found = _DEVICES.get(index)
     if found is None:

@@ -95,6 +95,13 @@ class VLLMFusedMoESpec(KernelDecl):
     """2: the key axes ``block_n``, ``block_k`` (for 1's ``block_shape``) and ``down``; the
     launch-time clamp of ``BLOCK_SIZE_K``; ``USE_TMA``, ``num_ctas`` and ``grf_mode``."""
     key_axes = KEY_AXES
+    data_packages = frozenset(f"flyconfigs-vllm-fused-moe-{target}" for target in (
+        "gfx1151", "gfx1201", "gfx942", "gfx950", "intel_gpu_bmg_g31", "sm100", "sm103", "sm120", "sm121", "sm80", "sm89",
+        "sm90"))
+    """The packages this project publishes of vLLM's config files
+    (``artifacts/vllm-fused-moe-<target>``; a test keeps the two in step): they rank as the
+    family owner's, above a third party's, so another package of one of their keys
+    never stops them serving."""
     own_device_first = True
     """vLLM reads the asked device's own file: its nearest batch size before a sibling's exact one."""
 

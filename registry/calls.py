@@ -15,7 +15,8 @@ from flyconfigs.registry.problems import Problem, ProblemLog
 if TYPE_CHECKING:
     from flyconfigs.registry.device import DeviceQuery
 
-__all__ = ["check_config", "check_key", "check_tunables", "default_config", "device_match", "report_fault", "spelled_key"]
+__all__ = ["check_config", "check_key", "check_tunables", "default_config", "device_match", "own_check_config",
+           "report_fault", "spelled_key"]
 
 def report_fault(decl: KernelDecl, member: str, exc: BaseException, consequence: str,
                   problems: ProblemLog | None) -> None:
@@ -141,7 +142,18 @@ def check_config(decl: KernelDecl, config: object, key: Mapping[str, KeyValue], 
         return f"a config must be a mapping, got {type(config).__name__}"
     try:
         why = check_tunables(decl, config)
-        return why if why is not None else decl.check_config(config, key, device)
+    except Exception as exc:  # noqa: BLE001 - a kernel's check failing on odd data is a refusal
+        return f"the kernel's check raised {type(exc).__name__}: {exc}"
+    return why if why is not None else own_check_config(decl, config, key, device)
+
+
+def own_check_config(decl: KernelDecl, config: Mapping[str, object], key: Mapping[str, KeyValue],
+                     device: DeviceQuery | None) -> str | None:
+    """The second half of :func:`check_config`: the family's own
+    :meth:`KernelDecl.check_config` alone, for a config whose tunables were checked (a
+    table's rows share a few configs: their tunables are checked once each)."""
+    try:
+        return decl.check_config(config, key, device)
     except Exception as exc:  # noqa: BLE001 - a kernel's check failing on odd data is a refusal
         return f"the kernel's check raised {type(exc).__name__}: {exc}"
 

@@ -17,6 +17,7 @@ that build one at once build the same thing, and the first stored is kept.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,13 +31,14 @@ from flyconfigs.registry.ownership import Owner
 from flyconfigs.registry.packages import LoadedPackage, PackageRef, find_packages, load_package
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry, PackageInfo, Source
+from flyconfigs.schema.models import DeviceIdentity
 
 if TYPE_CHECKING:
     # Imported when a source offers a table: a catalog of artifacts alone does without the
     # table's models.
     from flyconfigs.registry.tables import TableRef
 
-__all__ = ["Catalog", "Index", "rank_entries"]
+__all__ = ["Catalog", "Index", "rank_entries", "ranked_entries"]
 
 
 @dataclass
@@ -82,6 +84,10 @@ class Catalog:
         self._indexes: dict[tuple[Owner, str], Index] = {}
         self._overrides: list[Entry] | None = None
         self._override_tables: list[TableRef] = []
+        self._scan_lock = threading.Lock()
+        self._table_heads: list[tuple[str, str, DeviceIdentity, Source]] = []
+        """Override directories' tables known by their heads (path, kernel, device,
+        source), made :class:`TableRef` when a call reaches their arch."""
         self._refs: list[PackageRef] | None = None
         self._loaded: dict[str, list[LoadedPackage]] = {}
         self._tables: dict[str, list[TableRef]] = {}
@@ -90,7 +96,14 @@ class Catalog:
         return override_directories(os.pathsep.join(self._paths) if self._paths is not None else None)
 
     def override_entries(self) -> list[Entry]:
-        """Every valid artifact of the override directories, in their order."""
+        """Every valid artifact of the override directories, in their order (the folders
+        scanned once: threads that ask during the scan wait for it)."""
+        if self._overrides is not None:
+            return self._overrides
+        with self._scan_lock:
+            return self._scan_overrides()
+
+    def _scan_overrides(self) -> list[Entry]:
         if self._overrides is None:
             entries: list[Entry] = []
             tables: list[TableRef] = []
@@ -102,9 +115,15 @@ class Catalog:
                 if found is not None:
                     tables.append(found)
 
+            heads: list[tuple[str, str, DeviceIdentity, Source]] = []
+
+            def on_table_head(path: str, kernel: str, device: DeviceIdentity, source: Source) -> None:
+                heads.append((path, kernel, device, source))
+
             for rank, folder in enumerate(self._directories()):
-                entries.extend(scan_directory(folder, rank, self.problems, on_table))
+                entries.extend(scan_directory(folder, rank, self.problems, on_table, on_table_head))
             self._override_tables = tables
+            self._table_heads = heads
             self._overrides = entries
         return self._overrides
 
@@ -115,6 +134,12 @@ class Catalog:
         if found is None:
             self.override_entries()
             found = [t for t in self._override_tables if t.device.arch == arch]
+            heads = [head for head in self._table_heads if head[2].arch == arch]
+            if heads:
+                from flyconfigs.registry.tables import TableRef
+
+                found.extend(TableRef(kernel, device, path, source) for path, kernel, device, source in heads)
+                found.sort(key=lambda t: t.source.rank)  # stable: in the folders' order
             for package in self.packages_for(arch):
                 if package.source is not None and package.tables:
                     from flyconfigs.registry.tables import TableRef
@@ -143,14 +168,14 @@ class Catalog:
             loaded = self._loaded.setdefault(target, loaded)
         return loaded
 
-    def entries_for(self, arch: str, kernel: str | None = None) -> list[Entry]:
+    def entries_for(self, arch: str, kernel: str | None = None, tables: bool = True) -> list[Entry]:
         """Every entry that can serve ``arch`` (``kernel``'s only, when given): override
         entries, then packages', then the rows of the tables (of ``kernel`` only, so that
-        no other kernel's table is read)."""
+        no other kernel's table is read; none when ``tables`` is false)."""
         entries = [e for e in self.override_entries() if e.device.arch == arch]
         for package in self.packages_for(arch):
             entries.extend(package.entries)
-        for table in self.tables_for(arch):
+        for table in self.tables_for(arch) if tables else ():
             if kernel is None or table.kernel == kernel:
                 entries.extend(table.entries(self.problems))
         return entries if kernel is None else [e for e in entries if e.kernel == kernel]
@@ -190,11 +215,16 @@ class Catalog:
         ranked = [s.for_family(owner) if owner is not None else s for s in sources.values()]
         return sorted(ranked, key=lambda s: s.rank)
 
+    def all_tables(self) -> list[TableRef]:
+        """Every table of every source (rows not read), override directories' first."""
+        return [ref for target in self.all_targets() for ref in self.tables_for(target)]
+
     def all_targets(self) -> list[str]:
         """Every target some source has (reads metadata and override folders)."""
         targets = {ref.target for ref in self.package_refs()}
         targets.update(e.device.arch for e in self.override_entries())
         targets.update(t.device.arch for t in self._override_tables)
+        targets.update(head[2].arch for head in self._table_heads)
         return sorted(targets)
 
     def packages(self) -> list[PackageInfo]:
@@ -204,15 +234,22 @@ class Catalog:
         found = [p.info for t in self.all_targets() for p in self.packages_for(t)]
         return sorted(found, key=lambda info: order.index(info.distribution))
 
-    def all_entries(self, owners: Callable[[str], Owner]) -> list[Entry]:
-        """Every entry of every source, each ranked for its kernel's owner
-        (``owners(kernel)``), in precedence order (reads every manifest)."""
-        by_kernel: dict[str, list[Entry]] = {}
-        for target in self.all_targets():
-            for entry in self.entries_for(target):
-                by_kernel.setdefault(entry.kernel, []).append(entry)
-        ranked = [e for kernel, entries in by_kernel.items() for e in rank_entries(entries, owners(kernel))]
-        return sorted(ranked, key=lambda e: e.source.rank)
+    def all_entries(self, owners: Callable[[str], Owner], tables: bool = True) -> list[Entry]:
+        """Every entry of every source (without the tables' rows when ``tables`` is
+        false), each ranked for its kernel's owner (``owners(kernel)``), in precedence
+        order (reads every manifest)."""
+        return ranked_entries([e for target in self.all_targets() for e in self.entries_for(target, tables=tables)],
+                              owners)
+
+
+def ranked_entries(entries: list[Entry], owners: Callable[[str], Owner]) -> list[Entry]:
+    """``entries`` each ranked for its kernel's owner (``owners(kernel)``), in precedence
+    order."""
+    by_kernel: dict[str, list[Entry]] = {}
+    for entry in entries:
+        by_kernel.setdefault(entry.kernel, []).append(entry)
+    ranked = [e for kernel, found in by_kernel.items() for e in rank_entries(found, owners(kernel))]
+    return sorted(ranked, key=lambda e: e.source.rank)
 
 
 def rank_entries(entries: list[U], owner: Owner) -> list[U]:

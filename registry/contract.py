@@ -30,6 +30,8 @@ KeyValue = Any
 """A key or config value: a JSON value as schema 1.1 allows (``flyconfigs.schema.Value``);
 each kernel's declaration says which its axes and tunables take."""
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:-]{0,63}$")
+"""A name (a string key value, a kernel's name), matched whole (``fullmatch``: ``$`` alone
+would take ``"bf16\n"``); also the JSON Schema's pattern."""
 _JSON_KINDS: dict[type, str] = {int: "an int", str: "a name", bool: "a bool", float: "a finite float", list: "a list"}
 
 
@@ -54,6 +56,10 @@ class KeyAxis:
 
     def check(self, kernel: str, value: object) -> None:
         """Raise :class:`InvalidKeyError` naming this axis unless ``value`` fits it."""
+        kind = type(value)
+        if kind is int and kind is self.kind and (self.minimum is None or value >= self.minimum) and (  # type: ignore[operator]
+                self.maximum is None or value <= self.maximum):  # type: ignore[operator]
+            return  # the common case, without building the message (a table has many rows)
         where = f"key axis {self.name!r} of {kernel!r}"
         if value is None and self.nullable:
             return
@@ -65,7 +71,7 @@ class KeyAxis:
             if self.maximum is not None and value > self.maximum:
                 raise InvalidKeyError(f"{where} must be <= {self.maximum}, got {value}")
         elif isinstance(value, str):
-            if not NAME_PATTERN.match(value):
+            if not NAME_PATTERN.fullmatch(value):
                 raise InvalidKeyError(f"{where} must be a name, got {value!r}")
             if self.choices is not None and value not in self.choices:
                 raise InvalidKeyError(f"{where} must be one of {', '.join(self.choices)}, got {value!r}")
@@ -327,7 +333,20 @@ def normalize_key(decl: KernelDecl, key: object) -> dict[str, KeyValue]:
     """
     if not isinstance(key, Mapping):
         raise InvalidKeyError(f"key for {decl.name!r} must be a mapping of axis names to values, got {type(key).__name__}")
-    names = [a.name for a in decl.key_axes]
+    axes = decl.key_axes
+    if len(key) == len(axes):
+        # The common case, every axis given once: checked in one pass.
+        out: dict[str, KeyValue] = {}
+        name = decl.name
+        for axis in axes:
+            if axis.name not in key:
+                break
+            value = key[axis.name]
+            axis.check(name, value)
+            out[axis.name] = value
+        else:
+            return out
+    names = [a.name for a in axes]
     missing = [n for n in names if n not in key]
     extra = [k for k in key if k not in names]
     if missing or extra:
@@ -337,8 +356,8 @@ def normalize_key(decl: KernelDecl, key: object) -> dict[str, KeyValue]:
         if extra:
             parts.append(f"unknown {', '.join(map(repr, extra))}")
         raise InvalidKeyError(f"key for {decl.name!r}: {'; '.join(parts)} (axes: {', '.join(names)})")
-    out: dict[str, KeyValue] = {}
-    for axis in decl.key_axes:
+    out = {}
+    for axis in axes:
         axis.check(decl.name, key[axis.name])
         out[axis.name] = key[axis.name]
     return out

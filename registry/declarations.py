@@ -35,6 +35,7 @@ from flyconfigs.registry.contract import (
     normalize_key,
 )
 from flyconfigs.registry.entrypoints import find_entry_points
+from flyconfigs.registry.kernel_choice import unknown_choices
 from flyconfigs.registry.kernels import (
     KERNEL_GROUP,
     KERNEL_OWNERS_ENV,
@@ -63,6 +64,7 @@ __all__ = [
     "SpelledKey",
     "TunableVariants",
     "check_config",
+    "check_kernel_choices",
     "check_key",
     "check_tunables",
     "declared_by",
@@ -113,6 +115,15 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
     the distribution when the declaration's ``name`` (or another required member) raises.
     """
     return TABLE.record(kernel, problems).decl
+
+
+def check_kernel_choices(problems: ProblemLog | None = None) -> list[str]:
+    """Report each kernel ``FLYCONFIGS_KERNELS`` names that nothing declares (the
+    entry points and this process's registrations; no declaration is loaded); those
+    names (what ``doctor`` asks)."""
+    log = problems if problems is not None else TABLE.problems
+    names = {*_kernels._REGISTERED, *(f.entry_point.name for f in find_entry_points(KERNEL_GROUP, log))}
+    return unknown_choices(names, log)
 
 
 def declared_by(decl: KernelDecl) -> str | None:

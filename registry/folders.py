@@ -49,14 +49,24 @@ def override_directories(value: str | None = None) -> list[Path]:
     return [Path(p) for p in text.split(os.pathsep) if p]
 
 
+TableFound = Callable[[str, str, DeviceIdentity, Source], None]
+"""Told of a table whose kernel and device were read from its head (its path, kernel,
+device and source), rows not read."""
+
+
 def scan_directory(folder: Path, rank: int, problems: ProblemLog,
-                   on_table: Callable[[Path, Any, Source], None] | None = None) -> list[Entry]:
+                   on_table: Callable[[Path, Any, Source], None] | None = None,
+                   on_table_head: TableFound | None = None) -> list[Entry]:
     """Every artifact under ``folder`` (``*.json``, recursively, dot-files and
     dot-folders skipped) as an entry whose file is read in full on first use; a file
     whose identity cannot be read, a special file, and folders that are missing or
     cannot be read are reported and skipped.  A table (schema 1.6, whose tail never
-    holds an artifact's identity) is read whole and handed to ``on_table`` with its
-    source; without ``on_table`` it is reported as not an artifact."""
+    holds an artifact's identity) in the canonical form the tools write is indexed as
+    lazily as a package's: its kernel and device are read from its head and handed to
+    ``on_table_head``, its rows read and validated only when its kernel is resolved on
+    its arch (:class:`~flyconfigs.registry.tables.TableRef`); another table is read
+    whole and handed to ``on_table`` with its source; without either it is reported as
+    not an artifact."""
     source = Source("override", str(folder), (TIERS["override"], rank))
     entries: list[Entry] = []
     if not folder.is_dir():
@@ -68,7 +78,13 @@ def scan_directory(folder: Path, rank: int, problems: ProblemLog,
 
     # Paths as strings: a Path per file cost a tenth of the scan.
     for path in json_paths_under(folder, unreadable):
-        entry = _indexed(path, source) or _parsed(path, source, problems, on_table)
+        entry = _indexed(path, source)
+        if entry is None and on_table_head is not None:
+            head = _table_head(path)
+            if head is not None:
+                on_table_head(path, head[0], head[1], source)
+                continue
+        entry = entry or _parsed(path, source, problems, on_table)
         if entry is not None:
             entries.append(entry)
     return entries
@@ -96,8 +112,10 @@ def _indexed(path: str, source: Source) -> Entry | None:
     provenance = members.get("provenance")
     rule = selection.get("rule") if isinstance(selection, dict) else None
     created = provenance.get("created") if isinstance(provenance, dict) else None
+    version, sha = kernel.get("version"), kernel.get("source_sha256")
+    binding = (version, sha) if type(version) is int and (sha is None or isinstance(sha, str)) else None
     return Entry(kernel["name"], key, device, path, source, rule=rule if isinstance(rule, str) else None,
-                 created=created if isinstance(created, str) else None)
+                 created=created if isinstance(created, str) else None, binding=binding)
 
 
 _IDENTITY_FIELDS = tuple(DeviceIdentity.model_fields)
@@ -186,6 +204,58 @@ def _finite_float(text: str) -> float:
 _DECODE = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float).decode
 """Strict JSON: a key indexed from a tail never holds a number the full read refuses
 (``NaN``, ``Infinity``, ``1e999``), which would break every match of its kernel."""
+
+
+_TABLE_START = '{"columns":'
+_TABLE_KERNEL = ',"form":"table","kernel":'
+_TABLE_VERSION = ',"schema_version":'
+_RAW_DECODE = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float).raw_decode
+
+
+def _table_head(path: str) -> tuple[str, DeviceIdentity] | None:
+    """A canonical table's kernel name and device, read without its rows: the members
+    sort as ``columns``, ``device``, (``entries``,) ``form``, ``kernel``, …, ``rows``,
+    ``schema_version``, ``selection``, so the device follows the columns, the kernel
+    follows ``"form":"table"`` (the entries between are strings, in which that text
+    cannot stand unescaped), and the version is near the end; ``None`` for any other
+    file (it is then read whole).  The table is validated in full, and its kernel and
+    device compared with these, when it is first read."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_DOCUMENT_BYTES:
+            return None
+        start = os.read(fd, len(_TABLE_START))
+        if start != _TABLE_START.encode():
+            return None
+        raw = start + os.read(fd, info.st_size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        text = raw.decode("utf-8")
+        _, at = _RAW_DECODE(text, len(_TABLE_START))
+        if not text.startswith(',"device":', at):
+            return None
+        device, at = _RAW_DECODE(text, at + len(',"device":'))
+        at = text.find(_TABLE_KERNEL, at)
+        if at < 0:
+            return None
+        kernel, _ = _RAW_DECODE(text, at + len(_TABLE_KERNEL))
+        at = text.rfind(_TABLE_VERSION, max(0, len(text) - 4096))
+        version = _RAW_DECODE(text, at + len(_TABLE_VERSION))[0] if at >= 0 else None
+    except (ValueError, RecursionError):
+        return None
+    if not (isinstance(version, str) and version.split(".")[0] == _MAJOR and isinstance(kernel, dict)
+            and isinstance(kernel.get("name"), str)):
+        return None
+    identity = _device(device)
+    return None if identity is None else (kernel["name"], identity)
 
 
 def _pread_seek(fd: int, size: int, offset: int) -> bytes:

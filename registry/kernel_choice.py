@@ -10,7 +10,7 @@ from flyconfigs.registry.entrypoints import FoundEntryPoint
 from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.problems import Problem, ProblemLog
 
-__all__ = ["KERNEL_OWNERS_ENV", "OWN_DISTRIBUTION", "choose"]
+__all__ = ["KERNEL_OWNERS_ENV", "OWN_DISTRIBUTION", "choose", "unknown_choices"]
 
 KERNEL_OWNERS_ENV = "FLYCONFIGS_KERNELS"
 """``NAME=DISTRIBUTION[,…]``: which distribution's declaration a kernel name means when
@@ -59,3 +59,14 @@ def choose(kernel: str, found: list[FoundEntryPoint], log: ProblemLog) -> FoundE
                 f"also declares kernel {kernel!r} ({other.entry_point.value}); not loaded: {winner.distribution} "
                 f"owns it (set {KERNEL_OWNERS_ENV}={kernel}=DISTRIBUTION to choose)", other.distribution))
     return winner
+
+
+def unknown_choices(declared: set[str], log: ProblemLog) -> list[str]:
+    """The kernels ``FLYCONFIGS_KERNELS`` chooses a distribution for that no distribution
+    (nor this process) declares, each reported (``bad-setting``): such a choice is never
+    consulted, so a misspelt name would otherwise go unseen."""
+    unknown = [name for name in _owners(log) if name not in declared]
+    for name in unknown:
+        log.report(Problem("bad-setting", KERNEL_OWNERS_ENV, f"chooses a distribution for kernel {name!r}, which "
+                                                             f"nothing installed declares; ignored"))
+    return unknown

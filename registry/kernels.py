@@ -84,7 +84,7 @@ def _check_members(decl: object, kernel: str, where: str) -> str:
     if missing:
         raise UnknownKernelError(f"kernel {kernel!r}: {where} gives no {', '.join(missing)}")
     name = decl.name
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise UnknownKernelError(f"kernel {kernel!r}: {where} has name {name!r}, not a kernel name")
     return name
 

@@ -162,5 +162,6 @@ def read_package_folder(package_dir: Path, target: str | None, source: Source, p
             continue
         tables.append(table)
     info = PackageInfo(source.name, source.version or "", manifest.target, manifest.schema_version,
-                       len(entries) + sum(t.rows for t in tables), root, tuple(manifest.families()))
+                       len(entries) + sum(t.rows for t in tables), root, tuple(manifest.families()),
+                       len(entries) + len(tables), len(tables))
     return LoadedPackage(info, entries, source, tables)

@@ -26,7 +26,10 @@ in code, and ``resolve``, ``explain``, ``doctor`` and ``validate`` all call it):
    order, then (in a step that accepts other products) the nearer product name.  A
    kernel whose ``device_match`` is ``product`` (FlyDSL's identity) is served only
    artifacts of the asked product, arch and compute units: the other products of steps
-   b and c, and step d, are passed over;
+   b and c, and step d, are passed over.  The steps come before standing: an exact key
+   of any standing serves before a nearest key of a higher one (a measurement of the
+   asked key beats a guess from a neighbour), and ``explain`` says when a higher
+   standing had a nearer key;
 3. the kernel's default heuristic, checked like any served config.
 
 Standing of a source, for one kernel family (``flyconfigs explain`` prints it):
@@ -61,12 +64,12 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from importlib import invalidate_caches
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flyconfigs.errors import FlyconfigsError
 from flyconfigs.registry import inventory
 from flyconfigs.registry.calls import check_key, spelled_key
-from flyconfigs.registry.catalog import Catalog
+from flyconfigs.registry.catalog import Catalog, ranked_entries
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import (
     Detector,
@@ -85,6 +88,9 @@ from flyconfigs.registry.search import search, serve_default
 from flyconfigs.registry.sources import PATH_ENV, Entry, PackageInfo, Source
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.models import DeviceIdentity
+
+if TYPE_CHECKING:
+    from flyconfigs.registry.tables import TableRef
 
 __all__ = ["MEMO_LIMIT", "Collision", "Resolution", "Resolver", "Step"]
 
@@ -335,10 +341,19 @@ class Resolver:
         (reads every manifest)."""
         return self._catalog.packages()
 
-    def all_entries(self) -> Iterator[Entry]:
-        """Every entry of every source, each ranked for its kernel's owner, in
-        precedence order (reads every manifest)."""
-        yield from self._catalog.all_entries(self._owner)
+    def all_entries(self, tables: bool = True) -> Iterator[Entry]:
+        """Every entry of every source (the tables' rows too unless ``tables`` is
+        false), each ranked for its kernel's owner, in precedence order (reads every
+        manifest)."""
+        yield from self._catalog.all_entries(self._owner, tables)
+
+    def ranked(self, entries: list[Entry]) -> list[Entry]:
+        """``entries`` each ranked for its kernel's owner, in precedence order."""
+        return ranked_entries(entries, self._owner)
+
+    def all_tables(self) -> list[TableRef]:
+        """Every table of every source, rows not read (reads every manifest)."""
+        return self._catalog.all_tables()
 
     def _owner(self, kernel: str) -> Owner:
         try:

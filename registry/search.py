@@ -50,6 +50,7 @@ from types import MappingProxyType
 from typing import Any
 
 from flyconfigs.errors import FlyconfigsError, InvalidKeyError, KernelPluginError
+from flyconfigs.registry.binding import binding_problem
 from flyconfigs.registry.calls import check_config, check_key, default_config, device_match
 from flyconfigs.registry.catalog import Index
 from flyconfigs.registry.check import refusal
@@ -64,6 +65,7 @@ from flyconfigs.registry.records import LAYER_NAMES, Resolution, Step
 from flyconfigs.registry.serving import ROUTINE, Found, adapt, changes, how, selection_of
 from flyconfigs.registry.sources import PACKAGES_ENV, Entry
 from flyconfigs.schema.canonical import canonical_text
+from flyconfigs.schema.models import KernelRef
 
 __all__ = ["search", "serve_default"]
 
@@ -179,6 +181,8 @@ class _Search:
             if relaxed:
                 self.reasons.append(relaxed)
                 adapted += f"; {relaxed}"
+            if mode == "exact" and self.trace and entry.source.rank[0] > 0:
+                self._higher_had_nearer(found, layer)
             self.trace.append(Step(f"{LAYER_NAMES[layer]} device, {mode} key",
                                    f"found {entry.path} ({entry.source.describe()})"
                                    + ("" if artifact.selection.measured else f", {how(artifact)}") + adapted))
@@ -281,6 +285,27 @@ class _Search:
         self.reasons.append(said(self.decl.name, chosen))
         return chosen
 
+    def _higher_had_nearer(self, found: Found, layer: int) -> None:
+        """For ``explain`` (a search given a trace to fill): say when a source of a higher
+        standing than the exact key served had a nearer key on the same device layers
+        (the steps come before standing: an exact measurement of the asked key is served
+        before any nearest key).  Only asked while explaining: it weighs the nearest-key
+        step's neighbours, which a resolve never needs once an exact key serves."""
+        tier = found.entry.source.rank[0]
+        for near_layer in range(layer + 1):
+            token = self.tokens[near_layer]
+            if token is None:
+                continue
+            pool = self.index.pool(near_layer, token, self.query.product)
+            nearer = next((e for e, _ in nearest_ranked(pool, self.key, self.decl, self.problems)
+                           if e.source.rank[0] < tier and not self._asked(e)), None)
+            if nearer is not None:
+                self.trace.append(Step(f"{LAYER_NAMES[layer]} device, exact key",
+                                       f"{nearer.path} ({nearer.source.describe()}) has a nearer key "
+                                       f"{dict(nearer.key)} at a higher standing, but an exact key of any standing "
+                                       f"is served before a nearest one (a measurement of the asked key beats a guess)"))
+                return
+
     def _lower_was_nearer(self, found: Found, ranked: list[tuple[Entry, tuple[float, ...]]], what: str) -> None:
         """Say when a source of a lower standing had a nearer key than the one served."""
         if self._asked(found.entry):
@@ -297,6 +322,10 @@ class _Search:
         if refused is not None:
             self._say(what, f"{entry.path}: {self.decl.name} refuses its key: {refused}")
             return None
+        stale = self._stale_by_tail(entry)
+        if stale is not None:
+            self._say(what, f"{entry.path}: stale: {stale}")
+            return None
         artifact = entry.load(self.problems)
         if artifact is None:
             self._say(what, f"{entry.path}: unusable ({self._last_problem(entry)})")
@@ -306,6 +335,22 @@ class _Search:
             return found
         self._say(what, f"{entry.path}: {found}")
         return None
+
+    def _stale_by_tail(self, entry: Entry) -> str | None:
+        """Why ``entry`` is stale for the installed family by the kernel version and
+        source its file's tail records (reported once, as :meth:`_serve` reports it), or
+        ``None``: after a version bump a folder of stale files is passed over without
+        reading each one whole.  The file is still judged in full when it is read."""
+        if entry.binding is None:
+            return None
+        version, sha = entry.binding
+        kernel = self.kernel
+        why = binding_problem(self.decl, KernelRef.model_construct(name=entry.kernel, version=version, source_sha256=sha),
+                              entry.rule, lambda: kernel.digest)
+        if why is not None:
+            dist = entry.source.name if entry.source.kind == "package" else None
+            self.problems.report(Problem("stale-artifact", str(entry.path), why, dist))
+        return why
 
     def _key_refusal(self, entry: Entry) -> str | None:
         """Why the kernel's own ``check_key`` refuses ``entry``'s tuned key (reported

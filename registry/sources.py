@@ -81,9 +81,23 @@ class PackageInfo:
     target: str
     schema_version: str
     artifacts: int
+    """The keys it serves: its artifacts and its tables' rows."""
     location: str
     families: tuple[str, ...] = ()
     """The kernel families it serves (its manifest's ``kernels``, or its rows')."""
+    files: int = 0
+    """Its files of data: artifacts and tables."""
+    tables: int = 0
+    """How many of :attr:`files` are tables."""
+
+    def size(self) -> str:
+        """``12 artifacts``, or ``155 files (2697 keys: 12 artifacts, 143 tables)``."""
+        if not self.tables:
+            return f"{self.artifacts} artifact{'' if self.artifacts == 1 else 's'}"
+        single = self.files - self.tables
+        return (f"{self.files} file{'' if self.files == 1 else 's'} ({self.artifacts} keys: {single} "
+                f"artifact{'' if single == 1 else 's'}, "
+                f"{self.tables} table{'' if self.tables == 1 else 's'})")
 
 
 @dataclass
@@ -100,8 +114,8 @@ class Entry:
 
     ``location`` is the file's path, or its path relative to ``root`` (a package's
     folder) when ``root`` is set.  ``rule`` and ``created`` (the selection rule and the
-    provenance's time) are known before the file is loaded for an override directory's
-    entries (read from the file's tail), else ``None`` until it is.  An entry is never
+    provenance's time), and ``binding``, are known before the file is loaded for an
+    override directory's entries (read from the file's tail), else ``None`` until it is.  An entry is never
     changed once made: :meth:`ranked` gives the entry as it ranks for one family, sharing
     the file it loads."""
 
@@ -117,6 +131,9 @@ class Entry:
     rule: str | None = field(default=None, repr=False)
     created: str | None = field(default=None, repr=False)
     _file: _File | None = field(default=None, repr=False)
+    binding: tuple[int, str | None] | None = field(default=None, repr=False)
+    """The kernel version and source sha256 the file records, when read from its tail
+    (an override directory's entries): a stale file is passed over without being read."""
 
     def __post_init__(self) -> None:
         if self._file is None:

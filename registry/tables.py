@@ -3,8 +3,9 @@ artifacts are (see :mod:`flyconfigs.schema.table`).
 
 A :class:`TableRef` is a table a source offers, known by its kernel and device before a
 row is read: a data package's manifest lists its tables with their kernel, device,
-file and sha256, and an override directory's tables are validated when the folder is
-scanned.  The catalog reads a table (:meth:`TableRef.read`) only when its kernel is
+file and sha256, and an override directory's canonical tables are known by their heads
+(:mod:`flyconfigs.registry.folders`; another table is validated when the folder is
+scanned).  The catalog reads a table (:meth:`TableRef.read`) only when its kernel is
 resolved on its arch: then the file is read once, its hash checked, validated as a whole,
 and its keys indexed by their cells.  A row becomes a :class:`TableRowEntry` (an
 :class:`~flyconfigs.registry.sources.Entry` whose artifact,

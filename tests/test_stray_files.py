@@ -98,3 +98,69 @@ def test_the_tail_decoder_refuses_what_the_full_read_refuses() -> None:
         tail = b'x,"device":{"arch":"sm90"},"key":{"M":' + number + b"}}"
         assert folders._top_level_from_device(tail) is None
     assert folders._top_level_from_device(b'x,"device":{"a":' + b"[" * 5000 + b"]" * 5000 + b"}}") is None
+
+
+def test_concurrent_first_resolves_after_a_refresh_scan_each_folder_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from flyconfigs.registry import catalog
+
+    folders_ = [tmp_path / f"f{i}" for i in range(3)]
+    for folder in folders_:
+        folder.mkdir()
+        _good(folder)
+    scans: list[Path] = []
+    real = catalog.scan_directory
+
+    def counted(folder: Path, *args: object, **kwargs: object) -> object:
+        scans.append(folder)
+        return real(folder, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(catalog, "scan_directory", counted)
+    resolver = Resolver([str(f) for f in folders_], packages=False)
+    resolver.resolve("rmsnorm", KEY, H200_SPEC)
+    resolver.refresh()
+    scans.clear()
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            start.wait()
+            assert resolver.resolve("rmsnorm", KEY, H200_SPEC).source == "override"
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(scans) == sorted(folders_)
+
+
+def test_a_folder_of_stale_files_is_passed_over_without_reading_them(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from flyconfigs.registry import kernel_declaration
+    from flyconfigs.registry.sources import Entry
+
+    version = kernel_declaration("rmsnorm").version
+    for m in (64, 256, 1024, 4096):
+        data = artifact_dict(key={**KEY, "M": m})
+        data["kernel"]["version"] = version + 1  # tuned by a newer family than the one installed
+        (tmp_path / f"m{m}.json").write_bytes(canonical_bytes(data))
+    reads: list[str] = []
+    real = Entry._read
+
+    def counted(self: Entry) -> object:
+        reads.append(self.location)
+        return real(self)
+
+    monkeypatch.setattr(Entry, "_read", counted)
+    resolver = _resolver(tmp_path)
+    served = resolver.resolve("rmsnorm", {**KEY, "M": 100}, H200_SPEC)
+    assert served.source == "default" and reads == []
+    stale = [p for p in resolver.problems.problems() if p.kind == "stale-artifact"]
+    assert len(stale) == 4 and all(f"version {version + 1}" in p.message for p in stale)

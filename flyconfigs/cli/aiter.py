@@ -68,6 +68,7 @@ def import_files(args: argparse.Namespace) -> int:
 
 def _import_files(args: argparse.Namespace) -> int:
     from flyconfigs.adapters.aiter import import_aiter_file
+    from flyconfigs.registry.replacing import replacement_refusal
     from flyconfigs.schema.jsonio import write_atomic
 
     files = _csv_files(args.paths)
@@ -95,6 +96,10 @@ def _import_files(args: argparse.Namespace) -> int:
                 refused.append({"file": str(path), "field": "", "message": f"the same table ({target.name}) as "
                                 f"{written[target][1]}, with other rows; not written (import them into separate "
                                 f"--out folders, or merge the CSVs first)"})
+                continue
+            newer = replacement_refusal(target, "imported")
+            if newer is not None:  # a newer schema's table: this flyconfigs cannot tell what it would lose
+                refused.append({"file": str(target), "field": "schema_version", "message": newer})
                 continue
             written[target] = (data, str(path))
             to = write_atomic(target, data)

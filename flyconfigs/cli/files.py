@@ -18,10 +18,10 @@ _FIELD_OF = {"test-double": "provenance.backend", "invalid-config": "winner.conf
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from flyconfigs.registry.check import check_entries, check_package_folder, check_winner
+    from flyconfigs.registry.check import check_package_folder, check_table, check_winner
     from flyconfigs.registry.problems import ProblemLog
     from flyconfigs.registry.sources import Source
-    from flyconfigs.registry.tables import override_table
+    from flyconfigs.registry.tables import TableRef
     from flyconfigs.schema import parse_artifact, read_document
     from flyconfigs.schema.load import parse_table
     from flyconfigs.schema.manifest import MANIFEST_FILE
@@ -35,11 +35,12 @@ def _validate(args: argparse.Namespace) -> int:
                 found, entry["notes"] = check_package_folder(path.parent)
                 entry["problems"] = [{"field": p.where, "message": f"{p.kind}: {p.message}"} for p in found]
             elif is_table_document(document := read_document(path, schema_bounds_depth=True)):
-                _, report = parse_table(document, str(path))
+                parsed, report = parse_table(document, str(path))
                 entry["notes"] = [f"ignored field of a newer minor: {f}" for f in report.ignored_fields]
                 log = ProblemLog()
-                table = override_table(path, document, Source("override", str(path.parent), (0, 0)), log)
-                entry["notes"] += check_entries(table.entries(log) if table is not None else [], log)
+                table = TableRef(parsed.kernel.name, parsed.device.identity, str(path),
+                                 Source("override", str(path.parent), (0, 0)), rows=len(parsed.rows), table=parsed)
+                entry["notes"] += check_table(table, log)
                 entry["problems"] = [{"field": p.where.removeprefix(str(path)).lstrip("#") or _FIELD_OF.get(p.kind, ""),
                                       "message": f"{p.kind}: {p.message}"} for p in log.problems()]
             else:
@@ -59,9 +60,11 @@ def _validate(args: argparse.Namespace) -> int:
         results.append(entry)
     by_file = {r["file"]: r for r in results}
     for problem in _duplicates(args.paths):
-        row = by_file.get(problem.where)
+        # A table's row is named ``<table>#<entry>``: the problem is the table file's.
+        where, _, entry = problem.where.partition("#") if problem.where not in by_file else (problem.where, "", "")
+        row = by_file.get(where)
         if row is not None:
-            row["problems"].append({"field": "key", "message": f"{problem.kind}: {problem.message}"})
+            row["problems"].append({"field": entry or "key", "message": f"{problem.kind}: {problem.message}"})
             row["valid"] = False
     bad = sum(not r["valid"] for r in results)
     if args.json:

@@ -48,7 +48,7 @@ def _list(args: argparse.Namespace) -> int:
             print(f"  {k.name} version {k.version}  from {owner}{served}")
     print("packages:" if packages else "no flyconfigs data packages installed")
     for p in packages:
-        print(f"  {p.distribution} {p.version}  target {p.target}  schema {p.schema_version}  {p.artifacts} artifacts  "
+        print(f"  {p.distribution} {p.version}  target {p.target}  schema {p.schema_version}  {p.size()}  "
               f"families {', '.join(p.families) or 'none'}")
     return 0
 
@@ -177,6 +177,7 @@ def _doctor(args: argparse.Namespace) -> int:
         device, how = parse_device_spec(args.device, "--device"), "given by --device"
     else:
         device, how = _quietly(resolver.current_device)
+    declarations.check_kernel_choices(resolver.problems)
     problems = resolver.check_all()
     collisions = resolver.collisions()
     packages = resolver.packages()
@@ -221,7 +222,7 @@ def _doctor(args: argparse.Namespace) -> int:
         for folder in override_directories():
             print(f"override directory: {folder}{'' if folder.is_dir() else ' (missing)'}")
         for p in packages:
-            print(f"package: {p.distribution} {p.version} target {p.target}, {p.artifacts} artifacts")
+            print(f"package: {p.distribution} {p.version} target {p.target}, {p.size()}")
         for c in collisions:
             if c.contested:
                 print(f"collision: {c.kernel} {dict(c.key)} on {c.device.describe()}: contested by {c.winner} and "
@@ -264,13 +265,18 @@ def _predicted_notes(resolver: Any, device: Any) -> list[str]:
     if device is None:
         return []
     by_kernel: dict[str, int] = {}
-    for entry in resolver.all_entries():
+    for entry in resolver.all_entries(tables=False):
         if entry.device.arch != device.arch:
             continue
         artifact = entry.load(resolver.problems)
         if artifact is not None and artifact.selection.rule == "predicted" and (
                 device.product is None or artifact.device.product == device.product):
             by_kernel[artifact.kernel.name] = by_kernel.get(artifact.kernel.name, 0) + 1
+    for ref in resolver.all_tables():  # a table's rows share its selection: counted, not loaded
+        table = ref.read(resolver.problems) if ref.device.arch == device.arch else None
+        if table is not None and table.selection.rule == "predicted" and (
+                device.product is None or table.device.product == device.product):
+            by_kernel[table.kernel.name] = by_kernel.get(table.kernel.name, 0) + len(table.rows)
     from flyconfigs.gpu import backend_for_vendor
 
     backend = backend_for_vendor(device.vendor)

@@ -164,7 +164,16 @@ class RMSNormSpec(TunableKernel, VotesAmongNeighbours):
         takes cache hints where ``cache_hints``, else the first rule of
         :data:`~flyconfigs.kernels.rmsnorm.validity.RULES` it breaks, explained.  The
         source asserts the same rules, so a config valid here compiles."""
-        return broken(RULES, quantities(config, key, wave, max_cluster, cache_hints))
+        try:
+            # The rules read the config, the row (N, dtype) and the device, never M: a
+            # table's rows of one row length share the answer.
+            n, dtype = key["N"], key["dtype"]
+            memo = (tuple(config.items()), tuple(map(type, config.values())), n, type(n), dtype, wave, max_cluster,
+                    cache_hints)
+            hash(memo)
+        except (KeyError, TypeError):
+            return broken(RULES, quantities(config, key, wave, max_cluster, cache_hints))
+        return _valid(memo)
 
     def adapt_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],
                      device: DeviceQuery | None) -> dict[str, KeyValue] | None:
@@ -394,6 +403,13 @@ class RMSNormSpec(TunableKernel, VotesAmongNeighbours):
             # Absent for RMSNorm itself: its requests, and so its cache entries, as before.
             *(["-DFC_RESIDUAL=1"] if residual else []),
         ]
+
+
+@functools.lru_cache(maxsize=4096)
+def _valid(memo: tuple[Any, ...]) -> str | None:
+    """:meth:`RMSNorm.valid` of the config items, row and device in ``memo``."""
+    items, _, n, _, dtype, wave, max_cluster, cache_hints = memo
+    return broken(RULES, quantities(dict(items), {"N": n, "dtype": dtype}, wave, max_cluster, cache_hints))
 
 
 def _wave_of(device: DeviceQuery | None) -> int:

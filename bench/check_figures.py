@@ -119,7 +119,7 @@ def check(registry: dict[str, Any], runs_wanted: set[str] | None, skip_slow: boo
                                  + f" by more than its noise ({figure['noise']:.0%})")
             else:
                 row["fresh"] = done.get("skipped") or f"failed: {done.get('error', '')[-300:]}"
-        for note in ("in_sample", "held_out", "stale"):
+        for note in ("in_sample", "held_out", "stale", "note"):
             if note in figure:
                 row[note] = figure[note]
         row["flags"] = flags

@@ -71,7 +71,8 @@ def _run(name: str, spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"seconds": round(time.perf_counter() - started, 1), "load_average_before": load_before,
                               "load_average_after": os.getloadavg(), "returncode": done.returncode}
     if done.returncode != 0:
-        record["error"] = done.stderr[-1500:]
+        # Told relative to the checkout, so a committed report names no path of this machine.
+        record["error"] = done.stderr[-1500:].replace(str(scratch), "SCRATCH").replace(str(ROOT), ".")
         return record
     record["document"] = json.loads((out / spec["result"]).read_text())
     return record

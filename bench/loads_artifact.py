@@ -70,7 +70,7 @@ def main() -> int:
 
     result = {"benchmark": "loads-artifact", "machine": machine(), "artifact_bytes": size,
               "load_average_before": load_before, "load_average_after": os.getloadavg(),
-              "versions": {name: {"pythonpath": path, **figures(found[name])} for name, path in versions.items()}}
+              "versions": {name: figures(found[name]) for name in versions}}
     for name, row in result["versions"].items():
         print(f"{name}: {row['cpu_us']['min']:.0f} us CPU (min), {row['cpu_us']['median']:.0f} median; "
               f"wall {row['wall_us']['min']:.0f} us min -> {row['per_second_by_min_cpu']:.0f}/s")

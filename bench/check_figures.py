@@ -141,7 +141,7 @@ def _fmt(value: Any) -> str:
         return "" if value is None else str(value)
     if value == int(value) and abs(value) >= 10:
         return f"{int(value):,}"
-    return f"{value:.4g}" if math.isfinite(value) else str(value)
+    return f"{value:.5g}" if math.isfinite(value) else str(value)
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -71,7 +71,8 @@ def _run(name: str, spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"seconds": round(time.perf_counter() - started, 1), "load_average_before": load_before,
                               "load_average_after": os.getloadavg(), "returncode": done.returncode}
     if done.returncode != 0:
-        record["error"] = done.stderr[-1500:]
+        # Told relative to the checkout, so a committed report names no path of this machine.
+        record["error"] = done.stderr[-1500:].replace(str(scratch), "SCRATCH").replace(str(ROOT), ".")
         return record
     record["document"] = json.loads((out / spec["result"]).read_text())
     return record
@@ -119,7 +120,7 @@ def check(registry: dict[str, Any], runs_wanted: set[str] | None, skip_slow: boo
                                  + f" by more than its noise ({figure['noise']:.0%})")
             else:
                 row["fresh"] = done.get("skipped") or f"failed: {done.get('error', '')[-300:]}"
-        for note in ("in_sample", "held_out", "stale"):
+        for note in ("in_sample", "held_out", "stale", "note"):
             if note in figure:
                 row[note] = figure[note]
         row["flags"] = flags
@@ -140,7 +141,7 @@ def _fmt(value: Any) -> str:
         return "" if value is None else str(value)
     if value == int(value) and abs(value) >= 10:
         return f"{int(value):,}"
-    return f"{value:.4g}" if math.isfinite(value) else str(value)
+    return f"{value:.5g}" if math.isfinite(value) else str(value)
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -177,7 +177,7 @@ def main() -> None:
         "targets": {"memo_hit_us": 1.0, "first_resolve_ms": 50.0},
     }
     if args.against:
-        result["against"] = {name: {"pythonpath": path, **_figures(memo[name], runs[name], worst[name])}
+        result["against"] = {name: _figures(memo[name], runs[name], worst[name])
                              for name, path in versions.items() if path}
     path = write_result("resolve", result, args.out) if args.out else "(not written: no --out)"
     for name in result.get("against", {}):

@@ -127,9 +127,10 @@ class CompileCache:
         files come from one store."""
         code_path, meta_path = self._paths(key)
         record = {**meta, "size": len(code), "sha256": hashlib.sha256(code).hexdigest()}
-        staged = [stage_atomic(code_path, code, durable=False),
-                  stage_atomic(meta_path, json.dumps(record, sort_keys=True).encode(), durable=False)]
+        staged: list[str] = []
         try:
+            staged.append(stage_atomic(code_path, code, durable=False))
+            staged.append(stage_atomic(meta_path, json.dumps(record, sort_keys=True).encode(), durable=False))
             with _file_lock(self.root / _LOCK) as lock:
                 # A re-store replaces the old code: the total grows by the difference only.
                 try:

@@ -25,13 +25,13 @@ import traceback
 from collections.abc import Sequence
 
 from flyconfigs._version import __version__
-from flyconfigs.cli import compare, exports, files, flydsl, imports, installed, predict, publish, tune
+from flyconfigs.cli import compare, exports, files, flydsl, imports, installed, predict, publish, t4, tune
 from flyconfigs.cli._common import Usage
 from flyconfigs.errors import FlyconfigsError
 
 __all__ = ["main"]
 
-_GROUPS = (files, installed, imports, exports, compare, flydsl, publish, tune, predict)
+_GROUPS = (files, installed, imports, exports, compare, t4, flydsl, publish, tune, predict)
 
 
 def _parser() -> argparse.ArgumentParser:

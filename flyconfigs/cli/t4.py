@@ -1,0 +1,106 @@
+"""``flyconfigs t4 export`` and ``flyconfigs t4 import``: measured artifacts as Kernel
+Tuner's T4 results files, and T4 files (flyconfigs' own or Kernel Tuner's) as artifacts
+(:mod:`flyconfigs.adapters.t4`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from flyconfigs.cli._common import Usage, add_command, emit_json, iter_json_files, parse_key
+from flyconfigs.errors import ArtifactError
+
+__all__ = ["register"]
+
+SUFFIX = ".t4.json"
+"""What ends a T4 file's name: the artifact's file name's stem, then this."""
+
+
+def _export(args: argparse.Namespace) -> int:
+    from flyconfigs.adapters.t4 import artifact_to_t4, validate_t4
+    from flyconfigs.schema.jsonio import write_atomic
+    from flyconfigs.schema.load import load_artifact
+
+    done: list[dict[str, str]] = []
+    skipped: list[dict[str, str]] = []
+    for path in iter_json_files(args.paths):
+        if path.name.endswith(SUFFIX):
+            continue
+        try:
+            artifact = load_artifact(path)
+            document = artifact_to_t4(artifact)
+            validate_t4(document, str(path))
+        except ArtifactError as exc:
+            skipped.append({"file": str(path), "why": str(exc)})
+            continue
+        target = Path(args.out) / artifact.device.arch / (artifact.file_name().removesuffix(".json") + SUFFIX)
+        write_atomic(target, (json.dumps(document, indent=1) + "\n").encode("utf-8"))
+        done.append({"from": str(path), "to": str(target)})
+    if args.json:
+        emit_json({"command": "t4 export", "files": done, "skipped": skipped})
+    else:
+        for row in done:
+            print(f"{row['from']} -> {row['to']}")
+        for row in skipped:
+            print(f"flyconfigs: skipped: {row['why']}", file=sys.stderr)
+        print(f"{len(done)} T4 files written, {len(skipped)} skipped", file=sys.stderr)
+    return 0 if done else 1
+
+
+def _import(args: argparse.Namespace) -> int:
+    from flyconfigs.adapters.t4 import t4_to_artifact
+    from flyconfigs.registry import kernel_declaration
+    from flyconfigs.registry.device import parse_device_spec
+    from flyconfigs.registry.products import find_product
+    from flyconfigs.schema.jsonio import read_document, write_atomic
+
+    kernel = key = device = default = None
+    if args.kernel is not None:
+        if not args.key or args.device is None:
+            raise Usage("--kernel needs the key items (AXIS=VALUE) and --device: a T4 file names neither")
+        decl = kernel_declaration(args.kernel)
+        kernel, key = {"name": decl.name, "version": decl.version}, decl.check_key(parse_key(args.key))
+        product = find_product(args.device)
+        if product is None:
+            query = parse_device_spec(args.device, "--device")
+            raise Usage(f"--device {args.device!r}: name a product of the catalog (got {query.describe()})")
+        device = product.device
+        default = decl.default_config(key, None)
+    done: list[dict[str, str]] = []
+    refused: list[dict[str, str]] = []
+    for path in iter_json_files(args.paths):
+        try:
+            artifact = t4_to_artifact(read_document(path), str(path), kernel, key, device, default)
+        except ArtifactError as exc:
+            refused.extend({"file": str(path), "field": p.field, "message": p.message} for p in exc.problems)
+            continue
+        target = write_atomic(Path(args.out) / artifact.device.arch / artifact.file_name(), artifact.to_json_bytes())
+        done.append({"from": str(path), "to": str(target)})
+    if args.json:
+        emit_json({"command": "t4 import", "files": done, "refused": refused})
+    else:
+        for row in done:
+            print(f"{row['from']} -> {row['to']}")
+        for bad in refused:
+            print(f"flyconfigs: refused: {bad['file']}: {bad['field'] or '<document>'}: {bad['message']}", file=sys.stderr)
+    return 1 if refused or not done else 0
+
+
+def register(sub: Any) -> None:
+    """Add ``t4 export`` and ``t4 import``."""
+    group = sub.add_parser("t4", help="Kernel Tuner's T4 results files: export measured artifacts, import T4 files")
+    actions = group.add_subparsers(dest="t4_command", required=True, metavar="ACTION")
+    p = add_command(actions, "export", _export, "measured artifacts (files or folders) as T4 results files in "
+                    "OUT/<arch>/, each validated against T4's JSON Schema")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--out", required=True)
+    p = add_command(actions, "import", _import, "T4 results files as artifacts in OUT/<arch>/ (a file Kernel Tuner "
+                    "wrote needs --kernel, the key items and --device)")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--out", required=True)
+    p.add_argument("--kernel", help="the kernel a Kernel Tuner file tuned")
+    p.add_argument("--key", nargs="*", metavar="AXIS=VALUE", help="the problem it tuned, as the kernel's key")
+    p.add_argument("--device", help="the GPU it ran on: a product of the catalog (H100, MI300X, …)")

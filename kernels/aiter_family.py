@@ -392,10 +392,10 @@ def cell_value(text: str) -> Any:
     if text == "":
         return None
     if re.fullmatch(r"-?[0-9]{1,1024}", text):
-        value = int(text)
+        whole = int(text)
         # pandas reads an int64 as an int; one beyond it is kept as its digits, which a
         # table's 64-bit cell cannot hold and a float would round.
-        return value if -(2**63) <= value < 2**63 else text
+        return whole if -(2**63) <= whole < 2**63 else text
     if text in ("True", "False"):
         return text == "True"
     if re.fullmatch(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text):

@@ -61,10 +61,10 @@ def _validate(args: argparse.Namespace) -> int:
     by_file = {r["file"]: r for r in results}
     for problem in _duplicates(args.paths):
         # A table's row is named ``<table>#<entry>``: the problem is the table file's.
-        where, _, entry = problem.where.partition("#") if problem.where not in by_file else (problem.where, "", "")
+        where, _, row_entry = problem.where.partition("#") if problem.where not in by_file else (problem.where, "", "")
         row = by_file.get(where)
         if row is not None:
-            row["problems"].append({"field": entry or "key", "message": f"{problem.kind}: {problem.message}"})
+            row["problems"].append({"field": row_entry or "key", "message": f"{problem.kind}: {problem.message}"})
             row["valid"] = False
     bad = sum(not r["valid"] for r in results)
     if args.json:

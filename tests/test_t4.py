@@ -67,9 +67,15 @@ def test_committed_rmsnorm_artifacts_go_through_t4_and_come_back_equal(tmp_path:
 
 
 @pytest.mark.slow
-def test_every_committed_rmsnorm_artifact_goes_through_t4_and_comes_back_equal(tmp_path: Path) -> None:
+def test_every_committed_rmsnorm_artifact_goes_through_t4_and_comes_back_equal() -> None:
+    # The library calls the commands above make, without their files (T4's schema is slow to check).
     assert len(MEASURED) == 872
-    assert _round_trip(MEASURED, tmp_path) == 872
+    validator = jsonschema.Draft202012Validator(_kernel_tuner_schema())
+    for path in MEASURED:
+        original = load_artifact(path)
+        document = json.loads(json.dumps(artifact_to_t4(original)))
+        validator.validate(document)
+        assert t4_to_artifact(document, path.name) == original, path.name
 
 
 def test_an_exported_file_says_what_t4_says() -> None:

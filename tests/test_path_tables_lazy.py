@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flyconfigs.cli import main
-from flyconfigs.registry import Resolver, folders
+from flyconfigs.registry import Resolver, default_resolver, folders
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.tables import TableRef
 from flyconfigs.schema import write_atomic
@@ -63,6 +63,7 @@ def test_a_table_whose_head_is_fine_but_rows_are_not_is_reported_when_read(
     assert resolver.resolve(KERNEL, KEY, MI300X).source == "default"
     assert [(p.kind, p.where) for p in resolver.problems.problems()] == [("invalid-artifact", str(path))]
     monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path))
+    default_resolver().refresh()
     assert main(["doctor"]) == 1
     assert "invalid-artifact" in capsys.readouterr().out
 

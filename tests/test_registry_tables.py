@@ -103,6 +103,7 @@ def test_validate_checks_every_row_of_a_table(tmp_path: Path, capsys: object) ->
     out = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
     by_file = {Path(f["file"]).name: f for f in out["files"]}
     assert by_file["good.json"]["valid"] is True
-    problems = by_file["bad.json"]["problems"]
+    # The two tables share their keys: each row is also a duplicate of the other's.
+    problems = [p for p in by_file["bad.json"]["problems"] if p["message"].startswith("invalid-config")]
     assert [p["field"] for p in problems] == ["line 2", "line 3", "line 4"]
     assert all("kernelPath" in p["message"] for p in problems)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from factories import artifact_dict
 from flyconfigs.cli import main
-from flyconfigs.registry import folders
+from flyconfigs.registry import default_resolver, folders
 from flyconfigs.registry.folders import scan_directory
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.resolve import Resolver
@@ -50,6 +50,7 @@ def test_a_deeply_nested_tail_is_reported_and_the_good_file_still_serves(
     assert [(p.kind, p.where) for p in problems.problems()] == [("invalid-artifact", str(stray))]
     _served_from(tmp_path, good)
     monkeypatch.setenv("FLYCONFIGS_PATH", str(tmp_path))
+    default_resolver().refresh()
     assert main(["doctor"]) == 1
     assert "invalid-artifact" in capsys.readouterr().out
     assert main(["validate", str(tmp_path)]) == 1

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from flyconfigs.kernels.fused_add_rmsnorm.impls import IMPLS, impl_of, source_config
 from flyconfigs.kernels.fused_add_rmsnorm.reference import reference_fused_add_rms_norm
+from flyconfigs.kernels.paired_evidence import DefaultUnlessEvidence
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rmsnorm.declaration import SPEC as RMSNORM
 from flyconfigs.kernels.rmsnorm.declaration import TUNABLES as SOURCE_TUNABLES
@@ -150,9 +151,14 @@ def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
 
 
 @dataclass(frozen=True)
-class FusedAddRMSNormSpec(TunableKernel):
+class FusedAddRMSNormSpec(TunableKernel, DefaultUnlessEvidence):
     """The fused add + RMSNorm family (a :class:`~flyconfigs.registry.KernelDecl` and a
-    :class:`~flyconfigs.kernels.plugin.TunableKernel`)."""
+    :class:`~flyconfigs.kernels.plugin.TunableKernel`); off the tuned grid it serves its
+    default unless the paired measurements around the key say otherwise
+    (:mod:`flyconfigs.kernels.paired_evidence`), carrying a winner past the tuned range of
+    ``M`` only."""
+
+    transfers_past_range = ("M",)
 
     name: str = "fused_add_rmsnorm"
     version: int = 1

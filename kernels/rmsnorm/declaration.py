@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flyconfigs.kernels.neighbour_vote import VotesAmongNeighbours
+from flyconfigs.kernels.paired_evidence import DefaultUnlessEvidence
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm.model import MODEL, RMSNormCostModel
@@ -106,9 +106,13 @@ def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
 
 
 @dataclass(frozen=True)
-class RMSNormSpec(TunableKernel, VotesAmongNeighbours):
+class RMSNormSpec(TunableKernel, DefaultUnlessEvidence):
     """The RMSNorm family (a :class:`~flyconfigs.kernels.plugin.TunableKernel`); off the tuned grid it
-    serves the config its neighbourhood vote chooses (:mod:`flyconfigs.kernels.neighbour_vote`)."""
+    serves its default unless the paired measurements around the key say otherwise
+    (:mod:`flyconfigs.kernels.paired_evidence`); a winner is carried past the tuned range of
+    ``M`` (long batches stream alike), never past that of ``N`` (register budgets change)."""
+
+    transfers_past_range = ("M",)
 
     name: str = "rmsnorm"
     version: int = 1

@@ -47,7 +47,7 @@ class PairedEvidence:
     """The rule's parameters (see the module docstring); :meth:`choose` is a family's
     ``choose_from_neighbours``."""
 
-    margin: float = 0.01
+    margin: float = 0.015
     """Log advantage over the default a candidate must exceed (noise band + transfer
     error)."""
     screen_margin: float | None = 0.03

@@ -227,13 +227,18 @@ class DefaultUnlessEvidence(KernelDecl):
     """A family whose neighbourhood rule is :attr:`paired_evidence` (a base class beside
     its others): between tuned keys it serves its default unless paired measurements say
     otherwise.  ``transfers_past_range`` names the ordinal axes whose winners may be
-    carried past the largest (or below the smallest) tuned value; none by default."""
+    carried past the largest (or below the smallest) tuned value; none by default.  A
+    family whose ``paired_evidence`` is ``None`` has no neighbourhood rule (the nearest
+    key's winner serves): a data member switches it on, no code (``TritonFamily`` takes
+    it as an argument)."""
 
-    paired_evidence = PairedEvidence()
+    paired_evidence: PairedEvidence | None = PairedEvidence()
     transfers_past_range: Collection[str] = ()
 
     def choose_from_neighbours(self, asked: Mapping[str, KeyValue], neighbours: Iterable[Neighbour],
                                device: DeviceQuery) -> tuple[dict[str, KeyValue], str] | None:
         """The config :attr:`paired_evidence` chooses from the device's measurements at
         the tuned keys around ``asked`` (see :mod:`flyconfigs.kernels.paired_evidence`)."""
+        if self.paired_evidence is None:
+            return None
         return self.paired_evidence.choose(self, asked, neighbours, device, self.transfers_past_range)

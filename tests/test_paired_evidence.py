@@ -98,3 +98,29 @@ def test_the_resolver_records_and_explains_the_evidence(tmp_path: Path) -> None:
     assert [dict(k)["M"] for k in r.neighbourhood.timed_at] == [4096, 2048]
     _, steps = resolver.explain("rmsnorm", ASKED, H200_SPEC)
     assert "paired evidence" in steps[-1].outcome and "final timings" in steps[-1].outcome
+
+
+def test_a_triton_family_gets_the_rule_from_one_argument() -> None:
+    from flyconfigs.kernels.triton_family import TritonFamily
+
+    def launch(config: Any, x: Any, out: Any) -> None:
+        raise AssertionError("not launched on the CPU")
+
+    fields: dict[str, Any] = {"name": "scale_rows", "configs": {"BLOCK": (1024, 2048), "num_warps": (4, 8)},
+                              "default": {"BLOCK": 1024, "num_warps": 4}, "launch": launch,
+                              "reference": lambda x: x}
+    asked = {"M": 3000, "N": 1000, "dtype": "fp32"}
+    fast, default = {"BLOCK": 1024, "num_warps": 8}, {"BLOCK": 1024, "num_warps": 4}
+
+    def near(m: int, distance: float) -> Neighbour:
+        timed = ((fast, 5.0), (default, 6.0))
+        return Neighbour({**asked, "M": m}, (distance,), fast, timed, "")
+
+    plain = TritonFamily(**fields)
+    assert plain.choose_from_neighbours(asked, iter([near(4096, 0.45)]), QUERY) is None  # the nearest winner serves
+    family = TritonFamily(**fields, paired_evidence=PairedEvidence())
+    chosen = family.choose_from_neighbours(asked, iter([near(4096, 0.45), near(2048, 0.55)]), QUERY)
+    assert chosen is not None and chosen[0] == fast and chosen[1].startswith("paired evidence:")
+    # No axis transfers unless the family says so: M = 8192 is past every tuned M.
+    past = family.choose_from_neighbours({**asked, "M": 8192}, iter([near(4096, 1.0)]), QUERY)
+    assert past is not None and past[0] == default and "M=8192 is above" in past[1]

@@ -124,3 +124,23 @@ def test_a_triton_family_gets_the_rule_from_one_argument() -> None:
     # No axis transfers unless the family says so: M = 8192 is past every tuned M.
     past = family.choose_from_neighbours({**asked, "M": 8192}, iter([near(4096, 1.0)]), QUERY)
     assert past is not None and past[0] == default and "M=8192 is above" in past[1]
+
+
+def test_the_between_preset_names_keys_no_other_preset_or_artifact_names() -> None:
+    import json
+
+    from flyconfigs.kernels.fused_add_rmsnorm import SPEC as FUSED
+    from flyconfigs.tuner.grid import parse_grids
+    from test_neighbour_vote import SM90
+
+    tuned = {(p.name.split("-sm90")[0], json.dumps(SPEC.complete_key(json.loads(p.read_text())["key"]), sort_keys=True))
+             for p in SM90.glob("*.json")}
+    for spec in (SPEC, FUSED):
+        def keys(grid: tuple[str, ...], spec: Any = spec) -> set[str]:
+            return {json.dumps(spec.complete_key(k), sort_keys=True) for k in parse_grids(grid, spec)}
+
+        between = keys(spec.presets["between"])
+        assert len(between) == 27
+        for name, grid in spec.presets.items():
+            assert name == "between" or not between & keys(grid), name
+        assert not {(spec.name, k) for k in between} & tuned

@@ -50,6 +50,7 @@ from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rmsnorm.declaration import SPEC as RMSNORM
 from flyconfigs.kernels.rmsnorm.declaration import TUNABLES as SOURCE_TUNABLES
 from flyconfigs.kernels.rownorm import (
+    BETWEEN_GRID,
     ELEMENT_BYTES,
     HIDDEN_SIZE_GRID,
     KEY_AXES,
@@ -289,9 +290,10 @@ class FusedAddRMSNormSpec(TunableKernel, DefaultUnlessEvidence):
     def presets(self) -> dict[str, tuple[str, ...]]:
         """``perf``: the benchmark grid of ``bench/fused_add_rmsnorm.py``; ``hidden``: the
         hidden-size grid; ``models``: the open models' hidden sizes and shards; ``unseen``:
-        keys no other preset names; ``smoke``: four keys."""
+        keys no other preset names; ``between``: more of them, some past the tuned range, for the
+        serving rule; ``smoke``: four keys."""
         return {"perf": PERF_GRID, "hidden": HIDDEN_SIZE_GRID, "models": MODEL_SIZE_GRID, "unseen": UNSEEN_GRID,
-                "smoke": SMOKE_GRID}
+                "between": BETWEEN_GRID, "smoke": SMOKE_GRID}
 
     def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
         """``key`` with ``weight_dtype`` defaulting to ``dtype`` (see :func:`complete_row_key`)."""

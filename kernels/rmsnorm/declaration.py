@@ -47,6 +47,7 @@ from flyconfigs.kernels.rmsnorm.model import MODEL, RMSNormCostModel
 from flyconfigs.kernels.rmsnorm.tunables import NEUTRAL, cluster_of, hints_of
 from flyconfigs.kernels.rmsnorm.validity import MAX_BLOCK, MAX_REG_FLOATS, RULES, quantities, source_with_rules
 from flyconfigs.kernels.rownorm import (
+    BETWEEN_GRID,
     DTYPES,
     ELEMENT_BYTES,
     HIDDEN_SIZE_GRID,
@@ -348,8 +349,10 @@ class RMSNormSpec(TunableKernel, DefaultUnlessEvidence):
         """Named key grids: ``perf`` is the benchmark grid of ``bench/rmsnorm.py``,
         ``hidden`` the hidden sizes of popular models, ``models`` those of the open models
         people serve and their tensor-parallel shards at row counts that are not powers of
-        two, ``unseen`` row lengths and counts no other preset names (``bench/off_grid.py``)."""
-        return {"perf": PERF_GRID, "hidden": HIDDEN_SIZE_GRID, "models": MODEL_SIZE_GRID, "unseen": UNSEEN_GRID}
+        two, ``unseen`` row lengths and counts no other preset names (``bench/off_grid.py``),
+        ``between`` more of them, some past the tuned range, for the serving rule."""
+        return {"perf": PERF_GRID, "hidden": HIDDEN_SIZE_GRID, "models": MODEL_SIZE_GRID, "unseen": UNSEEN_GRID,
+                "between": BETWEEN_GRID}
 
     def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
         """``key`` with ``weight_dtype`` defaulting to ``dtype`` (see :func:`complete_row_key`)."""

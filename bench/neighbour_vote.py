@@ -1,162 +1,357 @@
-"""Leave-one-out of the nearest-key rules over a folder of measured artifacts, through the
-resolver: for every tuned key, the key is hidden (the other artifacts of its device and
-kernel are what a ``FLYCONFIGS_PATH`` folder holds, without it), resolved as a user's
-process would resolve it, and the served config is looked up in the hidden key's own
-recorded candidates, as its time over the best time recorded there.
+"""Leave-one-out of the rules that serve a key between tuned ones, over a folder of
+measured artifacts, on the CPU: every figure comes from the recorded timings.
 
-The rules, each the real resolver's answer for the hidden key:
+Two ways of hiding, for every kernel with candidate timings (RMSNorm, fused add +
+RMSNorm) and every device in the folder (the H100 and the H200 in ``artifacts/sm90``):
 
-- ``nearest``: the family's declaration with its neighbourhood rule switched off (the
-  nearer key's winner, adapted where it must be);
-- ``default``: what the family serves with no artifact (its default heuristic);
-- ``vote``: the neighbourhood vote of :mod:`flyconfigs.kernels.neighbour_vote` with the
-  family's default among its candidates;
-- ``vote_without_default``: the same vote over the configs the neighbours recorded only,
-  the rule RMSNorm ships (RMSNorm's learned default was fitted on the committed
-  tunings, so at a tuned key it is not held out, and asking for it costs a search of its
-  space on every resolve).
+- ``key``: one tuned key is hidden, the device's other keys serve it;
+- ``n``: every key of the hidden key's row length ``N`` is hidden.
 
-Per kernel and device: the geometric mean of time over best, the fraction within 3%, the
-worst key, over the keys where the rule's config was timed at the hidden key, and the
-same over the keys where every rule's was (``common``); keys served anything but a nearer
-key (no neighbour of the same dtypes) are counted and left out.  No GPU is used: every
-figure comes from the recorded timings.
+For each hidden key, the nearest-key step is replayed as the resolver runs it on one
+device's folder (tuned keys of the same exact axes ranked by the family's
+``key_distance``, the nearest winner that fits, adapted where it must be, then the
+family's ``choose_from_neighbours`` over the same ranked keys, its answer served only
+where the family's checks accept it); ``--check K`` resolves the first K hidden keys of
+each device through the real :class:`~flyconfigs.registry.Resolver` too and fails on any
+difference.  Where the family's default is learned (RMSNorm's table,
+:mod:`flyconfigs.kernels.rmsnorm.default`), it is refitted without what is hidden, on the
+same device's tunings, for every rule.
 
-    python -m bench.neighbour_vote --out bench/results/neighbour-vote-loo.json
+The rules:
+
+- ``default``: the family's default heuristic (refitted);
+- ``nearest``: the nearest key's winner, adapted where it must be;
+- ``vote``: the neighbourhood vote of :mod:`flyconfigs.kernels.neighbour_vote`, without
+  the default among its candidates (what RMSNorm shipped before the paired rule);
+- ``paired``: :mod:`flyconfigs.kernels.paired_evidence` with the family's
+  ``transfers_past_range`` (``M`` for both families);
+- ``sibling``: the sibling device's winner at the same key (the other card in the
+  folder), which the registry's precedence serves before the asked device's nearest key
+  unless the family's ``own_device_first`` says otherwise; hiding mode does not change it.
+
+Per rule, kernel, device and mode: ``geomean`` of the served config's time over the best
+recorded at the hidden key, ``worse_than_default`` (keys where it is more than 3% slower
+than the default's config there), ``worst``, and ``untimed`` (keys whose own tuning never
+timed the served config; left out of the figures).  ``--calibrate`` prints the margin's
+two parts measured on the folder: the tuner's noise band and the spread of a neighbour's
+paired advantage carried to the key beside it.
+
+    python -m bench.neighbour_vote --out bench/results/neighbour-vote-loo.json --check 40
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from bench.common import machine
 from flyconfigs.kernels.fused_add_rmsnorm import SPEC as FUSED
 from flyconfigs.kernels.neighbour_vote import NeighbourVote, VotesAmongNeighbours
+from flyconfigs.kernels.paired_evidence import DefaultUnlessEvidence, PairedEvidence
 from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
+from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
+from flyconfigs.kernels.rmsnorm.fit_default import KEEP, WITHIN
 from flyconfigs.registry import DeviceQuery, KernelDecl, Resolver
+from flyconfigs.registry.calls import check_config, default_config
+from flyconfigs.registry.nearest import neighbour_distance, passed_over
+from flyconfigs.registry.neighbourhood import Neighbour, measurements, slot_of
+from flyconfigs.registry.serving import adapt
 from flyconfigs.schema import Artifact, load_artifact
 
 ROOT = Path(__file__).resolve().parents[1]
-WITHIN = 1.03
-RULES = ("nearest", "default", "vote", "vote_without_default")
+WORSE = 1.03
+RULES = ("default", "nearest", "vote", "paired", "sibling")
+MODES = ("key", "n")
 
 
-def rules_of(spec: KernelDecl) -> dict[str, KernelDecl]:
-    """The declarations whose answers are compared: ``spec`` without its neighbourhood
-    rule, and with the vote (its own where it ships one)."""
-    base = type(spec)
+@dataclass
+class Tuned:
+    """One measured artifact as the benchmark reads it."""
+
+    path: Path
+    artifact: Artifact
+    key: dict[str, Any]
+    times: dict[Any, float]
+    best: float
+    neighbour: Neighbour
+
+
+def tuned_of(path: Path, artifact: Artifact, spec: KernelDecl) -> Tuned:
+    """``artifact``'s timings (through :func:`~flyconfigs.registry.neighbourhood.measurements`,
+    the one reader of its candidates) and the neighbour it is to a key it does not hold."""
+    defaults = spec.tunable_defaults
+    measured = measurements(artifact)
+    times: dict[Any, float] = {}
+    for config, median, _ in sorted(measured, key=lambda m: -m[1]):  # a config timed twice keeps its faster time
+        times[slot_of(config, defaults)] = median
+    timings = tuple((MappingProxyType(dict(c)), t) for c, t, _ in sorted(measured, key=lambda m: m[1]))
+    finals = frozenset(slot_of(c, defaults) for c, _, final in measured if final)
+    neighbour = Neighbour(MappingProxyType(dict(artifact.key)), (0.0,), MappingProxyType(dict(artifact.winner.config)),
+                          timings, str(path), dict(times), defaults, finals,
+                          None if artifact.default is None else MappingProxyType(dict(artifact.default.config)))
+    return Tuned(path, artifact, dict(artifact.key), times, min(times.values()), neighbour)
+
+
+def measured(folder: Path, kernel: str, spec: KernelDecl) -> dict[str, list[Tuned]]:
+    """The measured artifacts of ``kernel`` in ``folder`` that timed candidates, by device product."""
+    out: dict[str, list[Tuned]] = defaultdict(list)
+    for path in sorted(folder.glob(f"{kernel}-*.json")):
+        artifact = load_artifact(path)
+        if artifact.kernel.name == kernel and artifact.selection.rule == "beat-default-beyond-noise":
+            tuned = tuned_of(path, artifact, spec)
+            if tuned.times:
+                out[artifact.device.product or "unknown"].append(tuned)
+    return dict(out)
+
+
+# -- the family's default, refitted without what is hidden ---------------------------------
+
+class _Refit:
+    """Mixed into RMSNorm's declaration: its learned default read from the table the
+    instance is given (``fold_table``), not the shipped one."""
+
+    fold_table: rmsnorm_default.DefaultTable | None = None
+
+    def _default(self, norm: Mapping[str, Any], device: DeviceQuery | None, w: int,
+                 candidates: list[dict[str, Any]]) -> dict[str, Any]:
+        units = device.compute_units if device is not None else None
+        table = self.fold_table if self.fold_table is not None else rmsnorm_default.table()
+        chosen = rmsnorm_default.choose(table, norm, units, candidates)
+        return dict(chosen) if chosen is not None else self.rule_of_thumb(norm, w)  # type: ignore[attr-defined]
+
+
+def fold_tables(spec: KernelDecl, tuned: Sequence[Tuned]) -> Callable[[set[int]], Any] | None:
+    """For a family with a learned default: the table fitted on ``tuned`` less the keys
+    at the given indices (each key makes its own cells, so a fold drops them)."""
+    if spec.name != "rmsnorm":
+        return None
+    defaults = spec.tunable_defaults
+    fitted = rmsnorm_default.build(
+        [(t.key, [(RMSNORM.complete_config({**defaults, **c}), m) for c, m, _ in measurements(t.artifact)])
+         for t in tuned], tuned[0].artifact.device.compute_units or 0, KEEP, WITHIN)
+    cell_of = [(str(t.key["dtype"]), str(t.key["weight_dtype"]), int(t.key["M"]), int(t.key["N"])) for t in tuned]
+
+    def table(hidden: set[int]) -> rmsnorm_default.DefaultTable:
+        drop = {cell_of[i] for i in hidden}
+        return rmsnorm_default.DefaultTable(fitted.compute_units,
+                                            {c: s for c, s in fitted.cells.items() if c not in drop})
+
+    return table
+
+
+def rules_of(spec: KernelDecl, paired: PairedEvidence | None = None) -> dict[str, KernelDecl]:
+    """The declarations compared: ``spec`` with no neighbourhood rule, with the vote and
+    with the paired rule (its ``transfers_past_range``), each with a refittable default
+    where the family's is learned."""
+    base: type = type(spec)
+    if spec.name == "rmsnorm":
+        base = type(f"{base.__name__}Refit", (_Refit, base), {})
 
     def off(self: Any, asked: Any, neighbours: Any, device: Any) -> None:
         return None
 
-    nearest = type(f"{base.__name__}Nearest", (base,), {"choose_from_neighbours": off})()
-    voting = base if isinstance(spec, VotesAmongNeighbours) else type(
-        f"{base.__name__}Vote", (base, VotesAmongNeighbours), {})
-    vote = type(f"{base.__name__}VoteWithDefault", (voting,), {"neighbour_vote": NeighbourVote(with_default=True)})()
-    recorded = type(f"{base.__name__}VoteRecorded", (voting,), {"neighbour_vote": NeighbourVote(with_default=False)})()
-    return {"nearest": nearest, "default": spec, "vote": vote, "vote_without_default": recorded}
+    transfers = tuple(getattr(spec, "transfers_past_range", ("M",)))
+    return {
+        "default": base(),
+        "nearest": type(f"{base.__name__}Nearest", (base,), {"choose_from_neighbours": off})(),
+        "vote": type(f"{base.__name__}Vote", (base,), {
+            "choose_from_neighbours": VotesAmongNeighbours.choose_from_neighbours,
+            "neighbour_vote": NeighbourVote()})(),
+        "paired": type(f"{base.__name__}Paired", (base,), {
+            "choose_from_neighbours": DefaultUnlessEvidence.choose_from_neighbours,
+            "transfers_past_range": transfers, "paired_evidence": paired or getattr(spec, "paired_evidence",
+                                                                                    PairedEvidence())})(),
+    }
 
 
-def _slot(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[tuple[str, type, Any], ...]:
-    return tuple(sorted((k, type(v), v) for k, v in {**defaults, **config}.items()))
+# -- the nearest-key step, replayed -------------------------------------------------------
+
+def _exact(decl: KernelDecl, key: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(key.get(a.name) for a in decl.key_axes if not a.ordinal)
 
 
-def _timings(artifact: Artifact, defaults: Mapping[str, Any]) -> dict[tuple[tuple[str, type, Any], ...], float]:
-    return {_slot(c.config, defaults): c.timing.median_us for c in artifact.candidates
-            if c.status == "ok" and c.timing is not None}
+def serve(decl: KernelDecl, asked: dict[str, Any], pool: Sequence[Tuned], query: DeviceQuery,
+          default_only: bool = False) -> tuple[dict[str, Any], str]:
+    """What ``decl`` serves for ``asked`` from ``pool`` (one device's tuned keys, the
+    hidden ones left out), and from where: ``default``, ``nearest`` or ``rule``."""
+    if default_only:
+        return default_config(decl, asked, query), "default"
+    exact = _exact(decl, asked)
+    ranked: list[tuple[tuple[float, ...], int, Tuned]] = []
+    for i, t in enumerate(pool):
+        if _exact(decl, t.key) != exact:
+            continue
+        distance = neighbour_distance(decl, asked, t.key)
+        if distance is not None:
+            ranked.append((distance, i, t))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    for _, _, t in ranked:
+        config = dict(t.artifact.winner.config)
+        if check_config(decl, config, asked, query) is not None:
+            adapted = adapt(decl, config, asked, query)
+            if adapted is None or check_config(decl, adapted, asked, query) is not None:
+                continue
+            config = adapted
+        if passed_over(decl, asked, t.key, config, query) is not None:
+            continue
+
+        def offer() -> Iterator[Neighbour]:
+            for d, _, other in ranked:
+                yield replace(other.neighbour, distance=d)
+
+        answer = decl.choose_from_neighbours(asked, offer(), query)
+        if answer is not None and check_config(decl, answer[0], asked, query) is None:
+            return dict(answer[0]), "rule"
+        return config, "nearest"
+    return default_config(decl, asked, query), "default"
 
 
-def measured(folder: Path, kernel: str) -> dict[str, list[tuple[Path, Artifact]]]:
-    """The measured artifacts of ``kernel`` in ``folder``, by device product."""
-    out: dict[str, list[tuple[Path, Artifact]]] = defaultdict(list)
-    for path in sorted(folder.glob(f"{kernel}-*.json")):
-        artifact = load_artifact(path)
-        if artifact.kernel.name == kernel and artifact.selection.rule != "predicted":
-            out[artifact.device.identity.product or "unknown"].append((path, artifact))
-    return dict(out)
-
-
-def leave_one_out(spec: KernelDecl, files: list[tuple[Path, Artifact]], work: Path, limit: int = 0,
-                  progress: bool = False) -> list[dict[str, Any]]:
-    """One row per hidden key (the first ``limit`` only, where given): its key, and per
-    rule the served config's time over the best recorded at the key (``None`` where the
-    key never timed it) and where it came from."""
+def leave_one_out(spec: KernelDecl, tuned: list[Tuned], sibling: list[Tuned] | None, mode: str,
+                  limit: int = 0) -> list[dict[str, Any]]:
+    """One row per hidden key (the first ``limit`` only, where given): per rule the
+    served config's time over the best recorded at the key (``None`` where the key never
+    timed it) and what served it."""
     rules = rules_of(spec)
-    defaults = dict(spec.tunable_defaults)
-    pool, hidden, empty = work / "pool", work / "hidden", work / "empty"
-    for folder in (pool, hidden, empty):
-        folder.mkdir(parents=True)
-    for path, _ in files:
-        shutil.copyfile(path, pool / path.name)
+    tables = fold_tables(spec, tuned)
+    defaults = spec.tunable_defaults
+    theirs = {json.dumps(t.key, sort_keys=True): t for t in sibling or []}
     rows = []
-    for i, (path, artifact) in enumerate(files[:limit] if limit else files):
-        os.replace(pool / path.name, hidden / path.name)
-        try:
-            rows.append(_row(spec, rules, defaults, artifact, pool, empty))
-        finally:
-            os.replace(hidden / path.name, pool / path.name)
-        if progress and (i + 1) % 50 == 0:
-            print(f"  {i + 1}/{len(files)}", flush=True)
+    for i, t in enumerate(tuned[:limit] if limit else tuned):
+        hidden = {i} if mode == "key" else {j for j, o in enumerate(tuned) if o.key["N"] == t.key["N"]}
+        pool = [o for j, o in enumerate(tuned) if j not in hidden]
+        table = tables(hidden) if tables is not None else None
+        query = DeviceQuery.of(t.artifact.device.identity)
+        row: dict[str, Any] = {"key": t.key}
+        for name, decl in rules.items():
+            if table is not None:
+                object.__setattr__(decl, "fold_table", table)
+            config, how = serve(decl, t.key, pool, query, default_only=name == "default")
+            row[name] = _figure(t, config, how, defaults)
+        other = theirs.get(json.dumps(t.key, sort_keys=True))
+        row["sibling"] = None if other is None else _figure(t, dict(other.artifact.winner.config), "exact", defaults)
+        rows.append(row)
     return rows
 
 
-def _row(spec: KernelDecl, rules: Mapping[str, KernelDecl], defaults: Mapping[str, Any], artifact: Artifact,
-         pool: Path, empty: Path) -> dict[str, Any]:
-    query = DeviceQuery.of(artifact.device.identity)
-    key = dict(artifact.key)
-    times = _timings(artifact, defaults)
-    best = min(times.values())
-    row: dict[str, Any] = {"key": key}
-    resolver = Resolver([str(pool)], detector=None, packages=False)
-    for name, decl in rules.items():
-        served = (Resolver([str(empty)], detector=None, packages=False) if name == "default" else resolver).resolve(
-            decl, key, query)
-        found = times.get(_slot(served.config, defaults))
-        row[name] = {"ratio": None if found is None else found / best, "key_match": served.key_match,
-                     "matched_key": None if served.matched_key is None else dict(served.matched_key),
-                     "from": None if served.neighbourhood is None else _origin(served.neighbourhood.winner_at,
-                                                                              served.neighbourhood.default)}
-    return row
+def _figure(t: Tuned, config: Mapping[str, Any], how: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    found = t.times.get(slot_of(config, defaults))
+    return {"ratio": None if found is None else found / t.best, "from": how, "config": dict(config)}
 
 
-def _origin(winner_at: Iterable[Mapping[str, Any]], default: bool) -> str:
-    keys = [f"{k.get('M')}x{k.get('N')}" for k in winner_at]
-    return ", ".join([*(f"winner at {k}" for k in keys), *(["default"] if default else [])]) or "a recorded config"
-
-
-def figures(ratios: list[float]) -> dict[str, Any]:
-    """Geometric mean, fraction within 3% and worst of ``ratios``."""
+def figures(rows: list[dict[str, Any]], rule: str) -> dict[str, Any]:
+    """Geomean over the best, keys more than 3% slower than the default, worst and
+    untimed, for ``rule`` over ``rows``."""
+    held = [r for r in rows if r.get(rule) is not None]
+    ratios = [r[rule]["ratio"] for r in held if r[rule]["ratio"] is not None]
+    worse = sum(1 for r in held if r[rule]["ratio"] is not None and r["default"]["ratio"] is not None
+                and r[rule]["ratio"] > WORSE * r["default"]["ratio"])
     if not ratios:
-        return {"n": 0}
-    return {"n": len(ratios), "geomean": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 4),
-            "within_3pct": round(sum(r <= WITHIN for r in ratios) / len(ratios), 3), "worst": round(max(ratios), 3)}
+        return {"keys": len(held), "n": 0}
+    return {"keys": len(held), "n": len(ratios), "untimed": len(held) - len(ratios),
+            "geomean": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 4),
+            "worse_than_default": worse, "worst": round(max(ratios), 3),
+            "within_3pct": round(sum(r <= WORSE for r in ratios) / len(ratios), 3)}
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per rule over the keys its config was timed at, and ``common`` over the keys all
-    rules were; keys not served a nearer key are counted in ``not_nearest``."""
-    used = [r for r in rows if r["nearest"]["key_match"] == "nearest"]
-    out: dict[str, Any] = {"keys": len(rows), "not_nearest": len(rows) - len(used)}
-    for rule in RULES:
-        timed = [r[rule]["ratio"] for r in used if r[rule]["ratio"] is not None]
-        out[rule] = {**figures(timed), "untimed": len(used) - len(timed)}
-    common = [r for r in used if all(r[rule]["ratio"] is not None for rule in RULES)]
-    out["common"] = {rule: figures([r[rule]["ratio"] for r in common]) for rule in RULES}
-    out["vote_changed"] = sum(r["vote"]["ratio"] != r["nearest"]["ratio"] for r in common)
+    """Per rule over the keys its config was timed at, and ``common`` over the keys
+    every own-device rule's config was timed at."""
+    out: dict[str, Any] = {rule: figures(rows, rule) for rule in RULES}
+    own = [r for r in rows if all(r[rule]["ratio"] is not None for rule in RULES[:4])]
+    out["common"] = {rule: figures(own, rule) for rule in RULES[:4]}
+    both = [r for r in own if r["sibling"] is not None and r["sibling"]["ratio"] is not None]
+    out["with_sibling"] = {rule: figures(both, rule) for rule in ("paired", "sibling")}
     return out
+
+
+# -- the margin's calibration ---------------------------------------------------------------
+
+def calibrate(spec: KernelDecl, tuned: list[Tuned]) -> dict[str, Any]:
+    """The two parts of the paired rule's margin on one device's tunings: the noise band
+    the tuner recorded (median over keys), and, for every pair of keys one step apart on
+    one ordinal axis and every config both timed in finals with both keys' defaults, how
+    the log advantage over the default at one key carried to the other (spread and how
+    often the sign held, by size of the advantage)."""
+    bands = [t.artifact.selection.noise_band for t in tuned if t.artifact.selection.noise_band is not None]
+    defaults = spec.tunable_defaults
+    by_exact: dict[tuple[Any, ...], list[Tuned]] = defaultdict(list)
+    for t in tuned:
+        by_exact[_exact(spec, t.key)].append(t)
+    carried: list[tuple[float, float]] = []
+    for group in by_exact.values():
+        for a in group:
+            for b in group:
+                if a is b or (distance := neighbour_distance(spec, a.key, b.key)) is None or distance[0] > 1.0:
+                    continue
+                home = a.artifact.default.config if a.artifact.default is not None else None
+                if home is None:
+                    continue
+                ta, tb = a.neighbour, b.neighbour
+                if ta.timed_in(home) != "final" or tb.timed_in(home) != "final":
+                    continue
+                for config, _ in ta.timings:
+                    if ta.timed_in(config) == "final" and tb.timed_in(config) == "final" and \
+                            slot_of(config, defaults) != slot_of(home, defaults):
+                        here = math.log(ta.time_of(config) / ta.time_of(home))  # type: ignore[operator]
+                        there = math.log(tb.time_of(config) / tb.time_of(home))  # type: ignore[operator]
+                        carried.append((here, there))
+    bins = [(0.0, 0.005), (0.005, 0.01), (0.01, 0.02), (0.02, 0.03), (0.03, 0.05), (0.05, 1.0)]
+    held = {}
+    for lo, hi in bins:
+        sel = [(h, t) for h, t in carried if lo <= -h < hi]
+        held[f"{lo:.3f}-{hi:.3f}"] = {"pairs": len(sel), "still_faster": sum(t < 0 for _, t in sel),
+                                      "faster_by_margin_lost": sum(t > 0.03 for _, t in sel)}
+    errors = [abs(h - t) for h, t in carried]
+    return {"noise_band_median": statistics.median(bands) if bands else None, "pairs": len(carried),
+            "transfer_error_median": round(statistics.median(errors), 4) if errors else None,
+            "advantage_held_by_size": held}
+
+
+# -- the cross-check through the resolver ------------------------------------------------------
+
+def check(spec: KernelDecl, tuned: list[Tuned], limit: int, mode: str) -> int:
+    """Resolve the first ``limit`` hidden keys through the real resolver from a folder
+    of the device's other artifacts (the shipped default: no refit, rules ``nearest``,
+    ``vote`` and ``paired``) and count the keys where it serves another config than the
+    replay."""
+    rules = {name: decl for name, decl in rules_of(spec).items() if name != "default"}
+    for decl in rules.values():
+        object.__setattr__(decl, "fold_table", None)
+    differ = 0
+    with tempfile.TemporaryDirectory() as work:
+        folder = Path(work) / "pool"
+        folder.mkdir()
+        for i, t in enumerate(tuned[:limit]):
+            hidden = {i} if mode == "key" else {j for j, o in enumerate(tuned) if o.key["N"] == t.key["N"]}
+            for child in folder.iterdir():
+                child.unlink()
+            for j, o in enumerate(tuned):
+                if j not in hidden:
+                    shutil.copyfile(o.path, folder / o.path.name)
+            pool = [o for j, o in enumerate(tuned) if j not in hidden]
+            query = DeviceQuery.of(t.artifact.device.identity)
+            resolver = Resolver([str(folder)], detector=None, packages=False)
+            for name, decl in rules.items():
+                served = dict(resolver.resolve(decl, t.key, query).config)
+                replayed, _ = serve(decl, t.key, pool, query)
+                if slot_of(served, spec.tunable_defaults) != slot_of(replayed, spec.tunable_defaults):
+                    differ += 1
+                    print(f"  differs: {name} at {t.key}: resolver {served}, replay {replayed}", flush=True)
+    return differ
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,27 +359,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--artifacts", type=Path, default=ROOT / "artifacts" / "sm90")
     parser.add_argument("--kernel", action="append", choices=("rmsnorm", "fused_add_rmsnorm"),
                         help="kernels to measure (default both)")
+    parser.add_argument("--mode", action="append", choices=MODES, help="ways of hiding (default both)")
     parser.add_argument("--limit", type=int, default=0, help="hide only the first N keys of each device (a quick check)")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--check", type=int, default=0,
+                        help="also resolve the first K hidden keys of each device through the resolver")
+    parser.add_argument("--calibrate", action="store_true", help="print the margin's calibration and stop")
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    specs = {"rmsnorm": RMSNORM, "fused_add_rmsnorm": FUSED}
+    specs: dict[str, KernelDecl] = {"rmsnorm": RMSNORM, "fused_add_rmsnorm": FUSED}
     results: dict[str, Any] = {}
     rows_out: dict[str, Any] = {}
+    checked: dict[str, Any] = {}
     started = time.perf_counter()
     for kernel in args.kernel or list(specs):
-        for product, files in sorted(measured(args.artifacts, kernel).items()):
-            print(f"{kernel} on {product}: {len(files)} keys", flush=True)
-            with tempfile.TemporaryDirectory() as work:
-                rows = leave_one_out(specs[kernel], files, Path(work), args.limit, progress=True)
-            results.setdefault(kernel, {})[product] = summary(rows)
-            rows_out.setdefault(kernel, {})[product] = rows
-            print(json.dumps(results[kernel][product]), flush=True)
+        by_device = measured(args.artifacts, kernel, specs[kernel])
+        for product, tuned in sorted(by_device.items()):
+            if args.calibrate:
+                print(kernel, product, json.dumps(calibrate(specs[kernel], tuned), indent=1), flush=True)
+                continue
+            sibling = next((v for p, v in by_device.items() if p != product), None)
+            for mode in args.mode or MODES:
+                print(f"{kernel} on {product}, hiding each {mode}: {len(tuned)} keys", flush=True)
+                rows = leave_one_out(specs[kernel], tuned, sibling, mode, args.limit)
+                results.setdefault(kernel, {}).setdefault(product, {})[mode] = summary(rows)
+                rows_out.setdefault(kernel, {}).setdefault(product, {})[mode] = rows
+                print(json.dumps({r: results[kernel][product][mode][r] for r in RULES}), flush=True)
+                if args.check:
+                    differ = check(specs[kernel], tuned, args.check, mode)
+                    checked.setdefault(kernel, {}).setdefault(product, {})[mode] = {"keys": args.check,
+                                                                                    "differ": differ}
+                    if differ:
+                        print(f"{differ} resolves differ from the replay", file=sys.stderr)
+                        return 1
+    if args.calibrate or args.out is None:
+        return 0
     payload = {
         "benchmark": "neighbour-vote-loo", "machine": machine(), "revision": _revision(),
         "command": "python -m bench.neighbour_vote " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "vote": {rule: dataclasses.asdict(NeighbourVote(with_default=rule == "vote"))
-                 for rule in ("vote", "vote_without_default")},
+        "paired": asdict(PairedEvidence()), "worse_than_default_by": WORSE,
         "artifacts": str(args.artifacts.relative_to(ROOT)) if args.artifacts.is_relative_to(ROOT) else str(args.artifacts),
+        "checked_through_resolver": checked,
         "seconds": round(time.perf_counter() - started, 1),
         "summary": results, "rows": rows_out,
     }

@@ -20,6 +20,7 @@ __all__ = [
     "KEY_AXES",
     "MAX_INDEX",
     "MODEL_SIZE_GRID",
+    "BETWEEN_GRID",
     "UNSEEN_GRID",
     "check_row_key",
     "complete_row_key",
@@ -96,6 +97,18 @@ UNSEEN_GRID = (
 """Row lengths and row counts no other preset names (28 keys, both families' ``unseen``
 preset): tuned on a GPU only to measure how the configs served for keys no grid names
 generalize (``bench/off_grid.py``), never published."""
+
+BETWEEN_GRID = (
+    "M=24,640,2800,12000 N=1792,5632,9216,14080 dtype=bf16",
+    "M=200,5000 N=2816,11264,18432 dtype=bf16",
+    "M=100000 N=2816,9216 dtype=bf16",
+    "M=640,12000 N=5632 dtype=fp16",
+    "M=2800 N=9216 dtype=bf16 weight_dtype=fp32",
+)
+"""Keys no other preset and no committed artifact names (27, both families' ``between``
+preset), some past the tuned range (N = 18432, M = 100000): tuned on a GPU only to measure
+the rule that serves keys between tuned ones against the default and against tuning
+(``bench/off_grid.py``), never published."""
 
 
 def check_row_key(decl: KernelDecl, key: Mapping[str, object], max_n: int = MAX_INDEX) -> dict[str, KeyValue]:

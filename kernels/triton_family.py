@@ -32,6 +32,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from flyconfigs.errors import TuneError
+from flyconfigs.kernels.paired_evidence import DefaultUnlessEvidence, PairedEvidence
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rownorm import DTYPES, ELEMENT_BYTES, MAX_INDEX
 from flyconfigs.kernels.triton_source import distribution_digest, source_digest
@@ -143,7 +144,7 @@ def tunable_values(configs: Sequence[Mapping[str, KeyValue]]) -> dict[str, tuple
 
 
 @dataclass(frozen=True)
-class TritonFamily(TunableKernel):
+class TritonFamily(TunableKernel, DefaultUnlessEvidence):
     """A row-wise Triton kernel family (a KernelDecl and a TunableKernel).
 
     ``configs``: the configs to search, as a list, or as each tunable's values (their
@@ -170,6 +171,13 @@ class TritonFamily(TunableKernel):
     (default :func:`elements_per_thread`), so ``flyconfigs tune --budget N`` keeps the N
     cheapest.
 
+    ``paired_evidence``: given (``PairedEvidence()``), between tuned keys the family serves
+    ``default`` unless the measurements around the asked key say another config beats it
+    (:mod:`flyconfigs.kernels.paired_evidence`), and ``transfers_past_range`` names the
+    key axes (``("M",)``, say) whose winners may be carried past the largest or below the
+    smallest tuned value (default: none); ``None`` (the default): the nearest key's
+    winner serves, adapted where it must be.
+
     Raises ``TypeError`` for a declaration that misses a part it needs."""
 
     name: str
@@ -188,6 +196,8 @@ class TritonFamily(TunableKernel):
     source_distribution: str | None = None
     compile_cost: Callable[[Key], float] = elements_per_thread
     presets: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    paired_evidence: PairedEvidence | None = None
+    transfers_past_range: tuple[str, ...] = ()
     _listed: list[Config] = field(init=False, repr=False, compare=False)
     _tunables: dict[str, tuple[KeyValue, ...]] = field(init=False, repr=False, compare=False)
     _sized: dict[str, int] = field(init=False, repr=False, compare=False)

@@ -36,13 +36,18 @@ from flyconfigs.registry.serving import Found
 from flyconfigs.registry.sources import Entry
 from flyconfigs.schema.canonical import canonical_text
 
-__all__ = ["MEMBER", "Neighbour", "Offer", "Timings", "choose", "said", "slot_of", "timings_of"]
+__all__ = ["FINAL_SAMPLES", "MEMBER", "Neighbour", "Offer", "Timings", "choose", "measurements", "said", "slot_of",
+           "timings_of"]
 
 MEMBER = "choose_from_neighbours"
 
 
 Timings = tuple[tuple[Mapping[str, KeyValue], float], ...]
 _Slot = tuple[tuple[str, str, KeyValue], ...]
+
+FINAL_SAMPLES = 15
+"""The sample count of the tuner's final protocol (its screen takes 5): a timing of at
+least this many samples is a final one where the artifact does not say its protocol's."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,11 @@ class Neighbour:
     file: str
     lookup: Mapping[_Slot, float] = field(default_factory=dict, repr=False, compare=False)
     defaults: Mapping[str, KeyValue] = field(default_factory=dict, repr=False, compare=False)
+    finals: frozenset[_Slot] | None = field(default=None, repr=False, compare=False)
+    """The configs whose timing is a final one (the tuner's full protocol, which times the
+    winner and the default together); ``None``: every timing counts as final (made by
+    hand)."""
+    tuned_default: Mapping[str, KeyValue] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.lookup and self.timings:  # made by hand (the registry passes the lookup it keeps)
@@ -71,6 +81,15 @@ class Neighbour:
         filling what either leaves out), or ``None`` where it did not time it."""
         return self.lookup.get(slot_of(config, self.defaults))
 
+    def timed_in(self, config: Mapping[str, KeyValue]) -> str | None:
+        """``final`` or ``screen``: which of the tuner's protocols timed ``config`` here
+        (a screen is a few samples, read against a final it is no paired comparison);
+        ``None`` where it was not timed."""
+        slot = slot_of(config, self.defaults)
+        if slot not in self.lookup:
+            return None
+        return "final" if self.finals is None or slot in self.finals else "screen"
+
 
 def slot_of(config: Mapping[str, KeyValue], defaults: Mapping[str, KeyValue]) -> _Slot:
     """``config`` completed with ``defaults`` as a hashable value that tells ``1`` from
@@ -78,12 +97,23 @@ def slot_of(config: Mapping[str, KeyValue], defaults: Mapping[str, KeyValue]) ->
     return tuple(sorted((k, type(v).__name__, v) for k, v in {**defaults, **config}.items()))
 
 
+def measurements(artifact: Any) -> list[tuple[Mapping[str, Any], float, bool]]:
+    """``(config, median µs, final)`` of every candidate ``artifact`` timed (status
+    ``ok``), in its order: the one place the neighbourhood reads an artifact's candidates.
+    ``final`` tells the tuner's full protocol from its screen by the timing's sample
+    count: the protocol's own count where the artifact records it, else
+    :data:`FINAL_SAMPLES`."""
+    protocol = getattr(artifact.provenance, "timing_protocol", None)
+    full = protocol.samples if protocol is not None else FINAL_SAMPLES
+    return [(c.config, float(c.timing.median_us), c.timing.samples >= full)
+            for c in artifact.candidates if c.status == "ok" and c.timing is not None]
+
+
 def timings_of(artifact: Any) -> Timings:
     """``(config, median µs)`` of every candidate ``artifact`` timed, fastest first
     (read-only configs); empty for a predicted artifact, which timed nothing."""
-    timed = [(c.config, c.timing.median_us) for c in artifact.candidates if c.status == "ok" and c.timing is not None]
-    timed.sort(key=lambda item: item[1])
-    return tuple((MappingProxyType(dict(config)), float(median)) for config, median in timed)
+    timed = sorted(((config, median) for config, median, _ in measurements(artifact)), key=lambda item: item[1])
+    return tuple((MappingProxyType(dict(config)), median) for config, median in timed)
 
 
 def _lookup(timings: Timings, defaults: Mapping[str, KeyValue]) -> dict[_Slot, float]:
@@ -93,21 +123,23 @@ def _lookup(timings: Timings, defaults: Mapping[str, KeyValue]) -> dict[_Slot, f
     return lookup
 
 
-_TIMED: dict[int, tuple[weakref.ref[Any], str, Timings, Mapping[_Slot, float]]] = {}
+_TIMED: dict[int, tuple[weakref.ref[Any], str, Timings, Mapping[_Slot, float], frozenset[_Slot]]] = {}
 """By artifact, while it lives: its timings and their lookup for one family's tunable
 defaults, made once (resolves off the grid read the same neighbours again and again)."""
 
 
-def _timed(artifact: Any, defaults: Mapping[str, KeyValue]) -> tuple[Timings, Mapping[_Slot, float]]:
+def _timed(artifact: Any, defaults: Mapping[str, KeyValue]
+           ) -> tuple[Timings, Mapping[_Slot, float], frozenset[_Slot]]:
     token = canonical_text(dict(defaults))
     ident = id(artifact)
     hit = _TIMED.get(ident)
     if hit is not None and hit[0]() is artifact and hit[1] == token:
-        return hit[2], hit[3]
+        return hit[2], hit[3], hit[4]
     timings = timings_of(artifact)
     lookup = _lookup(timings, defaults)
-    _TIMED[ident] = (weakref.ref(artifact, lambda _: _TIMED.pop(ident, None)), token, timings, lookup)
-    return timings, lookup
+    finals = frozenset(slot_of(config, defaults) for config, _, final in measurements(artifact) if final)
+    _TIMED[ident] = (weakref.ref(artifact, lambda _: _TIMED.pop(ident, None)), token, timings, lookup, finals)
+    return timings, lookup, finals
 
 
 class Offer:
@@ -141,10 +173,11 @@ class Offer:
                 continue
             keys.add(slot)
             defaults = self.kernel.decl.tunable_defaults
-            timings, lookup = _timed(artifact, defaults)
+            timings, lookup, finals = _timed(artifact, defaults)
             neighbour = Neighbour(MappingProxyType(dict(entry.key)), distance,
                                   MappingProxyType(dict(artifact.winner.config)), timings, str(entry.path),
-                                  lookup, defaults)
+                                  lookup, defaults, finals,
+                                  None if artifact.default is None else MappingProxyType(dict(artifact.default.config)))
             self.seen.append(neighbour)
             yield neighbour
 

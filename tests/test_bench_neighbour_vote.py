@@ -1,43 +1,71 @@
-"""bench/neighbour_vote.py hides each tuned key from the folder the resolver reads, so the
-key is never served its own tuning, and scores each rule's config by the hidden key's own
-recorded timings."""
+"""bench/neighbour_vote.py hides each tuned key (or every key of its N) from what serves
+it, refits a learned default without it, scores each rule's config by the hidden key's
+own recorded timings, and replays the nearest-key step as the resolver runs it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from bench.neighbour_vote import leave_one_out, measured, rules_of, summary
+from bench.neighbour_vote import check, fold_tables, leave_one_out, measured, rules_of, summary
 from flyconfigs.kernels.fused_add_rmsnorm import SPEC as FUSED
 from flyconfigs.kernels.rmsnorm import SPEC
 from test_neighbour_vote import FAST_AROUND, FAST_HERE, OTHER, _tuned, key
 
 
-def test_each_key_is_hidden_and_scored_by_its_own_timings(tmp_path: Path) -> None:
+def _folder(tmp_path: Path) -> Path:
     folder = tmp_path / "tuned"
     _tuned(folder, key(4096), [(FAST_HERE, 10.0), (FAST_AROUND, 10.1), (OTHER, 12.0)])
     _tuned(folder, key(2048), [(FAST_HERE, 7.0), (FAST_AROUND, 5.0), (OTHER, 6.0)])
     _tuned(folder, key(8192), [(FAST_HERE, 28.0), (FAST_AROUND, 20.0), (OTHER, 24.0)])
     _tuned(folder, key(2600), [(FAST_HERE, 8.0), (FAST_AROUND, 6.0), (OTHER, 7.0)])
-    files = measured(folder, "rmsnorm")["NVIDIA H200"]
-    rows = leave_one_out(SPEC, files, tmp_path / "work")
-    assert sorted(files) == sorted(measured(folder, "rmsnorm")["NVIDIA H200"]), "every file is put back"
-    hidden = next(r for r in rows if r["key"]["M"] == 2600)
-    # Its nearest other key is 2048, whose winner is FAST_AROUND: both rules serve it, at
-    # 6.0 over its best of 6.0 here.
-    assert hidden["nearest"]["key_match"] == "nearest" and hidden["nearest"]["matched_key"]["M"] == 2048
-    assert hidden["nearest"]["ratio"] == 1.0 and hidden["vote"]["ratio"] == 1.0
+    _tuned(folder, key(2600, 4096), [(FAST_HERE, 4.0), (FAST_AROUND, 3.0), (OTHER, 3.5)])
+    return folder
+
+
+def test_each_key_is_hidden_and_scored_by_its_own_timings(tmp_path: Path) -> None:
+    tuned = measured(_folder(tmp_path), "rmsnorm", SPEC)["NVIDIA H200"]
+    rows = leave_one_out(SPEC, tuned, None, "key")
+    hidden = next(r for r in rows if r["key"]["M"] == 2600 and r["key"]["N"] == 8192)
+    # Its nearest other key is 2048 (N = 8192), whose winner is FAST_AROUND, 6.0 here: the best.
+    assert hidden["nearest"]["from"] == "nearest" and hidden["nearest"]["ratio"] == 1.0
     at_4096 = next(r for r in rows if r["key"]["M"] == 4096)
     assert at_4096["nearest"]["ratio"] == 10.1 / 10.0, "served the winner at 2600 (FAST_AROUND), timed 10.1 here"
-    assert hidden["vote_without_default"]["ratio"] == 1.0
     stats = summary(rows)
-    assert stats["keys"] == 4 and stats["not_nearest"] == 0 and stats["vote"]["n"] + stats["vote"]["untimed"] == 4
+    assert stats["nearest"]["keys"] == 5 and stats["sibling"]["keys"] == 0
 
 
-def test_the_rules_compared_are_the_family_without_and_with_the_vote() -> None:
+def test_hiding_an_n_hides_every_key_of_it(tmp_path: Path) -> None:
+    tuned = measured(_folder(tmp_path), "rmsnorm", SPEC)["NVIDIA H200"]
+    by_key = leave_one_out(SPEC, tuned, None, "key")
+    by_n = leave_one_out(SPEC, tuned, None, "n")
+    at = next(i for i, r in enumerate(by_n) if r["key"] == key(2600, 4096))
+    # Alone at N = 4096, it is served N = 8192's keys either way; at N = 8192 a hidden key
+    # is served the other row length's (the only one left) once every key of 8192 is hidden.
+    assert by_n[at]["nearest"]["ratio"] == by_key[at]["nearest"]["ratio"]
+    at_2600 = next(i for i, r in enumerate(by_n) if r["key"] == key(2600))
+    assert by_n[at_2600]["nearest"]["config"] == FAST_AROUND  # the winner at 2600 x 4096
+
+
+def test_the_learned_default_is_refitted_without_what_is_hidden(tmp_path: Path) -> None:
+    tuned = measured(_folder(tmp_path), "rmsnorm", SPEC)["NVIDIA H200"]
+    tables = fold_tables(SPEC, tuned)
+    assert tables is not None and fold_tables(FUSED, tuned) is None, "the fused family's default is not learned"
+    every = tables(set())
+    assert len(tables({0}).cells) == len(every.cells) - 1
+    n_8192 = {i for i, t in enumerate(tuned) if t.key["N"] == 8192}
+    assert all(cell[3] != 8192 for cell in tables(n_8192).cells)
+
+
+def test_the_replay_serves_what_the_resolver_serves(tmp_path: Path) -> None:
+    tuned = measured(_folder(tmp_path), "rmsnorm", SPEC)["NVIDIA H200"]
+    assert check(SPEC, tuned, len(tuned), "key") == 0
+    assert check(SPEC, tuned, len(tuned), "n") == 0
+
+
+def test_the_rules_compared() -> None:
     for spec in (SPEC, FUSED):
         rules = rules_of(spec)
+        assert set(rules) == {"default", "nearest", "vote", "paired"}
         assert rules["nearest"].choose_from_neighbours(key(3000), iter(()), None) is None  # type: ignore[arg-type]
-        assert rules["default"] is spec
-        assert type(rules["vote"]).choose_from_neighbours is not type(rules["nearest"]).choose_from_neighbours
-        assert rules["vote"].neighbour_vote.with_default  # type: ignore[attr-defined]
-        assert rules["vote_without_default"].neighbour_vote == SPEC.neighbour_vote  # type: ignore[attr-defined]
+        assert rules["paired"].transfers_past_range == ("M",)  # type: ignore[attr-defined]
+        assert not rules["vote"].neighbour_vote.with_default  # type: ignore[attr-defined]

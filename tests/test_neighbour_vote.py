@@ -16,7 +16,7 @@ import pytest
 
 from factories import H200, artifact_dict
 from flyconfigs.cli import main
-from flyconfigs.kernels.neighbour_vote import NeighbourVote
+from flyconfigs.kernels.neighbour_vote import NeighbourVote, VotesAmongNeighbours
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.kernels.rmsnorm.declaration import RMSNormSpec
 from flyconfigs.registry import Resolver, explain, resolve
@@ -78,6 +78,17 @@ class _Nearest(RMSNormSpec):
         return None
 
 
+class _Voting(RMSNormSpec):
+    """RMSNorm with the neighbourhood vote as its rule (the family's own rule is the
+    paired one of :mod:`flyconfigs.kernels.paired_evidence`)."""
+
+    choose_from_neighbours = VotesAmongNeighbours.choose_from_neighbours
+    neighbour_vote = NeighbourVote()
+
+
+VOTING = _Voting()
+
+
 class _Answering(RMSNormSpec):
     """RMSNorm whose rule answers ``answer`` (or raises it), reading the neighbours first."""
 
@@ -97,7 +108,7 @@ def test_the_vote_serves_a_config_fast_around_the_key_over_the_nearest_winner(po
     resolver = Resolver([str(pool)], detector=None)
     today = resolver.resolve(_Nearest(), key(3000), H200_SPEC)
     assert dict(today.config) == FAST_HERE and today.neighbourhood is None
-    r = resolver.resolve("rmsnorm", key(3000), H200_SPEC)
+    r = resolver.resolve(VOTING, key(3000), H200_SPEC)
     assert dict(r.config) == {**FAST_AROUND, "cluster": 1, "cache_hints": "none"} or dict(r.config) == FAST_AROUND
     assert (r.key_match, dict(r.matched_key or {})) == ("nearest", key(4096))
     hood = r.neighbourhood
@@ -182,11 +193,11 @@ def test_only_neighbours_of_the_served_standing_are_offered(pool: Path, site: An
     from flyconfigs.registry import refresh
 
     refresh()
-    r = resolve("rmsnorm", key(3000), H200_SPEC)
+    r = resolve(VOTING, key(3000), H200_SPEC)
     assert r.source == "override" and r.neighbourhood is not None
     assert [dict(k)["M"] for k in r.neighbourhood.neighbours] == [4096, 2048, 8192]
     assert r.config["row_storage"] == "smem"
-    package_only = resolve("rmsnorm", key(3100), H200_SPEC)
+    package_only = resolve(VOTING, key(3100), H200_SPEC)
     assert package_only.key_match == "exact" and package_only.source == "package"
 
 
@@ -197,12 +208,15 @@ def test_explain_prints_the_rule_and_its_reason(pool: Path, monkeypatch: pytest.
 
     refresh()
     try:
-        _, steps = explain("rmsnorm", key(3000), H200_SPEC)
+        _, steps = explain(VOTING, key(3000), H200_SPEC)
         assert "rmsnorm's neighbourhood rule chose" in steps[-1].outcome
         assert "the winner at M=2048" in steps[-1].outcome
+        assert "lowest weighted mean log time" in steps[-1].outcome
+        # The family's own rule: no neighbour timed its default, so the default serves, and
+        # explain says why.
         assert main(["explain", "rmsnorm", "M=3000", "N=8192", "dtype=bf16", "weight_dtype=bf16", "--device", H200_SPEC]) == 0
         out = capsys.readouterr().out
-        assert "neighbourhood rule chose" in out and "lowest weighted mean log time" in out
+        assert "neighbourhood rule chose" in out and "the family's default: no candidate was timed with it" in out
     finally:
         monkeypatch.delenv("FLYCONFIGS_PATH")
         refresh()

@@ -245,6 +245,9 @@ class _Without(RMSNormSpec):
         super().__init__()
         object.__setattr__(self, "_adapt", adapt)
 
+    def choose_from_neighbours(self, asked: Any, neighbours: Any, device: Any) -> None:
+        return None  # the nearest-key step as it is, without the family's neighbourhood rule
+
     def adapt_config(self, config: Any, key: Any, device: Any) -> Any:
         if self._adapt is None:
             return super(RMSNormSpec, self).adapt_config(config, key, device)

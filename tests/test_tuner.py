@@ -63,7 +63,7 @@ def test_grid_parsing() -> None:
     # The kernel completes keys and names its presets; the grid itself knows no kernel.
     assert parse_grids(["M=1 N=4096 dtype=fp16"], SPEC) == [{"M": 1, "N": 4096, "dtype": "fp16", "weight_dtype": "fp16"}]
     assert len(parse_grids(["perf"], SPEC)) == 7 * 6 + 2 * 2 * 2
-    with pytest.raises(InvalidKeyError, match="presets: hidden, models, perf, unseen"):
+    with pytest.raises(InvalidKeyError, match="presets: between, hidden, models, perf, unseen"):
         parse_grids(["perf2"], SPEC)
     for bad in ("M=", "M", "M=1,,2", "M=1 M=2", "", "M=--5", "M=²", "M=1_000", "M=[1,", "M=1e999"):
         with pytest.raises(InvalidKeyError):

@@ -61,10 +61,12 @@ from typing import TYPE_CHECKING, Any
 
 from flyconfigs.kernels.fused_add_rmsnorm.impls import IMPLS, impl_of, source_config, tail_of
 from flyconfigs.kernels.fused_add_rmsnorm.reference import reference_fused_add_rms_norm
+from flyconfigs.kernels.paired_evidence import DefaultUnlessEvidence
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rmsnorm.declaration import SPEC as RMSNORM
 from flyconfigs.kernels.rmsnorm.declaration import TUNABLES as SOURCE_TUNABLES
 from flyconfigs.kernels.rownorm import (
+    BETWEEN_GRID,
     ELEMENT_BYTES,
     HIDDEN_SIZE_GRID,
     KEY_AXES,
@@ -200,9 +202,14 @@ def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
 
 
 @dataclass(frozen=True)
-class FusedAddRMSNormSpec(TunableKernel):
+class FusedAddRMSNormSpec(TunableKernel, DefaultUnlessEvidence):
     """The fused add + RMSNorm family (a :class:`~flyconfigs.registry.KernelDecl` and a
-    :class:`~flyconfigs.kernels.plugin.TunableKernel`)."""
+    :class:`~flyconfigs.kernels.plugin.TunableKernel`); off the tuned grid it serves its
+    default unless the paired measurements around the key say otherwise
+    (:mod:`flyconfigs.kernels.paired_evidence`), carrying a winner past the tuned range of
+    ``M`` only."""
+
+    transfers_past_range = ("M",)
 
     name: str = "fused_add_rmsnorm"
     version: int = 1
@@ -425,9 +432,10 @@ class FusedAddRMSNormSpec(TunableKernel):
     def presets(self) -> dict[str, tuple[str, ...]]:
         """``perf``: the benchmark grid of ``bench/fused_add_rmsnorm.py``; ``hidden``: the
         hidden-size grid; ``models``: the open models' hidden sizes and shards; ``unseen``:
-        keys no other preset names; ``smoke``: four keys."""
+        keys no other preset names; ``between``: more of them, some past the tuned range, for the
+        serving rule; ``smoke``: four keys."""
         return {"perf": PERF_GRID, "hidden": HIDDEN_SIZE_GRID, "models": MODEL_SIZE_GRID, "unseen": UNSEEN_GRID,
-                "smoke": SMOKE_GRID}
+                "between": BETWEEN_GRID, "smoke": SMOKE_GRID}
 
     def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
         """``key`` with ``weight_dtype`` defaulting to ``dtype`` (see :func:`complete_row_key`)."""

@@ -40,13 +40,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flyconfigs.kernels.neighbour_vote import VotesAmongNeighbours
+from flyconfigs.kernels.paired_evidence import DefaultUnlessEvidence
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm.model import MODEL, RMSNormCostModel
 from flyconfigs.kernels.rmsnorm.tunables import NEUTRAL, cluster_of, hints_of
 from flyconfigs.kernels.rmsnorm.validity import MAX_BLOCK, MAX_REG_FLOATS, RULES, quantities, source_with_rules
 from flyconfigs.kernels.rownorm import (
+    BETWEEN_GRID,
     DTYPES,
     ELEMENT_BYTES,
     HIDDEN_SIZE_GRID,
@@ -106,9 +107,13 @@ def traffic_bytes(m: int, n: int, dtype: str, weight_dtype: str) -> int:
 
 
 @dataclass(frozen=True)
-class RMSNormSpec(TunableKernel, VotesAmongNeighbours):
+class RMSNormSpec(TunableKernel, DefaultUnlessEvidence):
     """The RMSNorm family (a :class:`~flyconfigs.kernels.plugin.TunableKernel`); off the tuned grid it
-    serves the config its neighbourhood vote chooses (:mod:`flyconfigs.kernels.neighbour_vote`)."""
+    serves its default unless the paired measurements around the key say otherwise
+    (:mod:`flyconfigs.kernels.paired_evidence`); a winner is carried past the tuned range of
+    ``M`` (long batches stream alike), never past that of ``N`` (register budgets change)."""
+
+    transfers_past_range = ("M",)
 
     name: str = "rmsnorm"
     version: int = 1
@@ -353,8 +358,10 @@ class RMSNormSpec(TunableKernel, VotesAmongNeighbours):
         """Named key grids: ``perf`` is the benchmark grid of ``bench/rmsnorm.py``,
         ``hidden`` the hidden sizes of popular models, ``models`` those of the open models
         people serve and their tensor-parallel shards at row counts that are not powers of
-        two, ``unseen`` row lengths and counts no other preset names (``bench/off_grid.py``)."""
-        return {"perf": PERF_GRID, "hidden": HIDDEN_SIZE_GRID, "models": MODEL_SIZE_GRID, "unseen": UNSEEN_GRID}
+        two, ``unseen`` row lengths and counts no other preset names (``bench/off_grid.py``),
+        ``between`` more of them, some past the tuned range, for the serving rule."""
+        return {"perf": PERF_GRID, "hidden": HIDDEN_SIZE_GRID, "models": MODEL_SIZE_GRID, "unseen": UNSEEN_GRID,
+                "between": BETWEEN_GRID}
 
     def complete_key(self, key: Mapping[str, KeyValue]) -> dict[str, KeyValue]:
         """``key`` with ``weight_dtype`` defaulting to ``dtype`` (see :func:`complete_row_key`)."""

@@ -97,8 +97,7 @@ class KernelTable:
     def __init__(self) -> None:
         self.loaded: dict[str, LoadedKernel] = {}
         self.passed: dict[int, LoadedKernel] = {}
-        self.problems = ProblemLog()
-        self.faults: set[tuple[int, str]] = set()
+        self.problems = ProblemLog(self.origin_of)
         self._lock = threading.RLock()
 
     def clear(self) -> None:
@@ -106,8 +105,7 @@ class KernelTable:
         with self._lock:
             self.loaded = {}
             self.passed = {}
-            self.problems = ProblemLog()
-            self.faults = set()
+            self.problems = ProblemLog(self.origin_of)
             for record in _REGISTERED.values():  # their collisions are reported once more
                 record.settled = False
 
@@ -142,6 +140,14 @@ class KernelTable:
             if found is None:
                 found = self.loaded[kernel] = _load(kernel, log)
             return found
+
+    def origin_of(self, decl: object) -> tuple[str, str | None]:
+        """Where ``decl`` came from, for messages, and its distribution when known, as
+        this table's records (and the registrations of this process) say."""
+        for record in (*_REGISTERED.values(), *self.loaded.values(), *self.passed.values()):
+            if record.decl is decl:
+                return record.where, record.distribution
+        return f"a {type(decl).__name__} passed by the caller", None
 
     def _of_object(self, decl: object, log: ProblemLog) -> LoadedKernel:
         if not isinstance(decl, KernelDecl):
@@ -244,12 +250,12 @@ def _load(kernel: str, log: ProblemLog) -> LoadedKernel:
     return LoadedKernel(kernel, decl, "entry-point", where, chosen.distribution, chosen.version)
 
 
-def origin_of(decl: object) -> tuple[str, str | None]:
-    """Where ``decl`` came from, for messages, and its distribution when known."""
-    for record in (*_REGISTERED.values(), *TABLE.loaded.values(), *TABLE.passed.values()):
-        if record.decl is decl:
-            return record.where, record.distribution
-    return f"a {type(decl).__name__} passed by the caller", None
+def origin_of(decl: object, problems: ProblemLog | None = None) -> tuple[str, str | None]:
+    """Where ``decl`` came from, for messages, and its distribution when known: as the
+    resolver whose log ``problems`` is knows it, else as the process-wide table does."""
+    if problems is not None and problems.origins is not None:
+        return problems.origins(decl)
+    return TABLE.origin_of(decl)
 
 
 def kernel_name(decl: KernelDecl) -> str:

@@ -129,7 +129,7 @@ class Resolver:
         # passed them (filled on a memo hit), so a repeated call skips sorting the key.
         self._seen: dict[tuple[object, ...], Resolution] = {}
         self.kernels = kernels if kernels is not None else KernelTable()
-        self.problems = ProblemLog()
+        self.problems = ProblemLog(self.kernels.origin_of)
         self._catalog = Catalog(paths, self.problems, packages)
         self._device: tuple[DeviceQuery | None, str] | None = None
         self._observers: list[Observer] = []
@@ -140,7 +140,8 @@ class Resolver:
     def refresh(self) -> None:
         """Drop every cache of this resolver: the memo, its kernel records, the source
         index, the detected device (and the installed detector chosen) and the record
-        of problems already logged.  Packages installed or removed since are seen by the
+        of problems already logged (with its fault set: the plugin members already
+        reported as raising).  Packages installed or removed since are seen by the
         next resolve, and problems that remain are logged once more."""
         with self._lock:
             invalidate_caches()
@@ -150,7 +151,7 @@ class Resolver:
             self._device = None
             if self._detector_installed:  # the detectors installed, or FLYCONFIGS_DETECTOR, may have changed
                 self._detector = Resolver._UNSET
-            self.problems = ProblemLog()
+            self.problems = ProblemLog(self.kernels.origin_of)
             self._catalog = Catalog(self._paths, self.problems, self._packages)
             self.generation += 1
 

@@ -1,7 +1,8 @@
 """Resolve costs, measured in one run: a memo hit; the first resolve in a fresh process
 with 20 installed data packages of 500 artifacts each (20 targets, and the worst case of
-all 20 for the device's own target); and a bare
-``importlib.metadata.entry_points()`` call in the same environment as the yardstick.
+all 20 for the device's own target), with the number of times it lists the installed
+distributions; and a bare ``importlib.metadata.entry_points()`` call in the same
+environment as the yardstick.
 ``--against NAME=PYTHONPATH`` (repeatable; ``python -m bench.tree_at COMMIT DEST`` makes
 one) times another commit's code in the same run, each fresh process of the two
 interleaved, the memo hits ``--memo-rounds`` times each; the load average is recorded
@@ -28,18 +29,27 @@ from tests.factories import H200, make_artifact
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
 
 FIRST_RESOLVE = """
-import time, json
+import sys, time, json
+from importlib import metadata
+listed, scans = metadata.distributions, []
+def counting(**kwargs):
+    scans.append(sys._getframe(1).f_globals.get("__name__", "?"))  # the module that lists them
+    return listed(**kwargs)
+metadata.distributions = counting  # how many times the installed distributions are listed
 t0 = time.perf_counter()
 import flyconfigs
 t1 = time.perf_counter()
+before = len(scans)
 r = flyconfigs.resolve("rmsnorm", {key}, device="sm90:132:NVIDIA H200")
 t2 = time.perf_counter()
+resolve_scans = {{name: scans[before:].count(name) for name in sorted(set(scans[before:]))}}
+metadata.distributions = listed
 assert r.source == "package", r
-from importlib import metadata
 t3 = time.perf_counter()
 metadata.entry_points()
 t4 = time.perf_counter()
-print(json.dumps({{"import_s": t1 - t0, "first_resolve_s": t2 - t1, "entry_points_s": t4 - t3}}))
+print(json.dumps({{"import_s": t1 - t0, "first_resolve_s": t2 - t1, "entry_points_s": t4 - t3,
+                  "distribution_scans": resolve_scans}}))
 """
 
 MEMO_HITS = """
@@ -136,6 +146,10 @@ def _figures(hits: dict[str, list[float]], runs: list[dict[str, float]], worst: 
         "fresh_process_first_resolve_all_same_target_ms": quantiles([r["first_resolve_s"] * 1e3 for r in worst]),
         "fresh_process_import_flyconfigs_ms": quantiles([r["import_s"] * 1e3 for r in runs]),
         "entry_points_call_ms": quantiles([r["entry_points_s"] * 1e3 for r in runs]),
+        # Listings of the installed distributions (importlib.metadata.distributions()) in
+        # the first resolve, the device given, by the module that made them: every count seen.
+        "first_resolve_distribution_scans": {name: sorted({r["distribution_scans"].get(name, 0) for r in runs})
+                                             for name in sorted({n for r in runs for n in r["distribution_scans"]})},
     }
 
 
@@ -184,12 +198,14 @@ def main() -> None:
         other = result["against"][name]
         print(f"{name}: memo hit {other['memo_hit_us']['median']:.2f} us; first resolve "
               f"{other['fresh_process_first_resolve_ms']['median']:.1f} ms, all for one target "
-              f"{other['fresh_process_first_resolve_all_same_target_ms']['median']:.1f} ms")
+              f"{other['fresh_process_first_resolve_all_same_target_ms']['median']:.1f} ms; "
+              f"distribution scans {other['first_resolve_distribution_scans']}")
     print(
         f"memo hit {result['memo_hit_us']['median']:.2f} us (dict lookup of the same key {result['bare_dict_lookup_same_key_us']['median']:.2f} us); "
         f"first resolve {result['fresh_process_first_resolve_ms']['median']:.1f} ms with {args.packages}x{args.artifacts} artifacts "
         f"of {args.packages} targets, {result['fresh_process_first_resolve_all_same_target_ms']['median']:.1f} ms when all are for the device's target "
-        f"(import {result['fresh_process_import_flyconfigs_ms']['median']:.1f} ms); entry_points() {result['entry_points_call_ms']['median']:.1f} ms -> {path}"
+        f"(import {result['fresh_process_import_flyconfigs_ms']['median']:.1f} ms); entry_points() {result['entry_points_call_ms']['median']:.1f} ms; "
+        f"distribution scans {result['first_resolve_distribution_scans']} -> {path}"
     )
 
 

@@ -20,13 +20,14 @@ __all__ = ["check_config", "check_key", "check_tunables", "default_config", "dev
 
 def report_fault(decl: KernelDecl, member: str, exc: BaseException, consequence: str,
                   problems: ProblemLog | None) -> None:
-    """Log a member of ``decl`` raising once per declaration and member, however many
-    calls meet it and whatever it says each time (a serving loop must not flood logs)."""
-    if (id(decl), member) in TABLE.faults:
-        return
-    TABLE.faults.add((id(decl), member))
-    where, distribution = origin_of(decl)
+    """Log a member of ``decl`` raising once per declaration and member in ``problems``
+    (a resolver's log and fault set; default: the process-wide table's), however many
+    calls meet it and whatever it says each time (a serving loop must not flood logs),
+    naming the origin that resolver's kernel records give."""
     log = problems if problems is not None else TABLE.problems
+    if not log.first_fault(decl, member):
+        return
+    where, distribution = origin_of(decl, log)
     log.report(Problem("kernel-error", where, f"{member} {raised(exc)}; {consequence}", distribution))
 
 
@@ -54,7 +55,7 @@ def check_key(decl: KernelDecl, key: object, problems: ProblemLog | None = None)
     except InvalidKeyError:
         raise
     except Exception as exc:  # noqa: BLE001 - the declared axes themselves cannot be read
-        raise KernelPluginError(kernel_name(decl), origin_of(decl)[0], "key_axes", raised(exc)) from None
+        raise KernelPluginError(kernel_name(decl), origin_of(decl, problems)[0], "key_axes", raised(exc)) from None
 
 
 def spelled_key(decl: KernelDecl, key: object, device: DeviceQuery | None,
@@ -94,7 +95,7 @@ def default_config(decl: KernelDecl, key: Mapping[str, KeyValue], device: Device
         return dict(config)
     except Exception as exc:  # noqa: BLE001 - whatever the plugin raises becomes one typed error
         report_fault(decl, "default_config", exc, "calls that no artifact serves fail", problems)
-        raise KernelPluginError(kernel_name(decl), origin_of(decl)[0], "default_config",
+        raise KernelPluginError(kernel_name(decl), origin_of(decl, problems)[0], "default_config",
                                 f"{raised(exc)}; no artifact serves this call, so there is no config") from None
 
 

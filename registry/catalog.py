@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from flyconfigs.registry.blocks import TableBlock
 from flyconfigs.registry.bulk import bulk_allocation
+from flyconfigs.registry.environment import Environment
 from flyconfigs.registry.folders import override_directories, scan_directory
 from flyconfigs.registry.matching import Pool, U, Unit, by_product, in_precedence
 from flyconfigs.registry.ownership import Owner
@@ -77,7 +78,11 @@ class Catalog:
     """Every source a resolver reads, in precedence order, each read once.  Not
     thread-safe by itself: the resolver holds its lock around every call."""
 
-    def __init__(self, paths: list[str] | None, problems: ProblemLog, packages: bool = True) -> None:
+    def __init__(self, paths: list[str] | None, problems: ProblemLog, packages: bool = True,
+                 environment: Environment | None = None) -> None:
+        """``environment``: the snapshot whose settings and entry points it reads
+        (default: one of its own)."""
+        self._environment = environment if environment is not None else Environment()
         self._paths = paths
         self._with_packages = packages
         self.problems = problems
@@ -93,7 +98,8 @@ class Catalog:
         self._tables: dict[str, list[TableRef]] = {}
 
     def _directories(self) -> list[Path]:
-        return override_directories(os.pathsep.join(self._paths) if self._paths is not None else None)
+        return override_directories(os.pathsep.join(self._paths) if self._paths is not None
+                                    else self._environment.settings.path)
 
     def override_entries(self) -> list[Entry]:
         """Every valid artifact of the override directories, in their order (the folders
@@ -152,7 +158,7 @@ class Catalog:
     def package_refs(self) -> list[PackageRef]:
         """The installed data packages, the ones the user ranks first (metadata only)."""
         if self._refs is None:
-            self._refs = find_packages(problems=self.problems) if self._with_packages else []
+            self._refs = find_packages(self.problems, self._environment) if self._with_packages else []
         return self._refs
 
     def packages_for(self, target: str) -> list[LoadedPackage]:

@@ -150,7 +150,7 @@ def declared_kernels(problems: ProblemLog | None = None) -> list[DeclaredKernel]
     process, by name, each loaded (as :func:`kernel_declaration` loads it) to read its
     version; one that cannot be loaded is listed with the reason."""
     log = problems if problems is not None else TABLE.problems
-    found = find_entry_points(KERNEL_GROUP, log)
+    found = TABLE.environment.entry_points(KERNEL_GROUP, log)
     rows = []
     for name in sorted({*_kernels._REGISTERED, *(f.entry_point.name for f in found)}):
         try:

@@ -16,7 +16,6 @@ them knows, resolution serves the default and says why — it never guesses.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -25,9 +24,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from flyconfigs.errors import ArtifactError, FieldProblem, GPURuntimeMissingError, InvalidDeviceError
-from flyconfigs.registry.entrypoints import FoundEntryPoint, find_entry_points
+from flyconfigs.registry.entrypoints import FoundEntryPoint
+from flyconfigs.registry.environment import Environment
 from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.settings import DETECTOR_ENV, DEVICE_ENV, NO_DETECT_ENV, Settings, read_settings
 from flyconfigs.schema.models import DeviceIdentity, wave_size_of_arch
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
     "wave_size_of_arch",
 ]
 
-DEVICE_ENV = "FLYCONFIGS_DEVICE"
 DEVICE_ARGUMENT = "the device argument"
 _ARCH = re.compile(r"^(gfx[0-9]{1,2}[0-9a-f]{2}|sm[0-9]{2,3}[a-z]?|intel_gpu_[a-z0-9_]{1,40})$")
 """An arch a device spec may name: an AMD one as LLVM names it (``GFX_ARCH`` of the
@@ -169,14 +169,11 @@ def parse_device_spec(spec: str, where: str = DEVICE_ENV) -> DeviceQuery:
 Detector = Callable[[], DeviceIdentity]
 """Returns the identity of the current GPU, or raises when there is none."""
 DETECTOR_GROUP = "flyconfigs.detectors"
-DETECTOR_ENV = "FLYCONFIGS_DETECTOR"
-"""The distribution whose ``flyconfigs.detectors`` entry point detects the GPU, when the
-user wants another than flyconfigs' own."""
 OWN_DISTRIBUTION = "flyconfigs"
-NO_DETECT_ENV = "FLYCONFIGS_NO_GPU_DETECT"
 
 
-def detect_with(detector: Detector | None, problems: ProblemLog | None = None) -> tuple[DeviceQuery | None, str]:
+def detect_with(detector: Detector | None, problems: ProblemLog | None = None,
+                settings: Settings | None = None) -> tuple[DeviceQuery | None, str]:
     """The current GPU as ``detector`` reports it, or ``None`` and the reason it is
     unknown; whatever the detector raises (a missing runtime, an odd property, a driver
     error) means unknown, never an exception.
@@ -190,7 +187,7 @@ def detect_with(detector: Detector | None, problems: ProblemLog | None = None) -
     the vendor's runtime when the bindings are there.  It is not a
     :class:`~flyconfigs.registry.problems.Problem`: nothing installed is at fault, and
     ``doctor`` shows it as its warning that no device is known."""
-    if os.environ.get(NO_DETECT_ENV):
+    if (settings if settings is not None else read_settings()).no_gpu_detect:
         return None, f"GPU detection disabled by {NO_DETECT_ENV}"
     if detector is None:
         return None, "no GPU detector is installed"
@@ -223,15 +220,16 @@ def _runtime_advice(exc: GPURuntimeMissingError, problems: ProblemLog) -> str:
 _VENDOR_RUNTIME = {"hip": "ROCm", "cuda": "the NVIDIA driver"}
 
 
-def chosen_detector(problems: ProblemLog) -> FoundEntryPoint | None:
+def chosen_detector(problems: ProblemLog, environment: Environment | None = None) -> FoundEntryPoint | None:
     """The entry point of group ``flyconfigs.detectors`` that detects the GPU, without
     loading it: the one of the distribution ``FLYCONFIGS_DETECTOR`` names, else
     flyconfigs' own.  Any other distribution's detector is never used unless chosen so,
     and is reported (``detector-collision``, which ``flyconfigs doctor`` shows); a choice
     naming a distribution that declares no detector is reported (``detector-choice``)
     and flyconfigs' own is used."""
-    found = find_entry_points(DETECTOR_GROUP, problems)
-    choice = os.environ.get(DETECTOR_ENV, "").strip()
+    env = environment if environment is not None else Environment()
+    found = env.entry_points(DETECTOR_GROUP, problems)
+    choice = env.settings.detector.strip()
     own = [f for f in found if canonical_name(f.distribution) == OWN_DISTRIBUTION]
     chosen = [f for f in found if choice and canonical_name(f.distribution) == canonical_name(choice)]
     if choice and not chosen:
@@ -249,10 +247,10 @@ def chosen_detector(problems: ProblemLog) -> FoundEntryPoint | None:
     return winner
 
 
-def installed_detector(problems: ProblemLog | None = None) -> Detector | None:
+def installed_detector(problems: ProblemLog | None = None, environment: Environment | None = None) -> Detector | None:
     """The detector :func:`chosen_detector` picks, loaded; ``None`` when there is none or
     it cannot be loaded (logged)."""
-    found = chosen_detector(problems if problems is not None else ProblemLog())
+    found = chosen_detector(problems if problems is not None else ProblemLog(), environment)
     if found is None:
         return None
     try:
@@ -263,10 +261,11 @@ def installed_detector(problems: ProblemLog | None = None) -> Detector | None:
     return loaded
 
 
-def device_from_env(problems: ProblemLog) -> tuple[DeviceQuery | None, str] | None:
-    """The device ``FLYCONFIGS_DEVICE`` names and how it was found, ``None`` when it is
-    not set; an invalid one is reported (``bad-device``) and no device is known."""
-    spec = os.environ.get(DEVICE_ENV)
+def device_from_env(problems: ProblemLog, settings: Settings | None = None) -> tuple[DeviceQuery | None, str] | None:
+    """The device ``FLYCONFIGS_DEVICE`` names (in ``settings``, default: as set now) and
+    how it was found, ``None`` when it is not set; an invalid one is reported
+    (``bad-device``) and no device is known."""
+    spec = (settings if settings is not None else read_settings()).device
     if not spec:
         return None
     try:

@@ -4,7 +4,8 @@
 installed distribution has a malformed ``entry_points.txt`` (a line without ``=``), and
 an unreadable ``.dist-info`` simply vanishes; an ``entry_points.txt`` that is a FIFO or
 ``/dev/zero`` blocks it forever.  :func:`find_entry_points` reads the same metadata one
-distribution at a time, with the same de-duplication (the first distribution of a name
+distribution at a time, in one pass for every ``flyconfigs.*`` group
+(:func:`scan_entry_points`), with the same de-duplication (the first distribution of a name
 on ``sys.path`` wins), looks at each metadata file with ``stat`` before anything reads it
 (:mod:`flyconfigs.schema.distfiles`), reports each broken distribution as a
 :class:`~flyconfigs.registry.problems.Problem` naming its folder, and goes on.  It never
@@ -21,7 +22,8 @@ from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.schema.distfiles import METADATA_LIMITS, metadata_file_problem
 
-__all__ = ["FoundEntryPoint", "distribution_folder", "find_entry_points"]
+__all__ = ["GROUP_PREFIX", "EntryPointScan", "FoundEntryPoint", "distribution_folder", "find_entry_points",
+           "scan_entry_points"]
 
 
 @dataclass(frozen=True)
@@ -50,19 +52,43 @@ def _claims_another_name(dist: metadata.Distribution, folder_name: str, name: st
     return None
 
 
-def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]:
-    """Every entry point of ``group``, in ``sys.path`` order, one distribution per name.
+GROUP_PREFIX = "flyconfigs."
+"""The entry-point groups a scan keeps: every group the registry reads starts so."""
+
+
+@dataclass(frozen=True)
+class EntryPointScan:
+    """What one pass over the installed distributions found: the entry points of every
+    ``flyconfigs.*`` group, and each broken distribution's problem with the groups it
+    concerns (``None``: every group, as when its entry points cannot be read at all)."""
+
+    found: dict[str, list[FoundEntryPoint]]
+    problems: list[tuple[frozenset[str] | None, Problem]]
+
+    def select(self, group: str, problems: ProblemLog) -> list[FoundEntryPoint]:
+        """The entry points of ``group``; the problems that concern it reported to ``problems``."""
+        for groups, problem in self.problems:
+            if groups is None or group in groups:
+                problems.report(problem)
+        return list(self.found.get(group, ()))
+
+
+def scan_entry_points() -> EntryPointScan:
+    """One pass over the installed distributions (:func:`importlib.metadata.distributions`
+    is asked once) collecting the entry points of every ``flyconfigs.*`` group, in
+    ``sys.path`` order, one distribution per name.
 
     A distribution whose entry points or metadata cannot be read, or would block or
-    never end if read, is reported (``bad-distribution``) and skipped; the others are
-    still found."""
-    found: list[FoundEntryPoint] = []
+    never end if read, is recorded as a ``bad-distribution`` problem and skipped; the
+    others are still found."""
+    found: dict[str, list[FoundEntryPoint]] = {}
+    problems: list[tuple[frozenset[str] | None, Problem]] = []
     seen: set[str] = set()
     for dist in metadata.distributions():
         # Before anything reads them: a FIFO would block the read, /dev/zero never end it.
         unsafe = next(filter(None, (metadata_file_problem(dist, name) for name in METADATA_LIMITS)), None)
         if unsafe is not None:
-            problems.report(Problem("bad-distribution", distribution_folder(dist), f"skipped: {unsafe}"))
+            problems.append((None, Problem("bad-distribution", distribution_folder(dist), f"skipped: {unsafe}")))
             continue
         folder = None
         key = getattr(dist, "_normalized_name", None)
@@ -73,6 +99,7 @@ def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]
         if key in seen:
             continue
         seen.add(key)
+        groups: frozenset[str] | None = None
         try:
             entry_points = dist.entry_points
             if not entry_points:
@@ -81,9 +108,10 @@ def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]
                 if os.path.lexists(os.path.join(folder, "entry_points.txt")) and dist.read_text("entry_points.txt") is None:
                     raise OSError("entry_points.txt cannot be read")
                 continue
-            selected = list(entry_points.select(group=group))
+            selected = [ep for ep in entry_points if ep.group.startswith(GROUP_PREFIX)]
             if not selected:
                 continue
+            groups = frozenset(ep.group for ep in selected)
             # Asked once: Distribution.metadata parses the file (a long description
             # and all) each time.
             name = dist.metadata["Name"]
@@ -97,8 +125,19 @@ def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]
             version = dist.version
         except Exception as exc:  # noqa: BLE001 - one broken distribution must not hide the rest
             folder = folder or distribution_folder(dist)
-            problems.report(Problem("bad-distribution", folder, f"skipped: {type(exc).__name__}: {exc}"))
+            problems.append((groups, Problem("bad-distribution", folder, f"skipped: {type(exc).__name__}: {exc}")))
             continue
         for ep in selected:
-            found.append(FoundEntryPoint(ep, dist, name, version))
-    return found
+            found.setdefault(ep.group, []).append(FoundEntryPoint(ep, dist, name, version))
+    return EntryPointScan(found, problems)
+
+
+def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]:
+    """Every entry point of ``group`` (a ``flyconfigs.*`` group), in ``sys.path`` order,
+    one distribution per name, from a scan of its own (a resolver's
+    :class:`~flyconfigs.registry.environment.Environment` scans once for every group).
+
+    A distribution whose entry points or metadata cannot be read, or would block or
+    never end if read, is reported (``bad-distribution``) and skipped; the others are
+    still found."""
+    return scan_entry_points().select(group, problems)

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from flyconfigs.errors import ArtifactError, UnsupportedSchemaVersionError
 from flyconfigs.registry.ownership import TIERS
 from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.settings import read_settings
 from flyconfigs.registry.sources import PATH_ENV, Entry, Source
 from flyconfigs.schema.jsonio import MAX_DOCUMENT_BYTES, json_paths_under, read_document
 from flyconfigs.schema.load import parse_artifact
@@ -45,7 +46,7 @@ _MAJOR = SCHEMA_VERSION.split(".")[0]
 
 def override_directories(value: str | None = None) -> list[Path]:
     """The directories of ``FLYCONFIGS_PATH`` (``os.pathsep``-separated), in order."""
-    text = os.environ.get(PATH_ENV, "") if value is None else value
+    text = read_settings().path if value is None else value
     return [Path(p) for p in text.split(os.pathsep) if p]
 
 

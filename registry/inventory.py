@@ -57,7 +57,7 @@ def check_all(resolver: Resolver, installed_detector: bool) -> list[Problem]:
     problem seen so far.  ``installed_detector``: also report detectors of other
     distributions competing with flyconfigs' own."""
     if installed_detector:
-        chosen_detector(resolver.problems)
+        chosen_detector(resolver.problems, resolver.kernels.environment)
     for entry in resolver.all_entries(tables=False):
         artifact = entry.load(resolver.problems)
         if artifact is None:

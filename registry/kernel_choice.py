@@ -3,24 +3,20 @@
 
 from __future__ import annotations
 
-import os
-
 from flyconfigs.errors import AmbiguousKernelError
 from flyconfigs.registry.entrypoints import FoundEntryPoint
 from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.settings import KERNEL_OWNERS_ENV, Settings, read_settings
 
 __all__ = ["KERNEL_OWNERS_ENV", "OWN_DISTRIBUTION", "choose", "unknown_choices"]
 
-KERNEL_OWNERS_ENV = "FLYCONFIGS_KERNELS"
-"""``NAME=DISTRIBUTION[,…]``: which distribution's declaration a kernel name means when
-several distributions declare it."""
 OWN_DISTRIBUTION = "flyconfigs"
 
 
-def _owners(log: ProblemLog) -> dict[str, str]:
+def _owners(log: ProblemLog, settings: Settings) -> dict[str, str]:
     owners = {}
-    for item in os.environ.get(KERNEL_OWNERS_ENV, "").split(","):
+    for item in settings.kernels.split(","):
         name, sep, dist = item.partition("=")
         if sep and name.strip() and dist.strip():
             owners[name.strip()] = dist.strip()
@@ -30,12 +26,13 @@ def _owners(log: ProblemLog) -> dict[str, str]:
     return owners
 
 
-def choose(kernel: str, found: list[FoundEntryPoint], log: ProblemLog) -> FoundEntryPoint:
+def choose(kernel: str, found: list[FoundEntryPoint], log: ProblemLog,
+           settings: Settings | None = None) -> FoundEntryPoint:
     """The one declaration ``kernel`` means: the distribution ``FLYCONFIGS_KERNELS``
     names, else the only one, else flyconfigs' own; the shadowed ones are reported and
     never loaded.  A choice naming a distribution that declares no such kernel is
     reported and ignored; several third-party declarations and no choice is an error."""
-    owner = _owners(log).get(kernel)
+    owner = _owners(log, settings if settings is not None else read_settings()).get(kernel)
     chosen = [f for f in found if owner is not None and canonical_name(f.distribution) == canonical_name(owner)]
     if owner is not None and not chosen:
         log.report(Problem("bad-setting", KERNEL_OWNERS_ENV,
@@ -61,11 +58,11 @@ def choose(kernel: str, found: list[FoundEntryPoint], log: ProblemLog) -> FoundE
     return winner
 
 
-def unknown_choices(declared: set[str], log: ProblemLog) -> list[str]:
+def unknown_choices(declared: set[str], log: ProblemLog, settings: Settings | None = None) -> list[str]:
     """The kernels ``FLYCONFIGS_KERNELS`` chooses a distribution for that no distribution
     (nor this process) declares, each reported (``bad-setting``): such a choice is never
     consulted, so a misspelt name would otherwise go unseen."""
-    unknown = [name for name in _owners(log) if name not in declared]
+    unknown = [name for name in _owners(log, settings if settings is not None else read_settings()) if name not in declared]
     for name in unknown:
         log.report(Problem("bad-setting", KERNEL_OWNERS_ENV, f"chooses a distribution for kernel {name!r}, which "
                                                              f"nothing installed declares; ignored"))

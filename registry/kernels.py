@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from flyconfigs.errors import FlyconfigsError, KernelPluginError, UnknownKernelError
 from flyconfigs.registry.contract import NAME_PATTERN, REQUIRED, KernelDecl
-from flyconfigs.registry.entrypoints import FoundEntryPoint, find_entry_points
+from flyconfigs.registry.entrypoints import FoundEntryPoint
+from flyconfigs.registry.environment import Environment
 from flyconfigs.registry.kernel_choice import KERNEL_OWNERS_ENV, choose
 from flyconfigs.registry.problems import Problem, ProblemLog
 
@@ -90,24 +91,27 @@ def _check_members(decl: object, kernel: str, where: str) -> str:
 
 
 class KernelTable:
-    """The records one resolver (or the process, :data:`TABLE`) has discovered.
-    Registrations are process-wide; what entry points give is per table, so refreshing
-    one resolver's table leaves every other one's alone."""
+    """The records one resolver (or the process, :data:`TABLE`) has discovered, and the
+    :class:`~flyconfigs.registry.environment.Environment` snapshot they were found in
+    (``environment``: the settings and one scan of the entry points, which the resolver's
+    catalog and detector read too).  Registrations are process-wide; what entry points
+    give is per table, so refreshing one resolver's table leaves every other one's alone."""
 
     def __init__(self) -> None:
+        self.environment = Environment()
         self.loaded: dict[str, LoadedKernel] = {}
         self.passed: dict[int, LoadedKernel] = {}
-        self.problems = ProblemLog()
-        self.faults: set[tuple[int, str]] = set()
+        self.problems = ProblemLog(self.origin_of)
         self._lock = threading.RLock()
 
     def clear(self) -> None:
-        """Forget what entry points gave and the problems met (after an install)."""
+        """Forget what entry points gave, the environment snapshot and the problems met
+        (after an install)."""
         with self._lock:
+            self.environment = Environment()
             self.loaded = {}
             self.passed = {}
-            self.problems = ProblemLog()
-            self.faults = set()
+            self.problems = ProblemLog(self.origin_of)
             for record in _REGISTERED.values():  # their collisions are reported once more
                 record.settled = False
 
@@ -136,12 +140,20 @@ class KernelTable:
         with self._lock:
             registered = _REGISTERED.get(kernel)
             if registered is not None:
-                _settle(registered, log)
+                _settle(registered, log, self.environment)
                 return registered
             found = self.loaded.get(kernel)
             if found is None:
-                found = self.loaded[kernel] = _load(kernel, log)
+                found = self.loaded[kernel] = _load(kernel, log, self.environment)
             return found
+
+    def origin_of(self, decl: object) -> tuple[str, str | None]:
+        """Where ``decl`` came from, for messages, and its distribution when known, as
+        this table's records (and the registrations of this process) say."""
+        for record in (*_REGISTERED.values(), *self.loaded.values(), *self.passed.values()):
+            if record.decl is decl:
+                return record.where, record.distribution
+        return f"a {type(decl).__name__} passed by the caller", None
 
     def _of_object(self, decl: object, log: ProblemLog) -> LoadedKernel:
         if not isinstance(decl, KernelDecl):
@@ -191,7 +203,7 @@ def unregister_kernel(name: str) -> None:
     _REGISTERED.pop(name, None)
 
 
-def _settle(record: LoadedKernel, log: ProblemLog) -> None:
+def _settle(record: LoadedKernel, log: ProblemLog, environment: Environment) -> None:
     """Find, once, whether a registered declaration is the object some distribution's
     entry point names (then it keeps that distribution) and report a registration that
     replaces another distribution's declaration of its name.  Done at first lookup, not
@@ -199,7 +211,7 @@ def _settle(record: LoadedKernel, log: ProblemLog) -> None:
     if record.settled:
         return
     record.settled = True
-    found = [f for f in find_entry_points(KERNEL_GROUP, log) if f.entry_point.name == record.name]
+    found = [f for f in environment.entry_points(KERNEL_GROUP, log) if f.entry_point.name == record.name]
     for item in found:
         if _object_of(item) is record.decl:
             record.distribution, record.distribution_version = item.distribution, item.version
@@ -221,12 +233,14 @@ def _object_of(item: FoundEntryPoint) -> object:
     return target if module is not None else None
 
 
-def _load(kernel: str, log: ProblemLog) -> LoadedKernel:
-    found = find_entry_points(KERNEL_GROUP, log)
+def _load(kernel: str, log: ProblemLog, environment: Environment) -> LoadedKernel:
+    found = environment.entry_points(KERNEL_GROUP, log)
     matching = [f for f in found if f.entry_point.name == kernel]
     if not matching:
         known = sorted({*_REGISTERED, *(f.entry_point.name for f in found)})
         raise UnknownKernelError(f"unknown kernel {kernel!r}; declared kernels: {', '.join(known) or 'none'}")
+    # FLYCONFIGS_KERNELS as set now, not the snapshot's: a name that failed to load
+    # (AmbiguousKernelError says to set it) caches nothing, so the next lookup sees it.
     chosen = choose(kernel, matching, log)
     where = f"entry point {chosen.entry_point.value!r} of {chosen.distribution} {chosen.version}"
     try:
@@ -244,12 +258,12 @@ def _load(kernel: str, log: ProblemLog) -> LoadedKernel:
     return LoadedKernel(kernel, decl, "entry-point", where, chosen.distribution, chosen.version)
 
 
-def origin_of(decl: object) -> tuple[str, str | None]:
-    """Where ``decl`` came from, for messages, and its distribution when known."""
-    for record in (*_REGISTERED.values(), *TABLE.loaded.values(), *TABLE.passed.values()):
-        if record.decl is decl:
-            return record.where, record.distribution
-    return f"a {type(decl).__name__} passed by the caller", None
+def origin_of(decl: object, problems: ProblemLog | None = None) -> tuple[str, str | None]:
+    """Where ``decl`` came from, for messages, and its distribution when known: as the
+    resolver whose log ``problems`` is knows it, else as the process-wide table does."""
+    if problems is not None and problems.origins is not None:
+        return problems.origins(decl)
+    return TABLE.origin_of(decl)
 
 
 def kernel_name(decl: KernelDecl) -> str:

@@ -29,7 +29,7 @@ from flyconfigs.registry.calls import check_config, default_config
 from flyconfigs.registry.check import refusal
 from flyconfigs.registry.contract import KeyValue
 from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.kernels import TABLE, LoadedKernel, origin_of, raised
+from flyconfigs.registry.kernels import LoadedKernel, raised
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import Neighbourhood
 from flyconfigs.registry.serving import Found
@@ -241,10 +241,8 @@ def _short(value: object) -> str:
 def _fault(offer: Offer, slot: str, message: str) -> None:
     """Report a fault of the family's rule once per declaration and kind, however many
     resolves meet it (a serving loop must not flood the logs)."""
-    decl = offer.kernel.decl
-    if (id(decl), slot) in TABLE.faults:
+    if not offer.problems.first_fault(offer.kernel.decl, slot):
         return
-    TABLE.faults.add((id(decl), slot))
-    where, distribution = origin_of(decl)
+    where, distribution = offer.kernel.where, offer.kernel.distribution
     offer.problems.report(Problem("kernel-error", where, f"{message}; the nearest key's winner is served instead",
                                   distribution))

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
-from flyconfigs.registry.entrypoints import find_entry_points
+from flyconfigs.registry.environment import Environment
 from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.ownership import TIERS, Standing, is_official
 from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.settings import Settings, read_settings
 from flyconfigs.registry.sources import ARTIFACT_GROUP, PACKAGES_ENV, Entry, PackageInfo, Source
 from flyconfigs.schema.jsonio import read_document
 from flyconfigs.schema.load import parse_manifest
@@ -53,21 +54,24 @@ class LoadedPackage:
     """The tables its manifest lists (1.6), of its target; read when their kernel is resolved."""
 
 
-def chosen_packages() -> list[str]:
+def chosen_packages(settings: Settings | None = None) -> list[str]:
     """The distributions ``FLYCONFIGS_PACKAGES`` ranks first, normalized, in order."""
-    return [canonical_name(p) for p in os.environ.get(PACKAGES_ENV, "").split(",") if p.strip()]
+    value = (settings if settings is not None else read_settings()).packages
+    return [canonical_name(p) for p in value.split(",") if p.strip()]
 
 
-def find_packages(problems: ProblemLog | None = None) -> list[PackageRef]:
+def find_packages(problems: ProblemLog | None = None, environment: Environment | None = None) -> list[PackageRef]:
     """Installed data packages (entry-point group ``flyconfigs.artifacts``): those
     ``FLYCONFIGS_PACKAGES`` lists, in its order (standing ``chosen``), then the others in
     the order ``sys.path`` gives them, each ``official`` (``flyconfigs-<target>``) or
     ``third-party``; a name never ranks one above another.  Reads metadata only; a
-    distribution whose metadata is broken is reported and skipped."""
-    chosen = chosen_packages()
+    distribution whose metadata is broken is reported and skipped.  ``environment``: the
+    snapshot to read the setting and the entry points from (default: read them now)."""
+    env = environment if environment is not None else Environment()
+    chosen = chosen_packages(env.settings)
     found = []
     log = problems if problems is not None else ProblemLog()
-    items = find_entry_points(ARTIFACT_GROUP, log)
+    items = env.entry_points(ARTIFACT_GROUP, log)
     installed = {canonical_name(item.distribution) for item in items}
     for name in chosen:
         if name not in installed:

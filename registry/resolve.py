@@ -135,8 +135,8 @@ class Resolver:
         # passed them (filled on a memo hit), so a repeated call skips sorting the key.
         self._seen: dict[tuple[object, ...], Resolution] = {}
         self.kernels = kernels if kernels is not None else KernelTable()
-        self.problems = ProblemLog()
-        self._catalog = Catalog(paths, self.problems, packages)
+        self.problems = ProblemLog(self.kernels.origin_of)
+        self._catalog = Catalog(paths, self.problems, packages, self.kernels.environment)
         self._device: tuple[DeviceQuery | None, str] | None = None
         self._observers: list[Observer] = []
         self.generation = 0
@@ -146,7 +146,8 @@ class Resolver:
     def refresh(self) -> None:
         """Drop every cache of this resolver: the memo, its kernel records, the source
         index, the detected device (and the installed detector chosen) and the record
-        of problems already logged.  Packages installed or removed since are seen by the
+        of problems already logged (with its fault set: the plugin members already
+        reported as raising).  Packages installed or removed since are seen by the
         next resolve, and problems that remain are logged once more."""
         with self._lock:
             invalidate_caches()
@@ -156,8 +157,8 @@ class Resolver:
             self._device = None
             if self._detector_installed:  # the detectors installed, or FLYCONFIGS_DETECTOR, may have changed
                 self._detector = Resolver._UNSET
-            self.problems = ProblemLog()
-            self._catalog = Catalog(self._paths, self.problems, self._packages)
+            self.problems = ProblemLog(self.kernels.origin_of)
+            self._catalog = Catalog(self._paths, self.problems, self._packages, self.kernels.environment)
             self.generation += 1
 
     def add_observer(self, observer: Observer) -> Callable[[], None]:
@@ -283,12 +284,13 @@ class Resolver:
             return self._device
 
     def _detect(self) -> tuple[DeviceQuery | None, str]:
-        from_env = device_from_env(self.problems)
+        environment = self.kernels.environment
+        from_env = device_from_env(self.problems, environment.settings)
         if from_env is not None:
             return from_env
         if self._detector is Resolver._UNSET:
-            self._detector = installed_detector(self.problems)
-        return detect_with(self._detector, self.problems)
+            self._detector = installed_detector(self.problems, environment)
+        return detect_with(self._detector, self.problems, environment.settings)
 
     def owner(self, record: LoadedKernel) -> Owner:
         """The owner of ``record``'s family (made once per record)."""

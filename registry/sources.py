@@ -20,6 +20,7 @@ from flyconfigs.errors import ArtifactError, UnsupportedSchemaVersionError
 from flyconfigs.registry.contract import KeyValue
 from flyconfigs.registry.ownership import TIERS, Owner, Standing
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
+from flyconfigs.registry.settings import PACKAGES_ENV, PATH_ENV
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import parse_document, read_file_bytes
 from flyconfigs.schema.load import parse_artifact
@@ -36,9 +37,6 @@ __all__ = [
 ]
 
 ARTIFACT_GROUP = "flyconfigs.artifacts"
-PATH_ENV = "FLYCONFIGS_PATH"
-PACKAGES_ENV = "FLYCONFIGS_PACKAGES"
-"""Comma-separated distribution names, first wins: the packages a user ranks on purpose."""
 
 
 

@@ -172,3 +172,28 @@ def test_doctor_lists_a_plugin_whose_name_raises_and_validate_notes_it(
     assert "Traceback" not in err
     assert main(["validate", str(artifact)]) == 0
     assert f"{artifact}: note: winner not checked: kernel 'brittle_name'" in capsys.readouterr().out
+
+
+def test_every_resolver_reports_a_faulty_member_once_with_its_origin_and_keeps_its_own_fault_set(
+        plugin: SiteDir, local: Path) -> None:
+    from flyconfigs.registry import Resolver
+
+    own, other = Resolver(), Resolver()
+    resolvers = [own, other, default_resolver()]
+
+    def faults(resolver: Resolver) -> list[tuple[str, str | None]]:
+        return [(p.where, p.distribution) for p in resolver.problems.problems()
+                if p.kind == "kernel-error" and "check_key raised ZeroDivisionError" in p.message]
+
+    for resolver in resolvers:
+        for m in (4096, 77, 78):
+            resolver.resolve("brittle_key", {**KEY, "M": m}, H200_SPEC)
+    origin = ("entry point 'brittle_kernels:BAD_KEY' of brittle-kernels 1.0", "brittle-kernels")
+    assert [faults(r) for r in resolvers] == [[origin]] * 3
+    # Refreshing the default resolver leaves the others' fault sets alone: they do not
+    # report the fault again, the default one (a new log) does, once.
+    refresh()
+    for resolver in resolvers:
+        resolver.resolve("brittle_key", {**KEY, "M": 79}, H200_SPEC)
+    assert [faults(r) for r in resolvers] == [[origin]] * 3
+    assert all(len(r.problems.faults) == 1 for r in resolvers)

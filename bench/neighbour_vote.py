@@ -32,7 +32,6 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,7 +46,8 @@ from flyconfigs.kernels.fused_add_rmsnorm import SPEC as FUSED
 from flyconfigs.kernels.neighbour_vote import NeighbourVote, VotesAmongNeighbours
 from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
 from flyconfigs.registry import DeviceQuery, KernelDecl, Resolver
-from flyconfigs.schema import Artifact, load_artifact
+from flyconfigs.schema import Artifact
+from flyconfigs.schema.pack import folder_artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
 WITHIN = 1.03
@@ -82,10 +82,10 @@ def _timings(artifact: Artifact, defaults: Mapping[str, Any]) -> dict[tuple[tupl
 def measured(folder: Path, kernel: str) -> dict[str, list[tuple[Path, Artifact]]]:
     """The measured artifacts of ``kernel`` in ``folder``, by device product."""
     out: dict[str, list[tuple[Path, Artifact]]] = defaultdict(list)
-    for path in sorted(folder.glob(f"{kernel}-*.json")):
-        artifact = load_artifact(path)
-        if artifact.kernel.name == kernel and artifact.selection.rule != "predicted":
-            out[artifact.device.identity.product or "unknown"].append((path, artifact))
+    # A pack's rows (or single files) each as the file the tuner would have written.
+    for artifact in folder_artifacts(folder, kernel):
+        if artifact.selection.rule != "predicted":
+            out[artifact.device.identity.product or "unknown"].append((Path(artifact.file_name()), artifact))
     return dict(out)
 
 
@@ -99,8 +99,8 @@ def leave_one_out(spec: KernelDecl, files: list[tuple[Path, Artifact]], work: Pa
     pool, hidden, empty = work / "pool", work / "hidden", work / "empty"
     for folder in (pool, hidden, empty):
         folder.mkdir(parents=True)
-    for path, _ in files:
-        shutil.copyfile(path, pool / path.name)
+    for path, artifact in files:
+        (pool / path.name).write_bytes(artifact.to_json_bytes())
     rows = []
     for i, (path, artifact) in enumerate(files[:limit] if limit else files):
         os.replace(pool / path.name, hidden / path.name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from flyconfigs.errors import FlyconfigsError, KernelPluginError, UnknownKernelError
+from flyconfigs.errors import ArtifactError, FlyconfigsError, KernelPluginError, UnknownKernelError
 from flyconfigs.registry.binding import binding_problem
 from flyconfigs.registry.calls import check_config, check_key
 from flyconfigs.registry.contract import KernelDecl, KeyValue
@@ -127,7 +127,7 @@ def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:
     target, each winner its kernel refuses), and notes."""
     # Here, not at the top: the resolver imports this module for refusal(), and a
     # resolve from FLYCONFIGS_PATH reads no manifest or table.
-    from flyconfigs.registry.tables import TableRef
+    from flyconfigs.registry.tables import PackRef, TableRef
     from flyconfigs.schema.load import parse_manifest_report
     from flyconfigs.schema.manifest import MANIFEST_FILE
 
@@ -142,9 +142,18 @@ def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:
     entries: list[Entry] = []
     if package is not None:
         entries.extend(package.entries)
+        source = package.source or Source("override", str(folder), (0, 0))
         for row in package.tables:
-            source = package.source or Source("override", str(folder), (0, 0))
             entries.extend(TableRef.of_manifest(row, source, str(folder)).entries(problems))
+        for row in package.packs:
+            ref = PackRef.of_manifest(row, source, str(folder))
+            entries.extend(ref.entries(problems))
+            if ref.table is not None:
+                try:
+                    ref.measurements()
+                except ArtifactError as exc:
+                    problems.report(Problem("invalid-artifact", str(ref.measurements_path()),
+                                            "; ".join(p.message for p in exc.problems), None))
     notes.extend(check_entries(entries, problems))
     return problems.problems(), notes
 

@@ -81,7 +81,9 @@ def slot_of(config: Mapping[str, KeyValue], defaults: Mapping[str, KeyValue]) ->
 def timings_of(artifact: Any) -> Timings:
     """``(config, median µs)`` of every candidate ``artifact`` timed, fastest first
     (read-only configs); empty for a predicted artifact, which timed nothing."""
-    timed = [(c.config, c.timing.median_us) for c in artifact.candidates if c.status == "ok" and c.timing is not None]
+    from flyconfigs.schema.pack import candidates_of
+
+    timed = [(c.config, c.timing.median_us) for c in candidates_of(artifact) if c.status == "ok" and c.timing is not None]
     timed.sort(key=lambda item: item[1])
     return tuple((MappingProxyType(dict(config)), float(median)) for config, median in timed)
 

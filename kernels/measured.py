@@ -35,7 +35,7 @@ def artifacts_of(folder: str | Path, kernel: str | None, product: str | None = N
         raise FitError(f"{folder}: no such folder")
     # Single files and packs alike (a pack's rows come with its path, candidates read
     # from its measurements), in the order of the artifacts' own file names.
-    everything, _ = read_artifacts(root)
+    everything, _ = read_artifacts(root, kernel)
     found = sorted(((path, a) for a, path in everything.values()
                     if kernel in (None, a.kernel.name) and product in (None, a.device.product)),
                    key=lambda item: item[1].file_name())

@@ -685,12 +685,12 @@ def is_pack_file(path: Path) -> bool:
     return "-pack-" in path.name and path.suffix == ".json"
 
 
-def read_artifacts(folder: Path) -> tuple[dict[str, tuple[Artifact, Path]], list[Path]]:
+def read_artifacts(folder: Path, kernel: str | None = None) -> tuple[dict[str, tuple[Artifact, Path]], list[Path]]:
     """Every artifact of ``folder`` (recursively) by :func:`slot_of`, with the file it
     comes from: single 1.x files and each pack's rows read back whole (candidates from
     its measurements, whose sha256 is checked), a single file taking the place of a
-    packed row of the same slot; and the pack and measurements files found.  Tables are
-    left out.  :class:`~flyconfigs.errors.ArtifactError` naming a file that is invalid."""
+    packed row of the same slot; and the pack and measurements files found (of ``kernel``
+    only, when given: other kernels' packs are not read back).  Tables are left out.  :class:`~flyconfigs.errors.ArtifactError` naming a file that is invalid."""
     from flyconfigs.errors import ArtifactError, FieldProblem
     from flyconfigs.schema.jsonio import MAX_DOCUMENT_BYTES, json_files_under, read_document, read_file_bytes
     from flyconfigs.schema.load import parse_artifact, parse_measurements, parse_pack
@@ -705,6 +705,8 @@ def read_artifacts(folder: Path) -> tuple[dict[str, tuple[Artifact, Path]], list
             continue
         if is_pack_document(data):
             pack, _ = parse_pack(data, str(path))
+            if kernel is not None and pack.kernel.name != kernel:
+                continue
             where = path.parent / pack.measurements.file
             raw = read_file_bytes(where, MAX_DOCUMENT_BYTES)
             if sha256_hex(raw) != pack.measurements.sha256:
@@ -719,7 +721,8 @@ def read_artifacts(folder: Path) -> tuple[dict[str, tuple[Artifact, Path]], list
             found += [path, where]
             continue
         artifact, _ = parse_artifact(data, str(path))
-        single[slot_of(artifact)] = (artifact, path)
+        if kernel is None or artifact.kernel.name == kernel:
+            single[slot_of(artifact)] = (artifact, path)
     return {**packed, **single}, found
 
 
@@ -727,8 +730,8 @@ def folder_artifacts(folder: Path, kernel: str | None = None) -> list[Artifact]:
     """Every artifact of ``folder`` (:func:`read_artifacts`), of ``kernel`` only when
     given, whole (candidates included), sorted by file name: what a study reads
     whether the folder holds single files or packs."""
-    found, _ = read_artifacts(folder)
-    chosen = [a for a, _ in found.values() if kernel is None or a.kernel.name == kernel]
+    found, _ = read_artifacts(folder, kernel)
+    chosen = [a for a, _ in found.values()]
     return sorted(chosen, key=lambda a: a.file_name())
 
 

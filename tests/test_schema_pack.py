@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from factories import artifact_dict, staged_artifact_dict
 from distributions import install_data_package
+from factories import artifact_dict, staged_artifact_dict
 from flyconfigs.errors import ArtifactError
 from flyconfigs.publish.packing import pack_folder, unpack_folder
 from flyconfigs.registry import Resolver

@@ -19,12 +19,13 @@ _FIELD_OF = {"test-double": "provenance.backend", "invalid-config": "winner.conf
 
 def _validate(args: argparse.Namespace) -> int:
     from flyconfigs.registry.check import check_entries, check_package_folder, check_winner
-    from flyconfigs.registry.problems import ProblemLog
+    from flyconfigs.registry.problems import Problem, ProblemLog
     from flyconfigs.registry.sources import Source
-    from flyconfigs.registry.tables import override_table
+    from flyconfigs.registry.tables import PackRef, override_table
     from flyconfigs.schema import parse_artifact, read_document
-    from flyconfigs.schema.load import parse_table
+    from flyconfigs.schema.load import parse_pack, parse_table
     from flyconfigs.schema.manifest import MANIFEST_FILE
+    from flyconfigs.schema.pack import is_pack_document
     from flyconfigs.schema.table import is_table_document
 
     results = []
@@ -34,12 +35,19 @@ def _validate(args: argparse.Namespace) -> int:
             if path.name == MANIFEST_FILE:
                 found, entry["notes"] = check_package_folder(path.parent)
                 entry["problems"] = [{"field": p.where, "message": f"{p.kind}: {p.message}"} for p in found]
-            elif is_table_document(document := read_document(path, schema_bounds_depth=True)):
-                _, report = parse_table(document, str(path))
+            elif (is_table_document(document := read_document(path, schema_bounds_depth=True))
+                  or is_pack_document(document)):
+                # A pack (1.7) is checked as a table is, row by row, and its measurements file too.
+                report = (parse_pack if is_pack_document(document) else parse_table)(document, str(path))[1]
                 entry["notes"] = [f"ignored field of a newer minor: {f}" for f in report.ignored_fields]
                 log = ProblemLog()
                 table = override_table(path, document, Source("override", str(path.parent), (0, 0)), log)
                 entry["notes"] += check_entries(table.entries(log) if table is not None else [], log)
+                if isinstance(table, PackRef):
+                    try:
+                        table.measurements()
+                    except FlyconfigsError as exc:
+                        log.report(Problem("invalid-artifact", str(table.measurements_path()), str(exc)))
                 entry["problems"] = [{"field": p.where.removeprefix(str(path)).lstrip("#") or _FIELD_OF.get(p.kind, ""),
                                       "message": f"{p.kind}: {p.message}"} for p in log.problems()]
             else:

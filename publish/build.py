@@ -52,7 +52,7 @@ class PublishResult:
     version: str
     files: tuple[Path, ...]
     artifacts: int
-    """How many keys it serves: its artifacts and its tables' rows."""
+    """How many keys it serves: its artifacts and its tables' and packs' rows."""
     uploaded_to: str | None = None
 
 
@@ -92,7 +92,7 @@ packages = ["{module}"]
 include-package-data = false
 
 [tool.setuptools.package-data]
-{module} = ["manifest.json", "artifacts/*.json", "NOTICE"]
+{module} = ["manifest.json", "artifacts/*.json", "artifacts/*.json.gz", "NOTICE"]
 """
 
 

@@ -232,3 +232,19 @@ def test_every_committed_artifact_packs_and_reads_back_equal(folder: Path) -> No
         if committed.is_file():
             assert committed.read_bytes() == pack.to_json_bytes()
             assert (folder / pack.measurements.file).read_bytes() == measurements_bytes(measurements)
+
+
+def test_a_published_wheel_holds_each_pack_and_its_measurements(tmp_path: Path) -> None:
+    import zipfile
+
+    from flyconfigs.publish.build import publish
+
+    folder = tmp_path / "sm90"
+    folder.mkdir()
+    for a in _artifacts(3):
+        write_atomic(folder / a.file_name(), a.to_json_bytes())
+    pack_folder(folder)
+    result = publish(folder, target="sm90", version="1.0.0", out=tmp_path / "dist")
+    wheel = next(p for p in result.files if str(p).endswith(".whl"))
+    names = {Path(n).name for n in zipfile.ZipFile(wheel).namelist()}
+    assert {p.name for p in folder.iterdir()} <= names

@@ -70,7 +70,8 @@ from flyconfigs.registry.calls import check_config, default_config
 from flyconfigs.registry.nearest import neighbour_distance, passed_over
 from flyconfigs.registry.neighbourhood import Neighbour, measurements, slot_of
 from flyconfigs.registry.serving import adapt
-from flyconfigs.schema import Artifact, load_artifact
+from flyconfigs.schema import Artifact
+from flyconfigs.schema.pack import folder_artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
 WORSE = 1.03
@@ -109,10 +110,10 @@ def tuned_of(path: Path, artifact: Artifact, spec: KernelDecl) -> Tuned:
 def measured(folder: Path, kernel: str, spec: KernelDecl) -> dict[str, list[Tuned]]:
     """The measured artifacts of ``kernel`` in ``folder`` that timed candidates, by device product."""
     out: dict[str, list[Tuned]] = defaultdict(list)
-    for path in sorted(folder.glob(f"{kernel}-*.json")):
-        artifact = load_artifact(path)
+    # A pack's rows (or single files) each as the file the tuner would have written.
+    for artifact in folder_artifacts(folder, kernel):
         if artifact.kernel.name == kernel and artifact.selection.rule == "beat-default-beyond-noise":
-            tuned = tuned_of(path, artifact, spec)
+            tuned = tuned_of(Path(artifact.file_name()), artifact, spec)
             if tuned.times:
                 out[artifact.device.product or "unknown"].append(tuned)
     return dict(out)

@@ -22,7 +22,8 @@ from flyconfigs.gpu import get_backend
 from flyconfigs.kernels.measured import timed_in
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.kernels.rmsnorm.workload import RMSNormWorkload
-from flyconfigs.schema import Artifact, Candidate, load_artifact
+from flyconfigs.schema import Artifact, Candidate
+from flyconfigs.schema.pack import folder_artifacts
 from flyconfigs.tuner.timing import TimingPlan, measure
 
 
@@ -52,8 +53,8 @@ def main() -> None:
     product = backend.device().product
     rows, elsewhere = [], 0
     started = time.time()
-    for path in sorted(args.folder.glob("rmsnorm-*.json")):
-        artifact = load_artifact(path)
+    for artifact in folder_artifacts(args.folder, "rmsnorm"):
+        path = Path(artifact.file_name())
         if artifact.device.product != product:
             elsewhere += 1
             continue

@@ -24,8 +24,7 @@ import tempfile
 from pathlib import Path
 
 from bench.common import machine, quantiles, write_result
-from flyconfigs.schema import load_artifact
-from flyconfigs.schema.jsonio import json_files_under
+from flyconfigs.publish.contents import Contents, collect
 from tests.distributions import install_data_package
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,12 +51,16 @@ print(json.dumps({{"import_s": t1 - t0, "first_resolve_s": t2 - t1, "first_resol
 """
 
 
-def _committed() -> tuple[dict[str, list[Path]], dict[str, object], str]:
-    files = {t: json_files_under(ROOT / "artifacts" / t) for t in TARGETS}
-    sample = load_artifact(next(p for p in files["sm90"] if p.name.startswith("rmsnorm-")))
+def _committed() -> tuple[dict[str, Contents], dict[str, object], str]:
+    """Each target folder's contents (single artifacts, tables and packs, checked as
+    ``publish`` checks them), and the key and device asked: the first RMSNorm key served
+    from ``sm90``, in the order of the artifacts' own file names."""
+    found = {t: collect(ROOT / "artifacts" / t, t) for t in TARGETS}
+    # The artifact whose single file would come first, as when each was one.
+    sample = min((a for a in found["sm90"].served() if a.kernel.name == "rmsnorm"), key=lambda a: a.file_name())
     d = sample.device
     device = f"{d.arch}:{d.compute_units}:{d.product}" + (f":{','.join(d.features)}" if d.features else "")
-    return files, dict(sample.key), device
+    return found, dict(sample.key), device
 
 
 def _runs(env: dict[str, str], key: dict[str, object], device: str, source: str, runs: int,
@@ -76,8 +79,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--out", type=Path, help="folder for resolve-committed.json (default: print only)")
+    parser.add_argument("--key", help="the key to ask, as JSON (default: the first committed RMSNorm key)")
+    parser.add_argument("--device", help="the device to ask for with --key (arch:units:product)")
     args = parser.parse_args()
     files, key, device = _committed()
+    if args.key is not None:
+        key, device = json.loads(args.key), args.device
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     base = {**os.environ, "FLYCONFIGS_NO_GPU_DETECT": "1"}
     base.pop("FLYCONFIGS_PATH", None)
@@ -88,7 +95,8 @@ def main() -> None:
     package_loader: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for target in TARGETS:
-            install_data_package(Path(tmp), target, [load_artifact(p) for p in files[target]])
+            install_data_package(Path(tmp), target, files[target].artifacts, tables=files[target].tables,
+                                 packs=files[target].packs)
         package_env = {**base, "PYTHONPATH": os.pathsep.join([tmp, os.environ.get("PYTHONPATH", "")])}
         for _ in range(args.runs):  # interleaved, so a load that comes and goes weighs on both alike
             path_runs += _runs(path_env, key, device, "override", 1)
@@ -98,7 +106,9 @@ def main() -> None:
     path_ms = quantiles([r["first_resolve_s"] * 1e3 for r in path_runs])
     package_ms = quantiles([r["first_resolve_s"] * 1e3 for r in package_runs])
     result = {
-        "artifacts": {t: len(v) for t, v in files.items()},
+        "artifacts": {t: v.count for t, v in files.items()},
+        "files": {t: sum(1 for p in (ROOT / "artifacts" / t).iterdir() if p.suffix in (".json", ".gz"))
+                  for t in TARGETS},
         "key": key,
         "device": device,
         "machine": machine(),

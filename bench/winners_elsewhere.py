@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench.common import machine
 from flyconfigs.kernels.measured import artifacts_of, timed_in
-from flyconfigs.schema import load_artifact
+from flyconfigs.schema.pack import folder_artifacts
 
 
 def _key(artifact: object) -> tuple[object, ...]:
@@ -54,8 +54,7 @@ def main() -> int:
     served = {_key(a): a for _, a in artifacts_of(args.served, args.kernel, args.served_product, "--served-product")}
     rows, untried, unserved = [], [], 0
     device = None
-    for path in sorted(args.here.glob(f"{args.kernel}-*.json")):
-        here = load_artifact(path)
+    for here in folder_artifacts(args.here, args.kernel):
         device = here.device
         other = served.get(_key(here))
         if other is None or here.winner.timing is None:

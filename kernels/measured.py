@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Literal
 
 from flyconfigs.errors import FitError
-from flyconfigs.schema import Artifact, Candidate, load_artifact
+from flyconfigs.schema import Artifact, Candidate
+from flyconfigs.schema.pack import read_artifacts
 
 __all__ = ["artifacts_of", "timed_in"]
 
@@ -21,7 +22,8 @@ __all__ = ["artifacts_of", "timed_in"]
 def artifacts_of(folder: str | Path, kernel: str | None, product: str | None = None,
                  option: str = "--product") -> list[tuple[Path, Artifact]]:
     """``folder``'s artifacts of ``kernel`` (of every kernel when ``None``) with their
-    paths, in file-name order; only ``product``'s when it is given.
+    paths (a pack's for its rows), in the order of the files' names (a pack's rows in
+    that of their artifacts' own file names); only ``product``'s when it is given.
 
     Raises :class:`~flyconfigs.errors.FitError` naming ``folder`` when it is not a
     folder, and ``option`` when, without ``product``, the folder holds several kernels'
@@ -31,9 +33,13 @@ def artifacts_of(folder: str | Path, kernel: str | None, product: str | None = N
     if not root.is_dir():
         # A mistyped folder globs to nothing, which would read as "no tunings".
         raise FitError(f"{folder}: no such folder")
-    paths = sorted(root.glob(f"{kernel}-*.json" if kernel else "*.json"))
-    found = [(path, load_artifact(path)) for path in paths]
-    found = [(path, a) for path, a in found if product in (None, a.device.product)]
+    # Single files and packs alike (a pack's rows come with its path, candidates read
+    # from its measurements), in the order of the files' names, a pack's rows in that of
+    # the names their artifacts would have as files.
+    everything, _ = read_artifacts(root, kernel)
+    found = sorted(((path, a) for a, path in everything.values()
+                    if kernel in (None, a.kernel.name) and product in (None, a.device.product)),
+                   key=lambda item: (item[0].name, item[1].file_name()))
     _one_of(root, "kernels", (a.kernel.name for _, a in found), "--kernel")
     _one_of(root, "products", (a.device.product for _, a in found), option)
     return found

@@ -53,7 +53,7 @@ class PublishResult:
     version: str
     files: tuple[Path, ...]
     artifacts: int
-    """How many keys it serves: its artifacts and its tables' rows."""
+    """How many keys it serves: its artifacts and its tables' and packs' rows."""
     uploaded_to: str | None = None
 
 
@@ -93,12 +93,12 @@ packages = ["{module}"]
 include-package-data = false
 
 [tool.setuptools.package-data]
-{module} = ["manifest.json", "artifacts/*.json", "NOTICE"]
+{module} = ["manifest.json", "artifacts/*.json", "artifacts/*.json.gz", "NOTICE"]
 """
 
 
 def _write_tree(root: Path, name: str, target: str, version: str, contents: Contents) -> None:
-    files = dict(package_files(target, contents.artifacts, name, tables=contents.tables))
+    files = dict(package_files(target, contents.artifacts, name, tables=contents.tables, packs=contents.packs))
     if contents.notice is not None:
         files[f"{import_package(target, name)}/{NOTICE_FILE}"] = contents.notice.encode()
     files["pyproject.toml"] = _pyproject(name, target, version).encode()
@@ -113,9 +113,8 @@ def _write_tree(root: Path, name: str, target: str, version: str, contents: Cont
 
 def _build(source: Path, out: Path) -> list[Path]:
     try:
-        from pyproject_hooks import quiet_subprocess_runner
-
         from build import BuildBackendException, ProjectBuilder
+        from pyproject_hooks import quiet_subprocess_runner
     except ImportError:
         raise PublishError("building needs the publish extra: pip install 'flyconfigs[publish]'") from None
     previous = os.environ.get("SOURCE_DATE_EPOCH")

@@ -14,9 +14,11 @@ from pathlib import Path
 
 from flyconfigs.errors import ArtifactError, PublishError
 from flyconfigs.registry.check import winner_refusal
-from flyconfigs.schema.jsonio import json_files_under, read_document, read_file_bytes
-from flyconfigs.schema.load import parse_artifact, parse_table, refuse_if_partial
+from flyconfigs.schema.canonical import canonical_text, sha256_hex
+from flyconfigs.schema.jsonio import MAX_DOCUMENT_BYTES, json_files_under, read_document, read_file_bytes
+from flyconfigs.schema.load import parse_artifact, parse_measurements, parse_pack, parse_table, refuse_if_partial
 from flyconfigs.schema.models import Artifact
+from flyconfigs.schema.pack import Pack, is_pack_document, parse_measurements_bytes
 from flyconfigs.schema.table import Table, is_table_document
 
 __all__ = ["NOTICE_FILE", "Contents", "collect", "describe"]
@@ -31,11 +33,18 @@ class Contents:
     artifacts: list[Artifact] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     notice: str | None = None
+    packs: list[tuple[Pack, bytes]] = field(default_factory=list)
+    """Each pack (1.7) with its measurements file's bytes, checked against the pack."""
 
     @property
     def count(self) -> int:
-        """How many keys it serves: its artifacts and its tables' rows."""
-        return len(self.artifacts) + sum(len(t.rows) for t in self.tables)
+        """How many keys it serves: its artifacts and its tables' and packs' rows."""
+        return len(self.artifacts) + sum(len(t.rows) for t in self.tables) + sum(len(p.rows) for p, _ in self.packs)
+
+    def served(self) -> list[Artifact]:
+        """Its artifacts and each pack row as the artifact that serves."""
+        return self.artifacts + [Artifact.model_validate(p.row_artifact_data(i))
+                                 for p, _ in self.packs for i in range(len(p.rows))]
 
 
 def collect(folder: Path, target: str) -> Contents:
@@ -55,13 +64,19 @@ def collect(folder: Path, target: str) -> Contents:
             if is_table_document(data):
                 table, report = parse_table(data, str(path))
                 refuse_if_partial(report, table.schema_version, "republish it")
-                item: Artifact | Table = table
+                item: Artifact | Table | Pack = table
+            elif is_pack_document(data):
+                pack, report = parse_pack(data, str(path))
+                refuse_if_partial(report, pack.schema_version, "republish it")
+                item = pack
             else:
                 artifact, report = parse_artifact(data, str(path))
                 refuse_if_partial(report, artifact.schema_version, "republish it")
                 item = artifact
         except ArtifactError as exc:
             raise PublishError(f"invalid artifact: {'; '.join(map(str, exc.problems))}", str(path)) from None
+        if isinstance(item, Pack):
+            out.packs.append((item, _measurements_of(item, path)))
         if isinstance(item, Artifact) and item.from_test_double:
             raise PublishError("made by a test double (backend simulated); only measured, predicted or imported "
                                "artifacts are published", str(path))
@@ -77,8 +92,9 @@ def collect(folder: Path, target: str) -> Contents:
         found[name] = path
         if isinstance(item, Table):
             out.tables.append(item)
-        else:
+        elif isinstance(item, Artifact):
             out.artifacts.append(item)
+    _refuse_packed_twice(out)
     if not found:
         raise PublishError("no artifacts found", str(folder))
     notice = folder / NOTICE_FILE
@@ -90,7 +106,40 @@ def collect(folder: Path, target: str) -> Contents:
     return out
 
 
-def _refused_winner(item: Artifact | Table) -> str | None:
+def _measurements_of(pack: Pack, path: Path) -> bytes:
+    """The bytes of ``pack``'s measurements file beside ``path``, once they are the
+    pack's (its sha256) and valid measurements of its rows; :class:`PublishError` naming
+    the file otherwise."""
+    where = path.parent / pack.measurements.file
+    try:
+        raw = read_file_bytes(where, MAX_DOCUMENT_BYTES)
+        if sha256_hex(raw) != pack.measurements.sha256:
+            raise PublishError("its sha256 is not the one its pack names (changed since the pack was made)", str(where))
+        found, report = parse_measurements(parse_measurements_bytes(raw, str(where), MAX_DOCUMENT_BYTES), str(where))
+        refuse_if_partial(report, found.schema_version, "republish it")
+    except ArtifactError as exc:
+        raise PublishError(f"invalid measurements: {'; '.join(map(str, exc.problems))}", str(where)) from None
+    if (found.kernel, found.device) != (pack.kernel.name, pack.device.identity) or \
+            list(found.counts) != [r.candidates for r in pack.served]:
+        raise PublishError(f"not the measurements of {path.name}'s kernel, device and rows", str(where))
+    return raw
+
+
+def _refuse_packed_twice(contents: Contents) -> None:
+    """:class:`PublishError` when two of a folder's artifacts and pack rows are one key
+    of one kernel on one device."""
+    seen: dict[tuple[str, str, str], str] = {}
+    items = [(a.kernel.name, a.device.identity, dict(a.key), a.file_name()) for a in contents.artifacts]
+    items += [(p.kernel.name, p.device.identity, p.key_of(i), p.file_name())
+              for p, _ in contents.packs for i in range(len(p.rows))]
+    for kernel, device, key, name in items:
+        slot = (kernel, canonical_text(device.model_dump(mode="json")), canonical_text(key))
+        if slot in seen:
+            raise PublishError(f"{name} and {seen[slot]} both hold {kernel} {key} for one device")
+        seen[slot] = name
+
+
+def _refused_winner(item: Artifact | Table | Pack) -> str | None:
     """Why the loader would refuse the winner of ``item`` (of any row of a table, named by
     its entry) for its own key, or ``None``."""
     if isinstance(item, Artifact):
@@ -115,7 +164,7 @@ def _span(values: list[object]) -> str:
 def describe(name: str, target: str, version: str, contents: Contents) -> str:
     """The package's README: its devices, kernels with their key ranges, provenance (the
     upstream files of imported tables with their revisions) and its notice."""
-    artifacts, tables = contents.artifacts, contents.tables
+    artifacts, tables = contents.served(), contents.tables
     lines = [
         f"# {name} {version}",
         "",

@@ -20,6 +20,7 @@ from flyconfigs.errors import PublishError
 from flyconfigs.schema.canonical import canonical_bytes
 from flyconfigs.schema.manifest import MANIFEST_FILE, Manifest, ManifestRow, ManifestTable, target_module
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, is_safe_file_name
+from flyconfigs.schema.pack import Pack
 from flyconfigs.schema.table import Table
 
 __all__ = ["ARTIFACTS_DIR", "TARGET", "checked_name", "distribution_name", "import_package", "name_problem", "package_files",
@@ -111,8 +112,8 @@ def import_package(target: str, name: str | None = None) -> str:
     return "flyconfigs_data_" + re.sub(r"[^a-z0-9]+", "_", canonicalize_name(name))
 
 
-def build_manifest(target: str, artifacts: Sequence[Artifact],
-                   tables: Sequence[Table] = ()) -> tuple[Manifest, dict[str, bytes]]:
+def build_manifest(target: str, artifacts: Sequence[Artifact], tables: Sequence[Table] = (),
+                   packs: Sequence[tuple[Pack, bytes]] = ()) -> tuple[Manifest, dict[str, bytes]]:
     """The manifest for ``artifacts`` and ``tables`` and each one's file bytes by
     relative path.
 
@@ -149,18 +150,28 @@ def build_manifest(target: str, artifacts: Sequence[Artifact],
         listed.append(ManifestTable(kernel=table.kernel.name, device=table.device.identity, file=rel,
                                     sha256=hashlib.sha256(data).hexdigest(), schema_version=table.schema_version,
                                     rows=len(table.rows)))
+    packed = []
+    for pack, measurements in sorted(packs, key=lambda p: p[0].file_name()):
+        rel = f"{ARTIFACTS_DIR}/{pack.file_name()}"
+        if rel in files:
+            raise PublishError(f"two packs of the same kernel, device and key axes ({pack.file_name()})")
+        data = files[rel] = pack.to_json_bytes()
+        files[f"{ARTIFACTS_DIR}/{pack.measurements.file}"] = measurements
+        packed.append(ManifestTable(kernel=pack.kernel.name, device=pack.device.identity, file=rel,
+                                    sha256=hashlib.sha256(data).hexdigest(), schema_version=pack.schema_version,
+                                    rows=len(pack.rows)))
     kernels = sorted({row.kernel for row in rows})
     return Manifest(schema_version=SCHEMA_VERSION, target=target, artifacts=rows, kernels=kernels,
-                    tables=listed), files
+                    tables=listed, packs=packed), files
 
 
 def package_files(target: str, artifacts: Sequence[Artifact], name: str | None = None,
-                  tables: Sequence[Table] = ()) -> dict[str, bytes]:
+                  tables: Sequence[Table] = (), packs: Sequence[tuple[Pack, bytes]] = ()) -> dict[str, bytes]:
     """Every file of the import package of data package ``name`` (default: the official
     one) for ``target`` (see :func:`import_package`), by path relative to the package's
     parent folder."""
     module = import_package(target, name)
-    manifest, files = build_manifest(target, artifacts, tables)
+    manifest, files = build_manifest(target, artifacts, tables, packs)
     out = {
         f"{module}/__init__.py": f'"""Tuned flyconfigs artifacts for {target} (data only)."""\n'.encode(),
         f"{module}/{MANIFEST_FILE}": canonical_bytes(manifest.model_dump(mode="json")) + b"\n",

@@ -54,7 +54,7 @@ class TableBlock:
     def created(self) -> str | None:
         """When the table was made (every row's time; the table read)."""
         assert self.ref.table is not None
-        return self.ref.table.provenance.created
+        return self.ref.table.created
 
     def base_source(self) -> Source:
         """The source as found, before it was ranked for a family."""

@@ -147,11 +147,13 @@ class Catalog:
                 found.extend(TableRef(kernel, device, path, source) for path, kernel, device, source in heads)
                 found.sort(key=lambda t: t.source.rank)  # stable: in the folders' order
             for package in self.packages_for(arch):
-                if package.source is not None and package.tables:
-                    from flyconfigs.registry.tables import TableRef
+                if package.source is not None and (package.tables or package.packs):
+                    from flyconfigs.registry.tables import PackRef, TableRef
 
                     found.extend(TableRef.of_manifest(row, package.source, package.info.location)
                                  for row in package.tables)
+                    found.extend(PackRef.of_manifest(row, package.source, package.info.location)
+                                 for row in package.packs)
             found = self._tables.setdefault(arch, found)
         return found
 

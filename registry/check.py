@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from flyconfigs.errors import FlyconfigsError, InvalidKeyError, KernelPluginError, UnknownKernelError
+from flyconfigs.errors import ArtifactError, FlyconfigsError, InvalidKeyError, KernelPluginError, UnknownKernelError
 from flyconfigs.registry.binding import binding_problem
 from flyconfigs.registry.calls import check_config, check_key, check_tunables, own_check_config
 from flyconfigs.registry.contract import KernelDecl, KeyValue
@@ -164,7 +164,7 @@ def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:
     target, each winner its kernel refuses), and notes."""
     # Here, not at the top: the resolver imports this module for refusal(), and a
     # resolve from FLYCONFIGS_PATH reads no manifest or table.
-    from flyconfigs.registry.tables import TableRef
+    from flyconfigs.registry.tables import PackRef, TableRef
     from flyconfigs.schema.load import parse_manifest_report
     from flyconfigs.schema.manifest import MANIFEST_FILE
 
@@ -178,10 +178,21 @@ def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:
         notes.extend(f"ignored field of a newer minor: {f}" for f in report.ignored_fields)
     if package is not None:
         notes.extend(check_entries(package.entries, problems))
+        source = package.source or Source("override", str(folder), (0, 0))
         for row in package.tables:
-            source = package.source or Source("override", str(folder), (0, 0))
             notes.extend(n for n in check_table(TableRef.of_manifest(row, source, str(folder)), problems)
                          if n not in notes)
+        pack_entries: list[Entry] = []
+        for row in package.packs:
+            ref = PackRef.of_manifest(row, source, str(folder))
+            pack_entries.extend(ref.entries(problems))
+            if ref.table is not None:
+                try:
+                    ref.measurements()
+                except ArtifactError as exc:
+                    problems.report(Problem("invalid-artifact", str(ref.measurements_path()),
+                                            "; ".join(p.message for p in exc.problems), None))
+        notes.extend(n for n in check_entries(pack_entries, problems) if n not in notes)
     return problems.problems(), notes
 
 

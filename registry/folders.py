@@ -275,10 +275,11 @@ def _parsed(path: str, source: Source, problems: ProblemLog,
             on_table: Callable[[Path, Any, Source], None] | None = None) -> Entry | None:
     try:
         data = read_document(path, schema_bounds_depth=True)
-        if on_table is not None and isinstance(data, dict) and "form" in data:  # only a table has "form"
+        if on_table is not None and isinstance(data, dict) and "form" in data:  # only a table or pack has "form"
+            from flyconfigs.schema.pack import is_pack_document
             from flyconfigs.schema.table import is_table_document
 
-            if is_table_document(data):
+            if is_table_document(data) or is_pack_document(data):
                 on_table(Path(path), data, source)
                 return None
         artifact, _ = parse_artifact(data, path)

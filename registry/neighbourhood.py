@@ -103,10 +103,15 @@ def measurements(artifact: Any) -> list[tuple[Mapping[str, Any], float, bool]]:
     ``final`` tells the tuner's full protocol from its screen by the timing's sample
     count: the protocol's own count where the artifact records it, else
     :data:`FINAL_SAMPLES`."""
+    from flyconfigs.schema.pack import candidates_of
+
     protocol = getattr(artifact.provenance, "timing_protocol", None)
     full = protocol.samples if protocol is not None else FINAL_SAMPLES
-    return [(c.config, float(c.timing.median_us), c.timing.samples >= full)
-            for c in artifact.candidates if c.status == "ok" and c.timing is not None]
+    # The label the data carry where they carry one (a pack's measurements: screen, final
+    # or unknown); an unknown one by its sample count, for this comparison only.
+    return [(c.config, float(c.timing.median_us),
+             c.label == "final" if c.label in ("final", "screen") else c.timing.samples >= full)
+            for c in candidates_of(artifact) if c.status == "ok" and c.timing is not None]
 
 
 def timings_of(artifact: Any) -> Timings:

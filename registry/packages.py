@@ -52,6 +52,8 @@ class LoadedPackage:
     source: Source | None = None
     tables: list[ManifestTable] = field(default_factory=list)
     """The tables its manifest lists (1.6), of its target; read when their kernel is resolved."""
+    packs: list[ManifestTable] = field(default_factory=list)
+    """The packs its manifest lists (1.7), of its target; read as its tables are."""
 
 
 def chosen_packages(settings: Settings | None = None) -> list[str]:
@@ -158,14 +160,17 @@ def read_package_folder(package_dir: Path, target: str | None, source: Source, p
             )
             continue
         entries.append(Entry(row.kernel, row.key, row.device, row.file, source, row.sha256, root))
-    tables = []
-    for index, table in enumerate(manifest.tables):
-        if table.device.arch != manifest.target:
-            problems.report(Problem("wrong-target", f"{manifest_path}#tables[{index}]", f"device arch "
-                                    f"{table.device.arch!r} does not belong to target {manifest.target!r}", dist_name))
-            continue
-        tables.append(table)
+    tables: list[ManifestTable] = []
+    packs: list[ManifestTable] = []
+    for what, listed, kept in (("tables", manifest.tables, tables), ("packs", manifest.packs, packs)):
+        for index, table in enumerate(listed):
+            if table.device.arch != manifest.target:
+                problems.report(Problem("wrong-target", f"{manifest_path}#{what}[{index}]", f"device arch "
+                                        f"{table.device.arch!r} does not belong to target {manifest.target!r}",
+                                        dist_name))
+                continue
+            kept.append(table)
     info = PackageInfo(source.name, source.version or "", manifest.target, manifest.schema_version,
-                       len(entries) + sum(t.rows for t in tables), root, tuple(manifest.families()),
-                       len(entries) + len(tables), len(tables))
-    return LoadedPackage(info, entries, source, tables)
+                       len(entries) + sum(t.rows for t in (*tables, *packs)), root, tuple(manifest.families()),
+                       len(entries) + len(tables) + len(packs), len(tables), len(packs))
+    return LoadedPackage(info, entries, source, tables, packs)

@@ -87,15 +87,18 @@ class PackageInfo:
     """Its files of data: artifacts and tables."""
     tables: int = 0
     """How many of :attr:`files` are tables."""
+    packs: int = 0
+    """How many of :attr:`files` are packs (1.7; each with its measurements file beside it)."""
 
     def size(self) -> str:
-        """``12 artifacts``, or ``155 files (2697 keys: 12 artifacts, 143 tables)``."""
-        if not self.tables:
+        """``12 artifacts``, or ``155 files (2697 keys: 12 artifacts, 143 tables)``, or
+        ``6 files (1569 keys: 6 packs)``."""
+        if not self.tables and not self.packs:
             return f"{self.artifacts} artifact{'' if self.artifacts == 1 else 's'}"
-        single = self.files - self.tables
-        return (f"{self.files} file{'' if self.files == 1 else 's'} ({self.artifacts} keys: {single} "
-                f"artifact{'' if single == 1 else 's'}, "
-                f"{self.tables} table{'' if self.tables == 1 else 's'})")
+        single = self.files - self.tables - self.packs
+        parts = [f"{n} {what}{'' if n == 1 else 's'}" for n, what in
+                 ((single, "artifact"), (self.tables, "table"), (self.packs, "pack")) if n or what == "artifact" and self.tables]
+        return f"{self.files} file{'' if self.files == 1 else 's'} ({self.artifacts} keys: {', '.join(parts)})"
 
 
 @dataclass

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import ValidationError
 
@@ -30,12 +31,15 @@ from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.sources import Entry, Source, _Bad, _File, checked_bytes
 from flyconfigs.schema.canonical import TextedDict, canonical_text, key_texts
 from flyconfigs.schema.jsonio import parse_document
-from flyconfigs.schema.load import parse_table
+from flyconfigs.schema.load import parse_measurements, parse_pack, parse_table
 from flyconfigs.schema.manifest import ManifestTable
 from flyconfigs.schema.models import Artifact, DeviceIdentity
+from flyconfigs.schema.pack import Measured, Measurements, Pack, is_pack_document, with_measurements
 from flyconfigs.schema.table import Table
 
-__all__ = ["TableRef", "TableRowEntry", "installed_tables", "override_table"]
+_Ref = TypeVar("_Ref", bound="TableRef")
+
+__all__ = ["PackRef", "TableRef", "TableRowEntry", "installed_tables", "override_table"]
 
 
 @dataclass(eq=False)
@@ -51,7 +55,7 @@ class TableRef:
     sha256: str | None = None
     root: str | None = None
     rows: int | None = None
-    table: Table | None = None
+    table: Table | Pack | None = None
     _entries: list[Entry] | None = field(default=None, repr=False)
     _failed: bool = field(default=False, repr=False)
     _by_cells: dict[tuple[object, ...], int] = field(default_factory=dict, repr=False)
@@ -62,7 +66,7 @@ class TableRef:
         default_factory=dict, repr=False)
 
     @classmethod
-    def of_manifest(cls, row: ManifestTable, source: Source, root: str) -> TableRef:
+    def of_manifest(cls: type[_Ref], row: ManifestTable, source: Source, root: str) -> _Ref:
         """The table a package's manifest lists in ``row``."""
         return cls(row.kernel, row.device, row.file, source, row.sha256, root, row.rows)
 
@@ -71,7 +75,7 @@ class TableRef:
         """The table's file."""
         return Path(self.root, self.location) if self.root is not None else Path(self.location)
 
-    def read(self, problems: ProblemLog) -> Table | None:
+    def read(self, problems: ProblemLog) -> Table | Pack | None:
         """The table, read, checked and its keys indexed on the first call; ``None`` (and
         one problem logged, once) for a table that is missing, unsafe, altered, invalid or
         not what its manifest says.  Two threads may both read it: each sets what it made
@@ -93,7 +97,7 @@ class TableRef:
                 self.table = table
                 self._first = TableRowEntry(self.kernel, {}, table.device.identity, self.location, self.source,
                                             root=self.root, rule=table.selection.rule,
-                                            created=table.provenance.created, ref=self, row=0,
+                                            created=table.created, ref=self, row=0,
                                             _layer=table.device.identity.layers()[0])
         return None if self._failed else self.table
 
@@ -166,7 +170,16 @@ class TableRef:
         axes = frozenset(names)
         return self._signed.setdefault((ordinal, exact), {(axes, *cells): found for cells, found in by_cells.items()})
 
-    def _read(self) -> Table:
+    def row_artifact(self, row: int) -> Artifact:
+        """Row ``row`` (the table read) as an artifact; :class:`_Bad` when the artifact
+        model refuses it."""
+        assert self.table is not None
+        try:
+            return Artifact.model_validate(self.table.row_artifact_data(row))
+        except ValidationError as exc:  # a row the table form takes but an artifact does not
+            raise _Bad("invalid-artifact", f"not an artifact as a row: {exc.errors()[0]['msg']}") from None
+
+    def _read(self) -> Table | Pack:
         raw = checked_bytes(self.path, self.root, self.sha256)
         try:
             table, _ = parse_table(parse_document(raw, str(self.path), schema_bounds_depth=True), str(self.path))
@@ -217,11 +230,87 @@ class TableRowEntry(Entry):
         return Path(f"{self.ref.path}#{self.ref.table.entry_of(self.row)}")
 
     def _read(self) -> Artifact:
-        assert self.ref is not None and self.ref.table is not None
+        assert self.ref is not None
+        return self.ref.row_artifact(self.row)
+
+
+@dataclass(eq=False)
+class PackRef(TableRef):
+    """A pack a source offers (schema 1.7, :mod:`flyconfigs.schema.pack`): served as a
+    table's rows are, each row's artifact carrying only its winner and default as
+    candidates, and told where the others are: the pack's measurements file, read (its
+    sha256, named in the pack, checked; validated whole) on the first
+    :func:`~flyconfigs.schema.pack.candidates_of` of any of its rows, never to serve."""
+
+    _measurements: Measurements | None = field(default=None, repr=False)
+    _measurements_error: str | None = field(default=None, repr=False)
+
+    def row_artifact(self, row: int) -> Artifact:
+        """Row ``row`` as the artifact that serves, its candidates read on demand."""
+        artifact = super().row_artifact(row)
+        return with_measurements(artifact, lambda: self.candidates(row))
+
+    def measurements_path(self) -> Path:
+        """The measurements file: beside the pack, as the pack names it."""
+        assert isinstance(self.table, Pack)
+        return self.path.parent / self.table.measurements.file
+
+    def measurements(self) -> Measurements:
+        """The pack's measurements (the pack read), read and checked once; raises
+        :class:`~flyconfigs.errors.ArtifactError` naming the file when it is missing,
+        altered, invalid or not this pack's."""
+        if self._measurements is None:
+            from flyconfigs.errors import FieldProblem
+
+            assert isinstance(self.table, Pack)
+            path = self.measurements_path()
+            if self._measurements_error is not None:
+                raise ArtifactError(str(path), [FieldProblem("", self._measurements_error)])
+            try:
+                self._measurements = _read_measurements(self.table, path, self.root)
+            except ArtifactError as exc:
+                self._measurements_error = "; ".join(p.message for p in exc.problems)
+                raise
+        return self._measurements
+
+    def candidates(self, row: int) -> list[Measured]:
+        """Every candidate of row ``row``."""
+        return self.measurements().candidates(row)
+
+    def _read(self) -> Pack:
+        raw = checked_bytes(self.path, self.root, self.sha256)
         try:
-            return Artifact.model_validate(self.ref.table.row_artifact_data(self.row))
-        except ValidationError as exc:  # a row the table form takes but an artifact does not
-            raise _Bad("invalid-artifact", f"not an artifact as a row: {exc.errors()[0]['msg']}") from None
+            pack, _ = parse_pack(parse_document(raw, str(self.path), schema_bounds_depth=True), str(self.path))
+        except UnsupportedSchemaVersionError as exc:
+            raise _Bad("unsupported-major", str(exc.problems[0].message)) from None
+        except ArtifactError as exc:
+            raise _Bad("invalid-artifact", "; ".join(str(p) for p in exc.problems)) from None
+        if (pack.kernel.name, pack.device.identity) != (self.kernel, self.device):
+            raise _Bad("identity-mismatch", "the pack's kernel or device differs from its manifest entry")
+        if self.rows is not None and len(pack.rows) != self.rows:
+            raise _Bad("identity-mismatch", f"{len(pack.rows)} rows, its manifest entry says {self.rows}")
+        return pack
+
+
+def _read_measurements(pack: Pack, path: Path, root: str | None) -> Measurements:
+    """The measurements file of ``pack`` at ``path``, its bytes' sha256 the pack's,
+    decompressed, validated, and of the pack's kernel, device and rows."""
+    from flyconfigs.errors import FieldProblem
+    from flyconfigs.schema.jsonio import MAX_DOCUMENT_BYTES
+    from flyconfigs.schema.pack import parse_measurements_bytes
+
+    try:
+        raw = checked_bytes(path, root, pack.measurements.sha256)
+    except _Bad as bad:
+        said = bad.message.replace("the manifest's", "the one its pack names")
+        raise ArtifactError(str(path), [FieldProblem("", f"{bad.kind}: {said}")]) from None
+    found, _ = parse_measurements(parse_measurements_bytes(raw, str(path), MAX_DOCUMENT_BYTES), str(path))
+    counts = list(found.counts)
+    if (found.kernel, found.device) != (pack.kernel.name, pack.device.identity) or \
+            counts != [r.candidates for r in pack.served]:
+        raise ArtifactError(str(path), [FieldProblem("rows", "not the measurements of its pack's kernel, device "
+                                                             "and rows")])
+    return found
 
 
 def _cell_texts(column: list[object]) -> list[str]:
@@ -234,9 +323,13 @@ def _cell_texts(column: list[object]) -> list[str]:
 
 
 def override_table(path: Path, data: object, source: Source, problems: ProblemLog) -> TableRef | None:
-    """The table of an override directory's file ``path`` (parsed as ``data``), validated
-    now as the directory's artifacts are; ``None`` (reported) when it is not valid."""
+    """The table or pack of an override directory's file ``path`` (parsed as ``data``),
+    validated now as the directory's artifacts are; ``None`` (reported) when it is not
+    valid."""
     try:
+        if is_pack_document(data):
+            pack, _ = parse_pack(data, str(path))
+            return PackRef(pack.kernel.name, pack.device.identity, str(path), source, rows=len(pack.rows), table=pack)
         table, _ = parse_table(data, str(path))
     except UnsupportedSchemaVersionError as exc:
         problems.report(Problem("unsupported-major", str(path), exc.problems[0].message))
@@ -262,8 +355,10 @@ def installed_tables(paths: list[str] | None, problems: ProblemLog) -> list[Tabl
     seen: set[int] = set()
     for target in catalog.all_targets():
         for ref in catalog.tables_for(target):
+            if isinstance(ref, PackRef):  # a pack is tuned artifacts, not an upstream table
+                continue
             ref.read(problems)
-            if ref.table is not None and id(ref.table) not in seen:
+            if isinstance(ref.table, Table) and id(ref.table) not in seen:
                 seen.add(id(ref.table))
                 found.append((ref.source.rank, ref.table))
     found.sort(key=lambda pair: pair[0])  # stable: one source's tables keep their order

@@ -18,12 +18,14 @@ from pydantic import BaseModel
 
 from flyconfigs.schema.manifest import Manifest
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact
+from flyconfigs.schema.pack import Measurements, Pack
 from flyconfigs.schema.table import Table
 
 __all__ = ["KINDS", "generate", "json_schema_file_name", "json_schema_versions", "load_json_schema"]
 
-KINDS: dict[str, type[BaseModel]] = {"artifact": Artifact, "manifest": Manifest, "table": Table}
-SINCE = {"artifact": "1.0", "manifest": "1.0", "table": "1.6"}
+KINDS: dict[str, type[BaseModel]] = {"artifact": Artifact, "manifest": Manifest, "table": Table, "pack": Pack,
+                                     "measurements": Measurements}
+SINCE = {"artifact": "1.0", "manifest": "1.0", "table": "1.6", "pack": "1.7", "measurements": "1.7"}
 """The first schema version of each kind: its documents ship from that version on."""
 
 
@@ -69,6 +71,24 @@ READER_ONLY = {
         "then measured), no null key cell and a key no other row has; entries, when present, has one entry per "
         "row; device.features are sorted; provenance.source belongs to an imported selection only and "
         "provenance.model to a predicted one; fields of a newer 1.x minor are ignored."
+    ),
+    "pack": (
+        "Rules the flyconfigs reader adds that JSON Schema cannot express: an integer is never 64.0; "
+        "documents are at most 8 MiB, nest at most 32 levels and have no duplicate object keys; the pack form "
+        "begins with schema 1.7; columns.key names the key axes and config and measured stay empty; every row "
+        "has one scalar cell per key axis and a key no other row has; served has one entry per row, whose "
+        "selection, provenance and protocol index the lists; every row's selection has one rule; provenances "
+        "hold no created nor timing_protocol (each row's); measurements.candidates is the rows' candidates "
+        "summed, and measurements.sha256 that of the measurements file's bytes; fields of a newer 1.x minor are "
+        "ignored."
+    ),
+    "measurements": (
+        "This document describes the JSON that a measurements file (.json.gz) holds once gzip-decompressed. "
+        "Rules the flyconfigs reader adds that JSON Schema cannot express: an integer is never 64.0; "
+        "at most 8 MiB decompressed; every column of a row has one cell per candidate; config and resources "
+        "index the lists; a timing is median * 10**exponent us with min, p20 and p80 as distances from it "
+        "(median - min, median - p20, p80 - median), its bandwidth bytes / (median us * 1000) where bytes is "
+        "set; rows are in the order of the pack's rows and as many; fields of a newer 1.x minor are ignored."
     ),
 }
 """What the reader checks beyond each JSON Schema document (written into it)."""

@@ -26,10 +26,12 @@ if TYPE_CHECKING:
     # Imported where first used: reading artifacts (a resolve from FLYCONFIGS_PATH)
     # needs neither the manifest's models nor the table's, a few ms each to build.
     from flyconfigs.schema.manifest import Manifest
+    from flyconfigs.schema.pack import Measurements, Pack
     from flyconfigs.schema.table import Table
 
 __all__ = ["LoadReport", "load_artifact", "load_artifact_whole", "load_table", "loads_artifact", "parse_artifact",
-           "parse_manifest", "parse_manifest_report", "parse_table", "refuse_if_partial", "validation_problems"]
+           "parse_manifest", "parse_manifest_report", "parse_measurements", "parse_pack", "parse_table",
+           "refuse_if_partial", "validation_problems"]
 
 logger = logging.getLogger("flyconfigs.schema")
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -192,6 +194,9 @@ def parse_artifact(data: Any, file: str = "<bytes>") -> tuple[Artifact, LoadRepo
 
         if is_table_document(data):
             raise ArtifactError(file, [FieldProblem("form", "a table of many keys (schema 1.6), not one artifact")])
+        if data.get("form") in ("pack", "measurements"):
+            raise ArtifactError(file, [FieldProblem("form", f"a {data['form']} of many keys (schema 1.7), not one "
+                                                            "artifact")])
     return _validated(Artifact, data, file, migrate=True)
 
 
@@ -203,6 +208,22 @@ def parse_table(data: Any, file: str = "<bytes>") -> tuple[Table, LoadReport]:
     from flyconfigs.schema.table import Table
 
     return _validated(Table, data, file, migrate=False)
+
+
+def parse_pack(data: Any, file: str = "<bytes>") -> tuple[Pack, LoadReport]:
+    """Validate a parsed document as a pack (schema 1.7, :mod:`flyconfigs.schema.pack`)
+    under the rule of every versioned document; :class:`ArtifactError` naming ``file``
+    and each bad field."""
+    from flyconfigs.schema.pack import Pack
+
+    return _validated(Pack, data, file, migrate=False)
+
+
+def parse_measurements(data: Any, file: str = "<bytes>") -> tuple[Measurements, LoadReport]:
+    """Validate a parsed (decompressed) document as a pack's measurements (schema 1.7)."""
+    from flyconfigs.schema.pack import Measurements
+
+    return _validated(Measurements, data, file, migrate=False)
 
 
 def load_table(path: str | os.PathLike[str]) -> Table:

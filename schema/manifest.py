@@ -48,9 +48,9 @@ class ManifestRow(_Model):
 
 
 class ManifestTable(_Model):
-    """One table of the package (1.6): its kernel and device, where to find it, and how
-    many rows it holds.  Its keys are not listed: a loader reads a table only when its
-    kernel is resolved on its device."""
+    """One table of the package (1.6), or one pack (1.7, in ``packs``): its kernel and
+    device, where to find it, and how many rows it holds.  Its keys are not listed: a
+    loader reads a table or a pack only when its kernel is resolved on its device."""
 
     kernel: KernelName
     device: DeviceIdentity
@@ -65,20 +65,23 @@ class Manifest(_Model):
 
     ``kernels`` (1.5) names the kernel families the package's artifacts serve, sorted:
     exactly the rows' kernels.  A manifest written before 1.5 omits it, and a reader
-    gathers the families from the rows.  ``tables`` (1.6) lists the package's tables;
-    their kernels are not in ``kernels``, so that a 1.5 reader, which ignores
-    ``tables``, still reads the rest of the package."""
+    gathers the families from the rows.  ``tables`` (1.6) lists the package's tables
+    and ``packs`` (1.7) its packs; their kernels are not in ``kernels``, so that an
+    older reader, which ignores them, still reads the rest of the package."""
 
     schema_version: SchemaVersion
     target: Name
     artifacts: Annotated[list[ManifestRow], Field(max_length=_ROW_LIMIT)]
     kernels: Annotated[list[KernelName], Field(max_length=_ROW_LIMIT)] | None = None
     tables: Annotated[list[ManifestTable], Field(max_length=_ROW_LIMIT, exclude_if=_is_empty)] = []
+    packs: Annotated[list[ManifestTable], Field(max_length=_ROW_LIMIT, exclude_if=_is_empty)] = []
+    """The package's packs (1.7): each the served part of many artifacts of one kernel and
+    device, its measurements file named inside it (and hashed there)."""
 
     def families(self) -> list[str]:
         """The kernel families this package serves (its artifacts' and its tables'), sorted."""
         mine = list(self.kernels) if self.kernels is not None else sorted({row.kernel for row in self.artifacts})
-        return sorted({*mine, *(table.kernel for table in self.tables)})
+        return sorted({*mine, *(table.kernel for table in (*self.tables, *self.packs))})
 
     @model_validator(mode="after")
     def _kernels_are_the_rows(self) -> Manifest:
@@ -103,10 +106,11 @@ class Manifest(_Model):
                     f"and key as artifacts[{seen_slots[slot]}]"
                 )
             seen_slots[slot] = index
-        for index, table in enumerate(self.tables):
-            if table.file in seen_files:
-                raise ValueError(f"tables[{index}].file: {table.file!r} is listed twice")
-            seen_files.add(table.file)
+        for what, listed in (("tables", self.tables), ("packs", self.packs)):
+            for index, table in enumerate(listed):
+                if table.file in seen_files:
+                    raise ValueError(f"{what}[{index}].file: {table.file!r} is listed twice")
+                seen_files.add(table.file)
         return self
 
 

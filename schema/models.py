@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     StrictBool,
     StrictInt,
     StringConstraints,
@@ -55,7 +56,7 @@ __all__ = [
     "GFX_ARCH",
 ]
 
-SCHEMA_VERSION = "1.6"
+SCHEMA_VERSION = "1.7"
 """The schema version this package writes; it reads any ``1.x``."""
 
 TEST_BACKENDS = frozenset({"simulated"})
@@ -422,6 +423,9 @@ class Artifact(_Model):
     default: Choice | None = None
     selection: Selection
     provenance: Provenance
+    _measured: Any = PrivateAttr(default=None)
+    """Where the candidates of an artifact served from a pack are (1.7): see
+    :func:`flyconfigs.schema.pack.candidates_of`, the one way to read candidates."""
 
     @model_validator(mode="after")
     def _winner_was_tried(self) -> Artifact:

@@ -174,6 +174,11 @@ class Table(_Model):
             raise ValueError("provenance.source: only an imported selection names an upstream source")
         return self
 
+    @property
+    def created(self) -> str | None:
+        """When the table was made (every row's time)."""
+        return self.provenance.created
+
     def key_of(self, index: int) -> dict[str, Any]:
         """Row ``index``'s key."""
         return dict(zip(self.columns.key, self.rows[index], strict=False))

@@ -11,6 +11,7 @@ from pathlib import Path
 from flyconfigs.publish.layout import distribution_name, package_files
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.manifest import target_module
+from flyconfigs.schema.pack import Pack
 from flyconfigs.schema.table import Table
 
 
@@ -30,12 +31,14 @@ def install_data_package(
     entry_point: str | None = None,
     module: str | None = None,
     tables: Sequence[Table] = (),
+    packs: Sequence[tuple[Pack, bytes]] = (),
 ) -> Path:
     """Install ``flyconfigs-<target>`` (or ``name``) holding ``artifacts`` (and ``tables``)
     into ``root``; returns its import-package folder.  ``init_code`` replaces ``__init__.py``."""
     default_module = target_module(target)
     module = module or default_module
-    files = {module + rel[len(default_module):]: data for rel, data in package_files(target, artifacts, tables=tables).items()}
+    files = {module + rel[len(default_module):]: data for rel, data in package_files(target, artifacts, tables=tables,
+                                                                                   packs=packs).items()}
     if init_code is not None:
         files[f"{module}/__init__.py"] = init_code.encode()
     dist = name or distribution_name(target)

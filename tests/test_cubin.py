@@ -18,6 +18,7 @@ from flyconfigs.gpu.cubin import LIMITS, kernel_usage, max_blocks_per_sm, resour
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.kernels.rmsnorm.model import ROOFLINE
 from flyconfigs.schema import load_artifact
+from flyconfigs.schema.pack import folder_artifacts
 from nvrtc_helpers import needs_nvrtc
 
 SM90 = Path(__file__).resolve().parent.parent / "artifacts" / "sm90"
@@ -25,13 +26,12 @@ SM90 = Path(__file__).resolve().parent.parent / "artifacts" / "sm90"
 
 def test_the_occupancy_rules_give_the_drivers_blocks_per_sm_for_every_recorded_sm90_candidate() -> None:
     checked = 0
-    for path in sorted(SM90.glob("rmsnorm-sm90-*.json"))[::9]:
-        artifact = load_artifact(path)
+    for artifact in folder_artifacts(SM90, "rmsnorm")[::9]:
         for c in artifact.candidates:
             r = c.resources
             assert r is not None and r.registers is not None and r.shared_bytes is not None
             got = max_blocks_per_sm(LIMITS["sm90"], r.registers, r.shared_bytes, ROOFLINE.block_threads(c.config))
-            assert got == r.max_blocks_per_cu, (path.name, c.config, r)
+            assert got == r.max_blocks_per_cu, (artifact.file_name(), c.config, r)
             checked += 1
     assert checked > 5000
 

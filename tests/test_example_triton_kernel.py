@@ -23,6 +23,8 @@ import pytest
 
 from flyconfigs.cli import main
 from flyconfigs.publish.build import publish, upload_files
+from flyconfigs.schema import write_atomic
+from flyconfigs.schema.pack import folder_artifacts
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
 from local_index import LocalIndex, build_core_wheel, dependency_wheels, fresh_venv  # noqa: E402
@@ -86,7 +88,10 @@ def test_the_example_is_tuned_published_under_its_own_name_and_served_beside_the
         refused = _run(python, "-m", "flyconfigs", "validate", "tuned", cwd=work)
         assert refused.returncode == 1 and refused.stdout.count("test-double") == 4, refused.stdout + refused.stderr
 
-        official = sorted((ROOT / "artifacts" / "sm90").glob("rmsnorm-sm90-*.json"))[:3]
+        official = []
+        (tmp_path / "picked").mkdir()
+        for artifact in folder_artifacts(ROOT / "artifacts" / "sm90", "rmsnorm")[:3]:
+            official.append(write_atomic(tmp_path / "picked" / artifact.file_name(), artifact.to_json_bytes()))
         real = json.loads(official[0].read_text())
         _relabel(work / "tuned", work / "relabelled", real)
         valid = _run(python, "-m", "flyconfigs", "validate", "relabelled", cwd=work)

@@ -14,6 +14,7 @@ import pytest
 
 from flyconfigs.cli import main
 from flyconfigs.registry.declarations import check_tunables
+from flyconfigs.schema.pack import folder_artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,11 +27,12 @@ def _schema(kernel: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
 
 
 def _committed(kernel: str) -> list[dict[str, Any]]:
-    """The committed H200 artifacts of ``kernel``: an even sample of about 50."""
-    files = sorted((ROOT / "artifacts" / "sm90").glob(f"{kernel}-sm90-*.json"))
-    assert len(files) >= 50
-    step = max(1, len(files) // 50)
-    return [json.loads(p.read_text()) for p in files[::step]]
+    """The committed sm90 artifacts of ``kernel`` (read back whole from their packs): an
+    even sample of about 50."""
+    found = folder_artifacts(ROOT / "artifacts" / "sm90", kernel)
+    assert len(found) >= 50
+    step = max(1, len(found) // 50)
+    return [a.model_dump(mode="json") for a in found[::step]]
 
 
 @pytest.mark.parametrize("kernel", ["rmsnorm", "fused_add_rmsnorm"])

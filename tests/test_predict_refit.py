@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import shutil
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from flyconfigs.kernels.rmsnorm import fit_model
 from flyconfigs.kernels.rmsnorm.model import MODEL, RMSNormCostModel
 from flyconfigs.registry.products import find_product
 from flyconfigs.schema import Artifact, load_artifact
+from flyconfigs.schema.pack import folder_artifacts
 from nvrtc_helpers import needs_nvrtc
 
 SM90 = Path(__file__).resolve().parent.parent / "artifacts" / "sm90"
@@ -69,8 +69,7 @@ def test_a_refit_needs_one_devices_measured_tunings() -> None:
     with pytest.raises(FitError, match="no measured RMSNorm tuning"):
         MODEL.refit([])
     first = {}
-    for path in sorted(SM90.glob("rmsnorm-*.json")):
-        artifact = load_artifact(path)
+    for artifact in folder_artifacts(SM90, "rmsnorm"):
         first.setdefault(artifact.device.product, artifact)
         if len(first) == 2:
             break
@@ -85,10 +84,9 @@ def test_a_refit_needs_one_devices_measured_tunings() -> None:
 def test_predict_refit_takes_in_a_users_tunings_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     mine = tmp_path / "mine"
     mine.mkdir()
-    for path in sorted(SM90.glob("rmsnorm-*.json")):
-        text = path.read_text(encoding="utf-8")
-        if f'"product":"{H100}"' in text and '"N":4096' in text:
-            shutil.copy(path, mine / path.name)
+    for artifact in folder_artifacts(SM90, "rmsnorm"):
+        if artifact.device.product == H100 and artifact.key.get("N") == 4096:
+            (mine / artifact.file_name()).write_bytes(artifact.to_json_bytes())
     out = tmp_path / "predicted"
     assert main(["predict", "rmsnorm", "--device", "H100", "--refit", str(mine), "--shortlist", "3",
                  "--key-grid", "M=2048 N=4096 dtype=bf16", "--out", str(out), "--json"]) == 0

@@ -19,7 +19,8 @@ from flyconfigs.kernels.rmsnorm.declaration import PERF_GRID
 from flyconfigs.kernels.rmsnorm.model import MODEL
 from flyconfigs.registry import DeviceQuery
 from flyconfigs.registry.products import product_catalog
-from flyconfigs.schema import Artifact, load_artifact
+from flyconfigs.schema import Artifact
+from flyconfigs.schema.pack import folder_artifacts
 from flyconfigs.tuner.grid import parse_grids
 from hiprtc_helpers import PREFIX, PREFIX6, needs_prefix, needs_prefix6, run_in_prefix
 from nvrtc_helpers import needs_nvrtc
@@ -35,7 +36,8 @@ PRODUCTS = {
 
 @functools.cache
 def _artifacts(target: str) -> tuple[tuple[Path, Artifact], ...]:
-    return tuple((p, load_artifact(p)) for p in sorted((ARTIFACTS / target).glob("rmsnorm-*.json")))
+    # Each packed row as the file it was made from would be named.
+    return tuple((Path(a.file_name()), a) for a in folder_artifacts(ARTIFACTS / target, "rmsnorm"))
 
 
 def _grid() -> set[str]:

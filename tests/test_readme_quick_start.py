@@ -12,23 +12,21 @@ import pytest
 
 from conftest import SiteDir
 from flyconfigs.cli import main
-from flyconfigs.schema import load_artifact
+from flyconfigs.publish.contents import collect
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 QUICK_START = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-H200_4096x8192 = "rmsnorm-sm90-a9d8274756938113.json"
-"""The H200's RMSNorm tuning of M=4096 N=8192 bf16, the key the session asks for."""
 
 
 def _install_official_packages(site: SiteDir) -> None:
-    """flyconfigs-sm90 (the one artifact the session reads) and flyconfigs-gfx942 (whole),
-    at the versions the repository publishes them."""
-    for target, names in (("sm90", [H200_4096x8192]), ("gfx942", None)):
+    """flyconfigs-sm90 and flyconfigs-gfx942, whole, at the versions the repository
+    publishes them."""
+    for target in ("sm90", "gfx942"):
         folder = ROOT / "artifacts" / target
-        paths = [folder / n for n in names] if names else sorted(folder.glob("*.json"))
+        contents = collect(folder, target)
         version = (folder / "VERSION").read_text(encoding="utf-8").strip()
-        site.install(target, [load_artifact(p) for p in paths], version=version)
+        site.install(target, contents.artifacts, version=version, tables=contents.tables, packs=contents.packs)
 
 
 def test_the_python_session_prints_what_the_readme_shows(site: SiteDir) -> None:

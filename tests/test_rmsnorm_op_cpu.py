@@ -8,6 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from flyconfigs.kernels import rms_norm  # noqa: E402
+from flyconfigs.schema.pack import folder_artifacts  # noqa: E402
 
 
 def test_bad_inputs() -> None:
@@ -44,7 +45,6 @@ def test_the_shared_memory_rule_matches_what_the_compiler_refused_on_the_h200() 
     """Every committed sm90 RMSNorm candidate that NVRTC refused for too much shared data
     is one the spec now refuses, and every one it compiled and timed is still accepted but
     those whose row spilled past their occupancy bound's register cap."""
-    import json
     from pathlib import Path
 
     from flyconfigs.kernels.rmsnorm import SPEC
@@ -52,8 +52,8 @@ def test_the_shared_memory_rule_matches_what_the_compiler_refused_on_the_h200() 
 
     device = DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ())
     refused = accepted = 0
-    for path in sorted((Path(__file__).resolve().parents[1] / "artifacts" / "sm90").glob("rmsnorm-*.json")):
-        artifact = json.loads(path.read_text())
+    for found in folder_artifacts(Path(__file__).resolve().parents[1] / "artifacts" / "sm90", "rmsnorm"):
+        artifact = found.model_dump(mode="json")
         for candidate in artifact["candidates"]:
             why = SPEC.check_config(candidate["config"], artifact["key"], device)
             if candidate["status"] == "compile_error" and "too much shared data" in candidate["message"]:

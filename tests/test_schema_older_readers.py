@@ -28,6 +28,7 @@ import pytest
 
 from factories import MI300X, artifact_dict, predicted_artifact_dict, staged_artifact_dict
 from flyconfigs.schema import SCHEMA_VERSION, Artifact
+from flyconfigs.schema.pack import folder_artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
 READERS = {
@@ -123,7 +124,8 @@ def test_the_1_0_reader_reads_1_1_files_with_1_0_values_and_refuses_new_values(r
                                                                               tmp_path: Path) -> None:
     files: dict[str, Path] = {}
     put = _writer(tmp_path, files)
-    measured = json.loads(sorted((ROOT / "artifacts" / "sm90").glob("fused_add_rmsnorm-*.json"))[0].read_text())
+    measured = next(a for a in folder_artifacts(ROOT / "artifacts" / "sm90", "fused_add_rmsnorm")
+                    if a.schema_version == "1.1").model_dump(mode="json")
     assert measured["schema_version"] == "1.1"
     put("measured-1.1", measured)
     put("unknown-field", {**artifact_dict(), "schema_version": "1.1", "notes": "a field of a later minor"})
@@ -131,7 +133,7 @@ def test_the_1_0_reader_reads_1_1_files_with_1_0_values_and_refuses_new_values(r
                                                                          "causal": True}})
     put("upper-case-kernel", {**artifact_dict(kernel="PagedAttention"), "schema_version": "1.1"})
     put("predicted", predicted_artifact_dict(device=MI300X))
-    put("gfx942-package", json.loads(sorted((ROOT / "artifacts" / "gfx942").glob("*.json"))[0].read_text()))
+    put("gfx942-package", folder_artifacts(ROOT / "artifacts" / "gfx942")[0].model_dump(mode="json"))
 
     seen = _read_with(reader_1_0, "1.0", files)
     assert seen["measured-1.1"] is None and seen["unknown-field"] is None

@@ -20,6 +20,7 @@ from flyconfigs.schema.canonical import same_value
 from flyconfigs.schema.jsonio import remove_stale_temporaries, write_atomic
 from flyconfigs.schema.load import load_artifact
 from flyconfigs.schema.models import Artifact, DeviceIdentity, artifact_file_name
+from flyconfigs.schema.pack import packed_row
 
 __all__ = ["already_tuned", "check_writable", "git_revision", "now_utc", "write_artifact"]
 
@@ -130,13 +131,17 @@ def write_artifact(folder: Path, artifact: Artifact) -> Path:
 def already_tuned(folder: Path, kernel: str, key: dict[str, Any], identity: DeviceIdentity,
                   source_sha256: str, backend_versions: dict[str, str]) -> bool:
     """Whether ``folder`` holds a valid artifact for this key and device made from the
-    same kernel source with the same toolchain (what ``--resume`` skips)."""
+    same kernel source with the same toolchain (what ``--resume`` skips): a single file,
+    or a row of one of its packs (schema 1.7)."""
     path = folder / artifact_file_name(kernel, identity, key)
-    if not path.is_file():
-        return False
-    try:
-        found = load_artifact(path)
-    except ArtifactError:
+    if path.is_file():
+        try:
+            found: Artifact | None = load_artifact(path)
+        except ArtifactError:
+            return False
+    else:
+        found = packed_row(folder, kernel, identity, key)
+    if found is None:
         return False
     return (
         found.kernel.name == kernel

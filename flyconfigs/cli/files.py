@@ -18,13 +18,14 @@ _FIELD_OF = {"test-double": "provenance.backend", "invalid-config": "winner.conf
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from flyconfigs.registry.check import check_package_folder, check_table, check_winner
-    from flyconfigs.registry.problems import ProblemLog
+    from flyconfigs.registry.check import check_entries, check_package_folder, check_table, check_winner
+    from flyconfigs.registry.problems import Problem, ProblemLog
     from flyconfigs.registry.sources import Source
-    from flyconfigs.registry.tables import TableRef
+    from flyconfigs.registry.tables import PackRef, TableRef, override_table
     from flyconfigs.schema import parse_artifact, read_document
-    from flyconfigs.schema.load import parse_table
+    from flyconfigs.schema.load import parse_pack, parse_table
     from flyconfigs.schema.manifest import MANIFEST_FILE
+    from flyconfigs.schema.pack import is_pack_document
     from flyconfigs.schema.table import is_table_document
 
     results = []
@@ -34,7 +35,21 @@ def _validate(args: argparse.Namespace) -> int:
             if path.name == MANIFEST_FILE:
                 found, entry["notes"] = check_package_folder(path.parent)
                 entry["problems"] = [{"field": p.where, "message": f"{p.kind}: {p.message}"} for p in found]
-            elif is_table_document(document := read_document(path, schema_bounds_depth=True)):
+            elif is_pack_document(document := read_document(path, schema_bounds_depth=True)):
+                # A pack (1.7) is checked row by row, and its measurements file too.
+                report = parse_pack(document, str(path))[1]
+                entry["notes"] = [f"ignored field of a newer minor: {f}" for f in report.ignored_fields]
+                log = ProblemLog()
+                pack = override_table(path, document, Source("override", str(path.parent), (0, 0)), log)
+                entry["notes"] += check_entries(pack.entries(log) if pack is not None else [], log)
+                if isinstance(pack, PackRef):
+                    try:
+                        pack.measurements()
+                    except FlyconfigsError as exc:
+                        log.report(Problem("invalid-artifact", str(pack.measurements_path()), str(exc)))
+                entry["problems"] = [{"field": p.where.removeprefix(str(path)).lstrip("#") or _FIELD_OF.get(p.kind, ""),
+                                      "message": f"{p.kind}: {p.message}"} for p in log.problems()]
+            elif is_table_document(document):
                 parsed, report = parse_table(document, str(path))
                 entry["notes"] = [f"ignored field of a newer minor: {f}" for f in report.ignored_fields]
                 log = ProblemLog()

@@ -138,7 +138,8 @@ def fit(folder: str | Path, product: str | None = None, version: int = 2) -> dic
     found = [(p, a) for p, a in artifacts_of(folder, "rmsnorm", product) if usable(a)]
     if not found:
         raise FitError(f"{folder}: no measured RMSNorm artifact" + (f" of {product!r}" if product else ""))
-    return fit_artifacts([a for _, a in found], [p.name for p, _ in found], version)
+    # Each artifact by its own file name (a packed row by the name it had as a file).
+    return fit_artifacts([a for _, a in found], [a.file_name() for _, a in found], version)
 
 
 def fit_artifacts(artifacts: Sequence[Artifact], files: Sequence[str] = (), version: int = 2) -> dict[str, Any]:

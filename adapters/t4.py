@@ -93,6 +93,8 @@ def _result(candidate: Any) -> dict[str, Any]:
                 measurements.append({"name": f"resources.{name}", "value": value, "unit": ""})
     if candidate.message is not None:
         measurements.append({"name": "message", "value": candidate.message, "unit": ""})
+    if candidate.timed_in is not None:  # the tuner's protocol that timed it: screen or final
+        measurements.append({"name": "timed_in", "value": candidate.timed_in, "unit": ""})
     return {"configuration": dict(candidate.config), "times": {"runtimes": []},
             "invalidity": _INVALIDITY[candidate.status], "correctness": 0 if candidate.status == "wrong_result" else 1,
             "measurements": measurements, "objectives": ["time"]}
@@ -162,6 +164,8 @@ def _candidate(result: Mapping[str, Any], where: str, file: str) -> dict[str, An
     resources = {n: measured[f"resources.{n}"] for n in _RESOURCES if f"resources.{n}" in measured}
     if resources:
         candidate["resources"] = resources
+    if measured.get("timed_in") in ("screen", "final") and timing is not None:
+        candidate["timed_in"] = measured["timed_in"]
     if isinstance(measured.get("message"), str):
         candidate["message"] = measured["message"]
     elif status != "ok":  # Kernel Tuner records the error under __error__ (and as the time)

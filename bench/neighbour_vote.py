@@ -45,7 +45,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -341,8 +340,8 @@ def check(spec: KernelDecl, tuned: list[Tuned], limit: int, mode: str) -> int:
             for child in folder.iterdir():
                 child.unlink()
             for j, o in enumerate(tuned):
-                if j not in hidden:
-                    shutil.copyfile(o.path, folder / o.path.name)
+                if j not in hidden:  # each as the single file the tuner writes (a pack's row too)
+                    (folder / o.path.name).write_bytes(o.artifact.to_json_bytes())
             pool = [o for j, o in enumerate(tuned) if j not in hidden]
             query = DeviceQuery.of(t.artifact.device.identity)
             resolver = Resolver([str(folder)], detector=None, packages=False)

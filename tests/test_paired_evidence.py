@@ -133,8 +133,11 @@ def test_the_between_preset_names_keys_no_other_preset_or_artifact_names() -> No
     from flyconfigs.tuner.grid import parse_grids
     from test_neighbour_vote import SM90
 
-    tuned = {(p.name.split("-sm90")[0], json.dumps(SPEC.complete_key(json.loads(p.read_text())["key"]), sort_keys=True))
-             for p in SM90.glob("*.json")}
+    from flyconfigs.schema.pack import folder_artifacts
+
+    tuned = {(a.kernel.name, json.dumps(SPEC.complete_key(dict(a.key)), sort_keys=True))
+             for kernel in ("rmsnorm", "fused_add_rmsnorm") for a in folder_artifacts(SM90, kernel)}
+    assert len(tuned) > 1000
     for spec in (SPEC, FUSED):
         def keys(grid: tuple[str, ...], spec: Any = spec) -> set[str]:
             return {json.dumps(spec.complete_key(k), sort_keys=True) for k in parse_grids(grid, spec)}

@@ -16,9 +16,12 @@ from flyconfigs.adapters.t4 import SCHEMA_FILE, artifact_to_t4, t4_to_artifact, 
 from flyconfigs.cli import main
 from flyconfigs.errors import ArtifactError
 from flyconfigs.schema.load import load_artifact
+from flyconfigs.schema.models import Artifact
+from flyconfigs.schema.pack import folder_artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
-MEASURED = sorted((ROOT / "artifacts" / "sm90").glob("rmsnorm-*.json"))
+MEASURED = [a for a in folder_artifacts(ROOT / "artifacts" / "sm90", "rmsnorm") if a.selection.rule != "predicted"]
+"""Every committed measured RMSNorm artifact, read from its pack whole (candidates included)."""
 
 
 def _kernel_tuner_schema() -> dict[str, Any]:
@@ -42,7 +45,12 @@ def test_the_vendored_schema_is_kernel_tuners() -> None:
     assert theirs.read_bytes() == SCHEMA_FILE.read_bytes()
 
 
-def _round_trip(paths: list[Path], tmp_path: Path) -> int:
+def _round_trip(artifacts: list[Artifact], tmp_path: Path) -> int:
+    paths = []
+    for artifact in artifacts:  # each as the single file the tuner writes
+        paths.append(tmp_path / "in" / artifact.file_name())
+        paths[-1].parent.mkdir(exist_ok=True)
+        paths[-1].write_bytes(artifact.to_json_bytes())
     assert main(["t4", "export", *map(str, paths), "--out", str(tmp_path / "t4")]) == 0
     written = sorted((tmp_path / "t4").rglob("*.t4.json"))
     assert len(written) == len(paths)
@@ -61,7 +69,7 @@ def _round_trip(paths: list[Path], tmp_path: Path) -> int:
 
 def test_committed_rmsnorm_artifacts_go_through_t4_and_come_back_equal(tmp_path: Path) -> None:
     sample = MEASURED[:: max(1, len(MEASURED) // 6)]
-    products = {load_artifact(p).device.product for p in sample}
+    products = {a.device.product for a in sample}
     assert products == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"} or len(products) >= 1
     assert _round_trip(sample, tmp_path) == len(sample)
 
@@ -69,17 +77,16 @@ def test_committed_rmsnorm_artifacts_go_through_t4_and_come_back_equal(tmp_path:
 @pytest.mark.slow
 def test_every_committed_rmsnorm_artifact_goes_through_t4_and_comes_back_equal() -> None:
     # The library calls the commands above make, without their files (T4's schema is slow to check).
-    assert len(MEASURED) == 872
+    assert len(MEASURED) == 979
     validator = jsonschema.Draft202012Validator(_kernel_tuner_schema())
-    for path in MEASURED:
-        original = load_artifact(path)
+    for original in MEASURED:
         document = json.loads(json.dumps(artifact_to_t4(original)))
         validator.validate(document)
-        assert t4_to_artifact(document, path.name) == original, path.name
+        assert t4_to_artifact(document, original.file_name()) == original, original.file_name()
 
 
 def test_an_exported_file_says_what_t4_says() -> None:
-    artifact = load_artifact(MEASURED[0])
+    artifact = MEASURED[0]
     document = artifact_to_t4(artifact)
     validate_t4(document)
     assert document["schema_version"] == "1.0.0" and document["metadata"]["timeunit"] == "milliseconds"
@@ -122,7 +129,7 @@ def test_a_file_kernel_tuner_wrote_is_imported_for_the_kernel_key_and_device_giv
 
     key = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
     default = SPEC.default_config(key, None)
-    others = [c.config for c in load_artifact(MEASURED[0]).candidates if dict(c.config) != default][:2]
+    others = [c.config for c in MEASURED[0].candidates if dict(c.config) != default][:2]
     configs = [dict(others[0]), dict(others[1]), dict(default)]
     t4_file = tmp_path / "rmsnorm-run.json"
     t4_file.write_text(json.dumps(_kernel_tuner_results(configs)))

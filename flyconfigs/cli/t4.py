@@ -8,10 +8,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flyconfigs.cli._common import Usage, add_command, emit_json, iter_json_files, parse_key
 from flyconfigs.errors import ArtifactError
+
+if TYPE_CHECKING:
+    from flyconfigs.schema.models import Artifact
 
 __all__ = ["register"]
 
@@ -19,18 +22,42 @@ SUFFIX = ".t4.json"
 """What ends a T4 file's name: the artifact's file name's stem, then this."""
 
 
+def _measured_artifacts(raw_paths: list[str], skipped: list[dict[str, str]]) -> list[tuple[Artifact, Path]]:
+    """Every artifact the paths name, with its file: a single artifact file as it is; a
+    folder's artifacts, single files and packs' rows (candidates from the measurements);
+    a pack file's rows.  What cannot be read is added to ``skipped``."""
+    from flyconfigs.schema.jsonio import read_document
+    from flyconfigs.schema.load import load_artifact
+    from flyconfigs.schema.pack import is_pack_document, read_artifacts
+
+    found: list[tuple[Artifact, Path]] = []
+    for raw in raw_paths:
+        path = Path(raw)
+        if not path.exists():
+            raise Usage(f"{raw}: no such file or directory")
+        try:
+            if path.is_dir():
+                found.extend(sorted(read_artifacts(path)[0].values(), key=lambda pair: pair[0].file_name()))
+            elif path.name.endswith(SUFFIX):
+                continue
+            elif is_pack_document(read_document(path)):
+                rows = [pair for pair in read_artifacts(path.parent)[0].values() if pair[1] == path]
+                found.extend(sorted(rows, key=lambda pair: pair[0].file_name()))
+            else:
+                found.append((load_artifact(path), path))
+        except ArtifactError as exc:
+            skipped.append({"file": str(path), "why": str(exc)})
+    return found
+
+
 def _export(args: argparse.Namespace) -> int:
     from flyconfigs.adapters.t4 import artifact_to_t4, validate_t4
     from flyconfigs.schema.jsonio import write_atomic
-    from flyconfigs.schema.load import load_artifact
 
     done: list[dict[str, str]] = []
     skipped: list[dict[str, str]] = []
-    for path in iter_json_files(args.paths):
-        if path.name.endswith(SUFFIX):
-            continue
+    for artifact, path in _measured_artifacts(args.paths, skipped):
         try:
-            artifact = load_artifact(path)
             document = artifact_to_t4(artifact)
             validate_t4(document, str(path))
         except ArtifactError as exc:

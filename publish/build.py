@@ -28,7 +28,14 @@ from packaging.version import InvalidVersion, Version
 from flyconfigs.errors import ArtifactError, PublishError
 from flyconfigs.publish.contents import NOTICE_FILE, Contents, collect, describe
 from flyconfigs.publish.index import index_versions
-from flyconfigs.publish.layout import checked_name, distribution_name, import_package, package_files, target_problem
+from flyconfigs.publish.layout import (
+    checked_name,
+    corpus_problem,
+    distribution_name,
+    import_package,
+    package_files,
+    target_problem,
+)
 from flyconfigs.schema.jsonio import read_file_bytes
 from flyconfigs.schema.models import Artifact
 from flyconfigs.schema.versions import CURRENT_MAJOR
@@ -197,6 +204,11 @@ def _build_release(folder: Path, target: str, version: str, tmp: Path, upload: s
     dist = checked_name(name, target) if name is not None else distribution_name(target)
     parsed = _check_version(version)
     contents = collect(folder, target)
+    if name is not None:
+        kernels = [a.kernel.name for a in contents.artifacts] + [t.kernel.name for t in contents.tables]
+        why = corpus_problem(name, kernels + [p.kernel.name for p, _ in contents.packs])
+        if why is not None:
+            raise PublishError(why)
     if upload is not None:
         existing = index_versions(index_url or upload.rstrip("/") + "/simple/", dist)
         newer = [v for v in existing if v >= parsed]

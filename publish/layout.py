@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from packaging.utils import InvalidName, canonicalize_name
 
@@ -23,8 +23,8 @@ from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, is_safe_file_name
 from flyconfigs.schema.pack import Pack
 from flyconfigs.schema.table import Table
 
-__all__ = ["ARTIFACTS_DIR", "TARGET", "checked_name", "distribution_name", "import_package", "name_problem", "package_files",
-           "target_problem"]
+__all__ = ["ARTIFACTS_DIR", "TARGET", "checked_name", "corpus_problem", "distribution_name", "import_package",
+           "name_problem", "package_files", "target_problem"]
 
 ARTIFACTS_DIR = "artifacts"
 
@@ -78,6 +78,22 @@ def name_problem(name: str, target: str) -> str | None:
     if norm != official and _installed_not_data(norm):
         return (f"--name {name!r} is the name of a distribution installed here that is not a flyconfigs data "
                 "package: installing the package would replace it")
+    return None
+
+
+def corpus_problem(name: str, kernels: Iterable[str]) -> str | None:
+    """Why a package named ``name`` may not hold ``kernels``, or ``None``: the names of
+    the imported corpora (``flyconfigs-aiter-<target>``, ``flyconfigs-vllm-fused-moe-<target>``)
+    rank as their families' own packages, so they carry their corpus's families only
+    (``aiter_*``; ``vllm_*``) and never another kernel's tunings."""
+    norm = canonicalize_name(name)
+    for corpus in IMPORTED_CORPORA:
+        if norm.startswith(f"flyconfigs-{corpus}-"):
+            prefix = corpus.split("-")[0] + "_"
+            others = sorted({k for k in kernels if not k.startswith(prefix)})
+            if others:
+                return (f"--name {name!r} is the name of flyconfigs' imported {corpus} corpus, which holds only "
+                        f"{prefix}* families; this folder also holds {', '.join(others)}")
     return None
 
 

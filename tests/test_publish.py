@@ -169,6 +169,16 @@ def test_the_name_must_be_a_distribution_name(tmp_path: Path, capsys: pytest.Cap
     assert json.loads(capsys.readouterr().out)["packages"][0]["distribution"] == "acme-gfx942"
 
 
+def test_the_imported_corpora_names_carry_their_corpus_families_only(tmp_path: Path) -> None:
+    """``flyconfigs-aiter-<target>`` and ``flyconfigs-vllm-fused-moe-<target>`` rank as those
+    families' own packages: an RMSNorm tuning published under either is refused, naming it."""
+    folder = _folder(tmp_path)
+    for name in ("flyconfigs-aiter-gfx942", "flyconfigs-vllm-fused-moe-gfx942"):
+        with pytest.raises(PublishError, match=f"--name '{name}' is the name of flyconfigs' imported .* rmsnorm"):
+            publish(folder, "gfx942", "1.0.0", tmp_path / "dist", name=name)
+    assert _nothing_left(tmp_path / "dist")
+
+
 def test_publish_all_of_the_repository_gives_each_package_its_own_files_and_nothing_else(tmp_path: Path) -> None:
     """Every release builds in a folder of its own: the releases of one target (the
     official ``flyconfigs-sm90`` and ``flyconfigs-vllm-fused-moe-sm90``, say) never put

@@ -138,10 +138,11 @@ class AutotuneFamily(TunableKernel):
             return int(self._traffic(key))
         if self.inputs is None:
             raise TuneError(f"{self.name} declares neither traffic= nor inputs=: the tuner cannot size a call")
-        from flyconfigs.kernels.triton_workload import tensor_bytes
+        from flyconfigs.kernels.triton_traffic import meta_traffic
 
-        # Made on torch's meta device: shapes and dtypes, no memory.
-        return tensor_bytes(load_ref(self.inputs, f"{self.name}: inputs")(key, "meta"))
+        # Made on torch's meta device (shapes and dtypes, no memory), in a child process
+        # where this one has not imported torch: the tuner's parent never does.
+        return meta_traffic(self.name, self.inputs, None, key, load_ref, outputs_in_inputs=True)
 
     def source_sha256(self) -> str:
         """sha256 of the decorated function's source."""

@@ -42,8 +42,12 @@ def size(values):
 for line in sys.stdin:
     request = json.loads(line)
     try:
-        inputs = tuple(load(request["inputs"])(request["key"], "meta"))
-        outputs = tuple(load(request["outputs"])(*inputs)) if request["outputs"] else (torch.empty_like(inputs[0]),)
+        made = load(request["inputs"])(request["key"], "meta")
+        inputs = tuple(made.values()) if isinstance(made, dict) else tuple(made)
+        if request.get("outputs_in_inputs"):
+            outputs = ()
+        else:
+            outputs = tuple(load(request["outputs"])(*inputs)) if request["outputs"] else (torch.empty_like(inputs[0]),)
         answer = {"bytes": size(inputs) + size(outputs)}
     except Exception as exc:
         answer = {"error": f"{type(exc).__name__}: {exc}"}
@@ -65,11 +69,16 @@ def ref_name(ref: Callable[..., Any] | str) -> str | None:
     return f"{module}:{qualname}"
 
 
-def _in_process(inputs: Callable[..., Any], outputs: Callable[..., Any] | None, key: Mapping[str, Any]) -> int:
+def _in_process(inputs: Callable[..., Any], outputs: Callable[..., Any] | None, key: Mapping[str, Any],
+                outputs_in_inputs: bool = False) -> int:
     import torch
 
-    made = tuple(inputs(dict(key), "meta"))
-    outs = tuple(outputs(*made)) if outputs is not None else (torch.empty_like(made[0]),)
+    given = inputs(dict(key), "meta")
+    made = tuple(given.values()) if isinstance(given, Mapping) else tuple(given)
+    if outputs_in_inputs:
+        outs: tuple[Any, ...] = ()
+    else:
+        outs = tuple(outputs(*made)) if outputs is not None else (torch.empty_like(made[0]),)
     return sum(t.numel() * t.element_size() for t in (*made, *outs) if isinstance(t, torch.Tensor))
 
 
@@ -97,14 +106,18 @@ atexit.register(_stop_child)
 
 
 def meta_traffic(what: str, inputs: Callable[..., Any] | str, outputs: Callable[..., Any] | str | None,
-                 key: Mapping[str, Any], load: Callable[[Any, str], Callable[..., Any]]) -> int:
+                 key: Mapping[str, Any], load: Callable[[Any, str], Callable[..., Any]],
+                 outputs_in_inputs: bool = False) -> int:
     """Bytes of one call's inputs and outputs at ``key`` (``outputs(*inputs)``, or one
-    tensor like the first input), made on torch's meta device; :class:`TuneError`
-    naming ``what`` when they cannot be made."""
+    tensor like the first input; none beside the inputs with ``outputs_in_inputs``, where
+    ``inputs`` makes every argument, read or written), made on torch's meta device
+    (``inputs`` may give them as a sequence or a mapping); :class:`TuneError` naming
+    ``what`` when they cannot be made."""
     if "torch" in sys.modules:
         try:
             return _in_process(load(inputs, f"{what}: inputs"),
-                               load(outputs, f"{what}: outputs") if outputs is not None else None, key)
+                               load(outputs, f"{what}: outputs") if outputs is not None else None, key,
+                               outputs_in_inputs)
         except TuneError:
             raise
         except Exception as exc:  # noqa: BLE001 - the author's function: say whose it is
@@ -116,7 +129,8 @@ def meta_traffic(what: str, inputs: Callable[..., Any] | str, outputs: Callable[
             raise TuneError(f"{what}: without traffic_bytes= a call is sized in a child process (this one does not "
                             f"import torch), which imports {part} by name, and this {part} has none (a lambda or a "
                             f"function of __main__): give {part} as 'module:attribute', or give traffic_bytes=")
-    request = json.dumps({"inputs": names["inputs"], "outputs": names["outputs"] or None, "key": dict(key)})
+    request = json.dumps({"inputs": names["inputs"], "outputs": names["outputs"] or None, "key": dict(key),
+                          "outputs_in_inputs": outputs_in_inputs})
     with _LOCK:
         child = _child()
         assert child.stdin is not None and child.stdout is not None

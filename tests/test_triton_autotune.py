@@ -226,3 +226,23 @@ def test_warmup_compiles_without_running_or_searching(site: Any, fallback: str) 
     assert torch.isnan(y).all(), "a warmup runs nothing"
     assert module.BENCHED == [] and module.softmax_kernel.searches == 0
     assert module.softmax_kernel.configs == module.CONFIGS and module.softmax_kernel.keys == ["n_rows", "n_cols"]
+
+
+@pytest.mark.slow
+def test_the_tuners_parent_sizes_a_call_without_importing_torch(tmp_path: Path) -> None:
+    """A decorated kernel whose module imports no torch: ``traffic`` makes the call's
+    arguments on the meta device in a child process, and this one never imports torch."""
+    (tmp_path / "acme_sized.py").write_text(
+        "import triton\nimport triton.language as tl\n"
+        "from flyconfigs.kernels.triton_autotune import autotune\n\n\n"
+        "def inputs(key, device):\n    import torch\n\n"
+        "    x = torch.empty(key['n'], device=device, dtype=torch.float32)\n"
+        "    return {'Y': torch.empty_like(x), 'X': x, 'n': key['n']}\n\n\n"
+        "@autotune(family='acme_sized', configs=[triton.Config({'BLOCK': 16})], key=['n'], inputs=inputs)\n"
+        "@triton.jit\ndef kernel(Y, X, n, BLOCK: tl.constexpr):\n    pass\n")
+    code = ("import sys, acme_sized; sized = acme_sized.kernel.family.traffic({'n': 100}); "
+            "assert 'torch' not in sys.modules, 'the parent imported torch'; print(sized)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(2 * 100 * 4)]  # X read, Y written: every argument inputs makes, once

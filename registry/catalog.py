@@ -90,7 +90,7 @@ class Catalog:
         self._overrides: list[Entry] | None = None
         self._override_tables: list[TableRef] = []
         self._scan_lock = threading.Lock()
-        self._table_heads: list[tuple[str, str, DeviceIdentity, Source]] = []
+        self._table_heads: list[tuple[str, str, DeviceIdentity, Source, str]] = []
         """Override directories' tables known by their heads (path, kernel, device,
         source), made :class:`TableRef` when a call reaches their arch."""
         self._refs: list[PackageRef] | None = None
@@ -121,10 +121,10 @@ class Catalog:
                 if found is not None:
                     tables.append(found)
 
-            heads: list[tuple[str, str, DeviceIdentity, Source]] = []
+            heads: list[tuple[str, str, DeviceIdentity, Source, str]] = []
 
-            def on_table_head(path: str, kernel: str, device: DeviceIdentity, source: Source) -> None:
-                heads.append((path, kernel, device, source))
+            def on_table_head(path: str, kernel: str, device: DeviceIdentity, source: Source, form: str) -> None:
+                heads.append((path, kernel, device, source, form))
 
             for rank, folder in enumerate(self._directories()):
                 entries.extend(scan_directory(folder, rank, self.problems, on_table, on_table_head))
@@ -142,9 +142,10 @@ class Catalog:
             found = [t for t in self._override_tables if t.device.arch == arch]
             heads = [head for head in self._table_heads if head[2].arch == arch]
             if heads:
-                from flyconfigs.registry.tables import TableRef
+                from flyconfigs.registry.tables import PackRef, TableRef
 
-                found.extend(TableRef(kernel, device, path, source) for path, kernel, device, source in heads)
+                found.extend((PackRef if form == "pack" else TableRef)(kernel, device, path, source)
+                             for path, kernel, device, source, form in heads)
                 found.sort(key=lambda t: t.source.rank)  # stable: in the folders' order
             for package in self.packages_for(arch):
                 if package.source is not None and (package.tables or package.packs):

@@ -50,7 +50,7 @@ def override_directories(value: str | None = None) -> list[Path]:
     return [Path(p) for p in text.split(os.pathsep) if p]
 
 
-TableFound = Callable[[str, str, DeviceIdentity, Source], None]
+TableFound = Callable[[str, str, DeviceIdentity, Source, str], None]
 """Told of a table whose kernel and device were read from its head (its path, kernel,
 device and source), rows not read."""
 
@@ -61,8 +61,8 @@ def scan_directory(folder: Path, rank: int, problems: ProblemLog,
     """Every artifact under ``folder`` (``*.json``, recursively, dot-files and
     dot-folders skipped) as an entry whose file is read in full on first use; a file
     whose identity cannot be read, a special file, and folders that are missing or
-    cannot be read are reported and skipped.  A table (schema 1.6, whose tail never
-    holds an artifact's identity) in the canonical form the tools write is indexed as
+    cannot be read are reported and skipped.  A table or a pack (schema 1.6 and 1.7, whose
+    tail never holds an artifact's identity) in the canonical form the tools write is indexed as
     lazily as a package's: its kernel and device are read from its head and handed to
     ``on_table_head``, its rows read and validated only when its kernel is resolved on
     its arch (:class:`~flyconfigs.registry.tables.TableRef`); another table is read
@@ -83,7 +83,7 @@ def scan_directory(folder: Path, rank: int, problems: ProblemLog,
         if entry is None and on_table_head is not None:
             head = _table_head(path)
             if head is not None:
-                on_table_head(path, head[0], head[1], source)
+                on_table_head(path, head[0], head[1], source, head[2])
                 continue
         entry = entry or _parsed(path, source, problems, on_table)
         if entry is not None:
@@ -208,13 +208,14 @@ _DECODE = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_floa
 
 
 _TABLE_START = '{"columns":'
-_TABLE_KERNEL = ',"form":"table","kernel":'
+_TABLE_KERNELS = ((',"form":"table","kernel":', "table"), (',"form":"pack","kernel":', "pack"))
 _TABLE_VERSION = ',"schema_version":'
 _RAW_DECODE = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float).raw_decode
 
 
-def _table_head(path: str) -> tuple[str, DeviceIdentity] | None:
-    """A canonical table's kernel name and device, read without its rows: the members
+def _table_head(path: str) -> tuple[str, DeviceIdentity, str] | None:
+    """A canonical table's or pack's kernel name, device and form (``table`` or ``pack``),
+    read without its rows: the members
     sort as ``columns``, ``device``, (``entries``,) ``form``, ``kernel``, …, ``rows``,
     ``schema_version``, ``selection``, so the device follows the columns, the kernel
     follows ``"form":"table"`` (the entries between are strings, in which that text
@@ -244,10 +245,14 @@ def _table_head(path: str) -> tuple[str, DeviceIdentity] | None:
         if not text.startswith(',"device":', at):
             return None
         device, at = _RAW_DECODE(text, at + len(',"device":'))
-        at = text.find(_TABLE_KERNEL, at)
-        if at < 0:
+        for marker, kind in _TABLE_KERNELS:
+            found = text.find(marker, at)
+            if found >= 0:
+                form = kind
+                break
+        else:
             return None
-        kernel, _ = _RAW_DECODE(text, at + len(_TABLE_KERNEL))
+        kernel, _ = _RAW_DECODE(text, found + len(marker))
         at = text.rfind(_TABLE_VERSION, max(0, len(text) - 4096))
         version = _RAW_DECODE(text, at + len(_TABLE_VERSION))[0] if at >= 0 else None
     except (ValueError, RecursionError):
@@ -256,7 +261,7 @@ def _table_head(path: str) -> tuple[str, DeviceIdentity] | None:
             and isinstance(kernel.get("name"), str)):
         return None
     identity = _device(device)
-    return None if identity is None else (kernel["name"], identity)
+    return None if identity is None else (kernel["name"], identity, form)
 
 
 def _pread_seek(fd: int, size: int, offset: int) -> bytes:

@@ -95,4 +95,38 @@ def test_the_head_says_the_kernel_and_device_the_table_says(entries: list[str], 
         table = Table.model_validate(table_dict(entries=entries, device={**table_dict()["device"], "product": product}))
         path = Path(raw) / "t.json"
         write_atomic(path, table.to_json_bytes())
-        assert folders._table_head(str(path)) == (table.kernel.name, table.device.identity)
+        assert folders._table_head(str(path)) == (table.kernel.name, table.device.identity, "table")
+
+
+def test_a_pack_on_the_path_is_read_only_when_its_kernel_is_resolved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The committed RMSNorm packs (schema 1.7) on ``FLYCONFIGS_PATH``: indexed from their
+    heads, and read when RMSNorm is first resolved on sm90, not when another kernel is."""
+    import shutil
+
+    from flyconfigs.registry.tables import PackRef
+    from flyconfigs.schema.pack import Pack
+
+    committed = Path(__file__).resolve().parents[1] / "artifacts" / "sm90"
+    for path in committed.glob("rmsnorm-sm90-*"):
+        shutil.copyfile(path, tmp_path / path.name)
+    packs = sorted(str(p) for p in tmp_path.glob("rmsnorm-sm90-pack-*.json"))
+    assert packs and all(folders._table_head(p)[2] == "pack" for p in packs)  # type: ignore[index]
+    reads: list[str] = []
+    real = PackRef._read
+
+    def counted(self: PackRef) -> Pack:
+        reads.append(self.location)
+        return real(self)
+
+    monkeypatch.setattr(PackRef, "_read", counted)
+    resolver = Resolver([str(tmp_path)], detector=None, packages=False)
+    fused = {"M": 8, "N": 1024, "dtype": "bf16", "weight_dtype": "bf16"}
+    assert resolver.resolve("fused_add_rmsnorm", fused, "sm90:132:NVIDIA H200").source == "default"
+    assert reads == []
+    served = resolver.resolve("rmsnorm", {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"},
+                              "sm90:132:NVIDIA H200")
+    assert served.source == "override" and served.key_match == "exact"
+    # The asked card's own pack only: the others' devices are never weighed.
+    h200 = [p for p in packs if folders._table_head(p)[1].product == "NVIDIA H200"]  # type: ignore[index]
+    assert reads == h200 and len(h200) == 1

@@ -14,8 +14,8 @@ from bench.cross_device import METHODS, cross_check, summarize
 from bench.cross_device_gpu import wanted
 from flyconfigs.kernels.rmsnorm.ridge import KeyRows, key_rows
 from flyconfigs.registry.products import find_product
-from flyconfigs.schema import load_artifact
 from flyconfigs.schema.canonical import canonical_text
+from flyconfigs.schema.pack import folder_artifacts
 
 SM90 = Path(__file__).resolve().parent.parent / "artifacts" / "sm90"
 H200, H100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
@@ -26,12 +26,10 @@ KEYS = {(m, n) for m in (1, 4096) for n in (4096, 8192, 16384)}
 def _rows() -> dict[str, list[KeyRows]]:
     """Both cards' bf16 tunings of :data:`KEYS`, their features on the catalog's descriptor."""
     out: dict[str, list[KeyRows]] = {H200: [], H100: []}
-    for path in sorted(SM90.glob("rmsnorm-sm90-*.json")):
-        text = path.read_text(encoding="utf-8")
-        if '"dtype":"bf16"' not in text or '"weight_dtype":"bf16"' not in text:
+    for artifact in folder_artifacts(SM90, "rmsnorm"):  # the packs' rows, candidates included
+        if artifact.key["dtype"] != "bf16" or artifact.key["weight_dtype"] != "bf16":
             continue
-        artifact = load_artifact(path)
-        if (artifact.key["M"], artifact.key["N"]) in KEYS:
+        if (artifact.key["M"], artifact.key["N"]) in KEYS and artifact.selection.rule != "predicted":
             product = find_product(artifact.device.product or "")
             assert product is not None
             out[str(artifact.device.product)].append(key_rows(artifact, product.device))

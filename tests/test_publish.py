@@ -199,7 +199,7 @@ def test_publish_all_of_the_repository_gives_each_package_its_own_files_and_noth
         name = (folder / NAME_FILE).read_text().strip() if (folder / NAME_FILE).is_file() else None
         contents = collect(folder, target)
         module = import_package(target, name)
-        expected = set(package_files(target, contents.artifacts, name, tables=contents.tables))
+        expected = set(package_files(target, contents.artifacts, name, tables=contents.tables, packs=contents.packs))
         if contents.notice is not None:
             expected.add(f"{module}/{NOTICE_FILE}")
         wheel = next(f for f in result.files if f.suffix == ".whl")

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm import SPEC
+from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.schema import Artifact, load_artifact
+from flyconfigs.schema import Artifact
+from flyconfigs.schema.pack import folder_artifacts
 
 SM90 = Path(__file__).resolve().parents[1] / "artifacts" / "sm90"
 H200 = DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ())
@@ -26,7 +27,7 @@ MI300X = DeviceQuery("amd", "gfx942", "AMD Instinct MI300X", 304, ())
 def _measured() -> list[Artifact]:
     """The committed H200 tunings, which the shipped table was fitted on (read once: two
     tests use all 436); the package's tunings of other products are left out."""
-    return [a for a in map(load_artifact, sorted(SM90.glob("rmsnorm-sm90-*.json")))
+    return [a for a in folder_artifacts(SM90, "rmsnorm")  # the packs' rows, candidates included
             if a.selection.measured and a.device.product == "NVIDIA H200"]
 
 
@@ -100,7 +101,10 @@ def test_the_table_built_without_a_row_length_serves_it_within_10_percent_of_tun
             time = next(t for c, t in timed[id(artifact)] if c == config)
             within_goal += time <= 1.10 * artifact.winner.timing.median_us  # type: ignore[union-attr]
     assert within_goal / len(artifacts) >= 0.80
-    assert within_goal / len(artifacts) == pytest.approx(shipped["scores"]["leave_one_n_out"]["within_10_percent"])
+    # The score recorded when the tunings held full-precision timings; a pack keeps 5
+    # significant digits, which may turn a near tie at a key or two.
+    assert within_goal / len(artifacts) == pytest.approx(shipped["scores"]["leave_one_n_out"]["within_10_percent"],
+                                                         abs=2.5 / len(artifacts))
 
 
 @pytest.mark.slow
@@ -110,5 +114,12 @@ def test_the_shipped_table_is_the_one_built_from_every_measured_key() -> None:
     rebuilt = rmsnorm_default.build(
         [(a.key, [(SPEC.complete_config(c.config), c.timing.median_us) for c in a.candidates if c.timing]) for a in artifacts],
         132, shipped["fitted_on"]["keep"], shipped["fitted_on"]["within"])
-    assert rmsnorm_default.decode(shipped["table"]).cells.keys() == rebuilt.cells.keys()
-    assert rmsnorm_default.decode(shipped["table"]) == rmsnorm_default.decode(rmsnorm_default.encode(rebuilt))
+    table = rmsnorm_default.decode(shipped["table"])
+    assert table.cells.keys() == rebuilt.cells.keys()
+    again = rmsnorm_default.decode(rmsnorm_default.encode(rebuilt))
+    # Fitted when the tunings held full-precision timings; a pack keeps 5 significant
+    # digits, on which the order of two candidates timed within a hair may turn: at most
+    # 1% of the cells may differ beyond 1e-3 (relative).
+    differ = [c for c in table.cells if table.cells[c].keys() != again.cells[c].keys() or any(
+        abs(table.cells[c][s] - again.cells[c][s]) > 1e-3 * abs(table.cells[c][s]) + 1e-4 for s in table.cells[c])]
+    assert len(differ) <= 0.01 * len(table.cells), (len(differ), len(table.cells), differ[:5])

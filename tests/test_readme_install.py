@@ -67,8 +67,10 @@ def test_the_readme_install_block_works_with_no_index(tmp_path: Path) -> None:
         folder = checkout / "artifacts" / target
         folder.mkdir(parents=True)
         shutil.copy2(ROOT / "artifacts" / target / "VERSION", folder / "VERSION")
-        for path in sorted((ROOT / "artifacts" / target).glob("rmsnorm-*.json"))[:3]:
+        for path in sorted((ROOT / "artifacts" / target).glob("rmsnorm-*-pack-*.json"))[:1]:  # a pack, its measurements
             shutil.copy2(path, folder / path.name)
+            measurements = path.with_name(path.name.replace("-pack-", "-measurements-") + ".gz")
+            shutil.copy2(measurements, folder / measurements.name)
     python = fresh_venv(checkout / ".venv")  # line 2
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLYCONFIGS_", "PIP_")) and k != "PYTHONPATH"}
     env.update(PATH=f"{python.parent}{os.pathsep}{env['PATH']}", PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels),

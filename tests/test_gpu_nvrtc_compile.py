@@ -17,7 +17,7 @@ from flyconfigs.gpu.cache import CompileCache
 from flyconfigs.gpu.cuda import CudaBinding
 from flyconfigs.kernels.rmsnorm import SPEC, cluster_of, hints_of
 from flyconfigs.registry import DeviceQuery
-from flyconfigs.schema import load_artifact
+from flyconfigs.schema.pack import folder_artifacts
 from nvrtc_helpers import needs_nvrtc
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "sm90"
@@ -99,8 +99,7 @@ def test_the_fused_residual_add_kernel_compiles_for_sm90_from_the_same_source(ba
 @pytest.mark.slow
 def test_every_cluster_config_the_sm90_package_serves_compiles_from_this_source(backend: Backend) -> None:
     requests: set[CompileRequest] = set()  # M is not compiled in: keys of one row length share variants
-    for path in sorted(ARTIFACTS.glob("rmsnorm-sm90-*.json")):
-        artifact = load_artifact(path)
+    for artifact in folder_artifacts(ARTIFACTS, "rmsnorm"):  # the packs' rows
         if cluster_of(artifact.winner.config) > 1:
             requests.add(SPEC.build(artifact.winner.config, artifact.key, H200))
     assert len(requests) >= 20, "the package serves clusters on many keys"

@@ -335,13 +335,12 @@ def stage_atomic(path: str | os.PathLike[str], data: bytes, durable: bool = True
     false; returns the temporary file's path, which the caller renames onto ``path``
     with ``os.replace`` (when it chooses, under a lock of its own, say) or removes."""
     target = Path(path)
+    prefix = f".{target.name}.{_host_tag()}.{os.getpid()}."
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{_host_tag()}.{os.getpid()}.",
-                                   suffix=_TMP_SUFFIX)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=_TMP_SUFFIX)
     except FileNotFoundError:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{_host_tag()}.{os.getpid()}.",
-                                   suffix=_TMP_SUFFIX)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=_TMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -1,7 +1,11 @@
 """flyconfigs.registry: discovery, resolution, fallback and explanation.
 
 The module-level functions use one process-wide :class:`Resolver`; see
-:mod:`flyconfigs.registry.resolve` for the precedence rule.
+:mod:`flyconfigs.registry.resolve` for the precedence rule.  Checking what is installed
+and what a file holds are reports: :func:`doctor` (a :class:`DoctorReport`) and
+:func:`validate_path` (a :class:`ValidationReport`), which ``flyconfigs doctor`` and
+``flyconfigs validate`` render.  The names in ``__all__`` are the registry's public face,
+all the command line imports of it.
 """
 
 from __future__ import annotations

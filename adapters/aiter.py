@@ -25,7 +25,7 @@ from flyconfigs.adapters.aiter_export import render_cell
 from flyconfigs.adapters.imported import UpstreamFile
 from flyconfigs.adapters.spelling import csv_line, csv_records, line_ending
 from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
-from flyconfigs.kernels.aiter_family import FALLBACK_AXIS, AiterFamily, cell_value
+from flyconfigs.kernels.aiter_family import FALLBACK_AXIS, PUBLISHED_TARGETS, AiterFamily, cell_value
 from flyconfigs.kernels.aiter_gemm import family_of
 from flyconfigs.registry.contract import normalize_key
 from flyconfigs.registry.products import product_catalog
@@ -65,6 +65,14 @@ def _cus_of_arch(arch: str) -> int | None:
     arch alone serves them all), if the catalog has one."""
     counts = [p.device.compute_units for p in product_catalog().products if p.device.arch == arch]
     return max(counts) if counts else None
+
+
+def _arch_device(arch: str) -> Device:
+    """The device of a file keyed by ``arch`` alone (``AMD <arch>``, the most compute units
+    of the catalog's products of it), as :func:`_device` makes it."""
+    cus = _cus_of_arch(arch) or 1
+    return Device(vendor="amd", arch=arch, product=f"AMD {arch}", compute_units=cus, features=[],
+                  wave_size=wave_size_of_arch(arch))  # type: ignore[arg-type]
 
 
 def _key_cell(text: str, kind: type, where: str, file: str) -> Any:
@@ -136,7 +144,10 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
     line ending, each line whose text is not the one written from its row (``7.780``, a
     short row), and the lines that are no row (those refused, with why; blank ones),
     each kept with the table of its device, or with every table of the file when it has
-    none."""
+    none.  A file that holds no row (aiter's header-only files) names no device and is
+    read by aiter on every GPU: it becomes one table of no rows for each arch flyconfigs
+    publishes aiter's tables for (``PUBLISHED_TARGETS``), which serves nothing and gives
+    the file back."""
     p = Path(path)
     file = str(p)
     spec = family or family_of(p.name)
@@ -219,6 +230,11 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
             unserved.append((number, slot_group, "; ".join(f"{p.field}: {p.message}" for p in exc.problems)))
             out.refused.append(exc)
     upstream = UpstreamFile(PROJECT, f"{upstream_dir.rstrip('/')}/{p.name}", revision)
+    if not groups:  # a file of no row names no device, and aiter reads it on every GPU
+        for arch in PUBLISHED_TARGETS:
+            groups[arch] = (_arch_device(arch), f"the file holds no row, so names no device; aiter reads it on "
+                            f"every GPU: kept (serving nothing) for {arch}, each of the arches flyconfigs publishes "
+                            "aiter's tables for", {})
     for group_key, (device, how, found) in groups.items():
         ordered = sorted(found.values(), key=lambda pair: pair[0])
         spelled: dict[str, str] = {}
@@ -230,7 +246,8 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
         spelling = {
             "format": "csv", "newline": newline, "head": bom + head if bom + head != csv_line(header, newline) else None,
             "texts": spelled, "unserved": [{"entry": f"line {n}", "text": texts[n], "why": why}
-                                           for n, where, why in sorted(unserved) if where in (None, group_key)]}
+                                           for n, where, why in sorted(unserved)
+                                           if where is None or where == group_key or where not in groups]}
         data = {
             "schema_version": SCHEMA_VERSION, "form": "table",
             "kernel": {"name": spec.name, "version": spec.version, "source_sha256": None},

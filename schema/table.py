@@ -211,14 +211,18 @@ class Spelling(_Model):
 
 
 class Table(_Model):
-    """One kernel on one device: many keys, each row its winner (schema 1.6)."""
+    """One kernel on one device: many keys, each row its winner (schema 1.6); or, from
+    1.8, none: the spelling of an upstream file that holds no row (aiter's header-only
+    files), kept so that an export gives it back."""
 
     schema_version: SchemaVersion
     form: Literal["table"]
     kernel: KernelRef
     device: Device
     columns: TableColumns
-    rows: Annotated[list[Row], Field(min_length=1, max_length=MAX_TABLE_ROWS)]
+    rows: Annotated[list[Row], Field(max_length=MAX_TABLE_ROWS)]
+    """At least one, but in a table that keeps an upstream file holding no row (1.8: its
+    ``spelling`` gives the file back; it serves nothing)."""
     entries: Annotated[Annotated[list[Text], Field(max_length=MAX_TABLE_ROWS)] | None, Field(exclude_if=_is_none)] = None
     """Each row's place in the upstream file (``line 12``, ``"64"``), in row order."""
     layout: Annotated[Annotated[list[Text], Field(min_length=1, max_length=512)] | None,
@@ -240,6 +244,9 @@ class Table(_Model):
             raise ValueError(f"entries: {len(self.entries)} entries for {len(self.rows)} rows")
         if self.spelling is not None:
             self._spelling_fits(self.spelling)
+        if not self.rows and self.spelling is None:
+            raise ValueError("rows: a table holds at least one row, or (1.8) keeps the spelling of an upstream file "
+                             "that holds none")
         if self.selection.rule == "predicted" and self.provenance.model is None:
             raise ValueError("provenance.model: a predicted selection names the model that ranked it")
         if self.provenance.source is not None and self.selection.rule != "imported":

@@ -117,3 +117,18 @@ def test_vllm_indent_layout_and_final_newline_come_back(tmp_path: Path, monkeypa
     assert main(["export", "vllm", "--out", str(tmp_path / "out")]) == 0
     back = (tmp_path / "out" / name).read_text()
     assert back == raw and json.loads(back)["16"]["num_warps"] == 4
+
+
+def test_a_header_only_file_is_kept_as_a_table_of_no_rows_and_comes_back(tmp_path: Path) -> None:
+    from flyconfigs.kernels.aiter_family import PUBLISHED_TARGETS
+    from flyconfigs.publish.layout import build_manifest
+
+    raw = f"{HEADER}\r\n".encode()
+    tables, back = _aiter_round_trip(tmp_path, raw)
+    assert back == raw
+    # No row names a device, and aiter reads the file on every GPU: one table per published arch.
+    assert sorted(t.device.arch for t in tables) == sorted(PUBLISHED_TARGETS) and all(not t.rows for t in tables)
+    manifest, _ = build_manifest("gfx942", [], [t for t in tables if t.device.arch == "gfx942"])
+    assert manifest.tables == [] and [k.rows for k in manifest.kept] == [0]  # apart: an older reader never meets it
+    with pytest.raises(ValueError, match="at least one row"):
+        Table.model_validate({**tables[0].model_dump(mode="json"), "spelling": None})

@@ -270,3 +270,25 @@ def test_the_1_7_reader_reads_a_spelled_1_8_table_with_the_same_rows(tmp_path_fa
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout) == {"rows": json.loads(json.dumps(table.rows)), "entries": table.entries,
                                        "ignored": ["spelling"]}
+
+
+def test_the_1_7_reader_reads_a_manifest_with_a_kept_table_and_ignores_it(tmp_path_factory: pytest.TempPathFactory,
+                                                                          tmp_path: Path) -> None:
+    from flyconfigs.adapters.aiter import import_aiter_file
+    from flyconfigs.publish.layout import package_files
+
+    reader = _reader("1.7", tmp_path_factory)
+    source = tmp_path / "chunk_gdn_h_opt_tuned.csv"
+    source.write_text("gfx,cu_num,dtype,K,V,BT,H,Hg,is_varlen,use_h0,store_fs,snapshot_bf16,state_bf16,T_flat,N,"
+                      "total_chunks,max_seq_chunks,BV,us\n")  # aiter ships it with its header alone
+    kept = [t for t in import_aiter_file(source).tables if t.device.arch == "gfx942"]
+    artifact = Artifact.model_validate(staged_artifact_dict())
+    for rel, data in package_files("gfx942", [artifact], "acme-gfx942", tables=kept).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    manifest = tmp_path / "flyconfigs_data_acme_gfx942" / "manifest.json"
+    assert [k["rows"] for k in json.loads(manifest.read_text())["kept"]] == [0]
+    done = subprocess.run([sys.executable, "-c", LOAD_MANIFEST, str(reader), str(manifest), "1.7"],
+                          capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {"rows": 1, "ignored": ["kept"]}

@@ -132,3 +132,12 @@ def test_a_header_only_file_is_kept_as_a_table_of_no_rows_and_comes_back(tmp_pat
     assert manifest.tables == [] and [k.rows for k in manifest.kept] == [0]  # apart: an older reader never meets it
     with pytest.raises(ValueError, match="at least one row"):
         Table.model_validate({**tables[0].model_dump(mode="json"), "spelling": None})
+
+
+@pytest.mark.slow
+def test_both_committed_corpora_come_back_byte_for_byte() -> None:
+    from bench.round_trip_bytes import run
+
+    result = run()
+    assert (result["aiter"]["identical"], result["aiter"]["files"]) == (88, 88), result["aiter"]["differ"]
+    assert (result["vllm"]["identical"], result["vllm"]["files"]) == (340, 340), result["vllm"]["differ_by_kind"]

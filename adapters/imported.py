@@ -153,5 +153,9 @@ def write_imported_table(table: Table, folder: str | Path, file: str) -> tuple[P
         data["rows"] = [data["rows"][i] for i in keep]
         if data.get("entries") is not None:
             data["entries"] = [data["entries"][i] for i in keep]
+        spelling = data.get("spelling")
+        if spelling is not None and spelling.get("order") is None:
+            # A row not written takes its own text along; a file's order keeps its place.
+            spelling["texts"] = {k: v for k, v in spelling.get("texts", {}).items() if k in data["entries"]}
         table = Table.model_validate(data)
     return write_atomic(Path(folder) / table.file_name(), table.to_json_bytes()), refused

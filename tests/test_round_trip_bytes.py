@@ -9,9 +9,12 @@ the slow test at the end)."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flyconfigs.adapters.aiter import import_aiter_file
 from flyconfigs.adapters.aiter_export import export_aiter
@@ -132,6 +135,25 @@ def test_a_header_only_file_is_kept_as_a_table_of_no_rows_and_comes_back(tmp_pat
     assert manifest.tables == [] and [k.rows for k in manifest.kept] == [0]  # apart: an older reader never meets it
     with pytest.raises(ValueError, match="at least one row"):
         Table.model_validate({**tables[0].model_dump(mode="json"), "spelling": None})
+
+
+_US = st.builds(lambda whole, frac, zeros: f"{whole}.{frac}{'0' * zeros}" if frac or zeros else str(whole),
+                st.integers(0, 999), st.sampled_from(["", "5", "25", "78", "125"]), st.integers(0, 3))
+
+
+@settings(max_examples=40, deadline=None)
+@given(us=st.lists(_US, min_size=0, max_size=6), newline=st.sampled_from(["\n", "\r\n"]), final=st.booleans(),
+       short=st.booleans())
+def test_any_spelling_of_numbers_and_line_ends_comes_back(us: list[str], newline: str, final: bool,
+                                                          short: bool) -> None:
+    lines = [HEADER] + [f"gfx942,304,{m + 1},1280,8192,torch.int8,asm,{m},0,{u}" + ("" if short and m == 0 else
+                                                                                   f",k{m}") for m, u in enumerate(us)]
+    raw = (newline.join(lines) + (newline if final else "")).encode()
+    with tempfile.TemporaryDirectory() as tmp:
+        tables, back = _aiter_round_trip(Path(tmp), raw)
+    assert back == raw
+    assert [t.measured_of(i).get("us") for t in tables for i in range(len(t.rows))] == [float(u) if "." in u else int(u)
+                                                                                       for u in us]
 
 
 @pytest.mark.slow

@@ -3,10 +3,11 @@
 Importers turn the config files other projects ship into ``imported`` artifacts
 (:mod:`.vllm` for vLLM's fused-MoE JSON files, :mod:`.aiter` for aiter's tuned GEMM CSVs),
 written under one write policy by :func:`.importing.write_imports`, which returns the
-report ``flyconfigs import`` renders; and :mod:`.flydsl` serves installed artifacts to
-FlyDSL's ``Autotuner``.  Each is a thin module over the schema and the public registry
-API; none imports torch, and the FlyDSL adapter imports ``flydsl`` only when it builds a
-config for it.
+report ``flyconfigs import`` renders; the exporters (:mod:`.vllm_export`, :mod:`.aiter_export`)
+write them back byte for byte from each table's spelling (:mod:`.spelling`); and :mod:`.flydsl`
+serves installed artifacts to FlyDSL's ``Autotuner``.  Each is a thin module over the schema and
+the public registry API; none imports torch, and the FlyDSL adapter imports ``flydsl`` only when
+it builds a config for it.
 """
 
 from __future__ import annotations

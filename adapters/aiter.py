@@ -15,19 +15,17 @@ key cells typed as aiter's lookup compares them, the other cells as pandas reads
 
 from __future__ import annotations
 
-import csv
-import io
-import itertools
 import math
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flyconfigs.adapters.aiter_export import render_cell
 from flyconfigs.adapters.imported import UpstreamFile
+from flyconfigs.adapters.spelling import csv_line, csv_records, line_ending
 from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
-from flyconfigs.kernels.aiter_family import FALLBACK_AXIS, AiterFamily, cell_value
+from flyconfigs.kernels.aiter_family import FALLBACK_AXIS, PUBLISHED_TARGETS, AiterFamily, cell_value
 from flyconfigs.kernels.aiter_gemm import family_of
 from flyconfigs.registry.contract import normalize_key
 from flyconfigs.registry.products import product_catalog
@@ -69,6 +67,14 @@ def _cus_of_arch(arch: str) -> int | None:
     return max(counts) if counts else None
 
 
+def _arch_device(arch: str) -> Device:
+    """The device of a file keyed by ``arch`` alone (``AMD <arch>``, the most compute units
+    of the catalog's products of it), as :func:`_device` makes it."""
+    cus = _cus_of_arch(arch) or 1
+    return Device(vendor="amd", arch=arch, product=f"AMD {arch}", compute_units=cus, features=[],
+                  wave_size=wave_size_of_arch(arch))  # type: ignore[arg-type]
+
+
 def _key_cell(text: str, kind: type, where: str, file: str) -> Any:
     if kind is int:
         if not _INT.match(text):
@@ -81,21 +87,6 @@ def _key_cell(text: str, kind: type, where: str, file: str) -> Any:
     if not text:
         raise ArtifactError(file, [FieldProblem(where, "is empty")])
     return text
-
-
-def _numbered(rows: Iterator[list[str]], file: str, refused: list[ArtifactError]) -> Iterator[tuple[int, list[str]]]:
-    """The rows after the header, each with its line number; a row the csv module cannot
-    read is refused and ends the file (where the next row starts is unknown)."""
-    for number in itertools.count(2):
-        try:
-            row = next(rows)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            refused.append(ArtifactError(file, [FieldProblem(f"line {number}", f"not readable as CSV ({exc}); the "
-                                                                             "lines after it are not read")]))
-            return
-        yield number, row
 
 
 def _device(cells: dict[str, str], spec: AiterFamily, at: str, file: str) -> tuple[Device, str]:
@@ -148,24 +139,33 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
     imported at all (no family, its encoding or header); a row that cannot be
     represented (a missing or mistyped cell, a device that cannot be derived, a second
     row for one device and key, which aiter's lookup cannot tell apart) is refused
-    alone, naming its line and column."""
+    alone, naming its line and column.  Each table's ``spelling`` keeps what the rows
+    cannot say, so that the file's own bytes come back on export: the header line, the
+    line ending, each line whose text is not the one written from its row (``7.780``, a
+    short row), and the lines that are no row (those refused, with why; blank ones),
+    each kept with the table of its device, or with every table of the file when it has
+    none.  A file that holds no row (aiter's header-only files) names no device and is
+    read by aiter on every GPU: it becomes one table of no rows for each arch flyconfigs
+    publishes aiter's tables for (``PUBLISHED_TARGETS``), which serves nothing and gives
+    the file back."""
     p = Path(path)
     file = str(p)
     spec = family or family_of(p.name)
     if spec is None:
         raise ArtifactError(file, [FieldProblem("<file name>", "not a tuned file aiter reads for a declared family")])
     try:
-        # A leading byte-order mark is not part of the first column's name: pandas drops it too.
-        text = read_file_bytes(p).decode("utf-8-sig")
+        text = read_file_bytes(p).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ArtifactError(file, [FieldProblem("", f"not UTF-8 text: {exc}")]) from None
-    rows = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(rows, None)
-    except csv.Error as exc:
-        raise ArtifactError(file, [FieldProblem("line 1", f"not readable as CSV ({exc})")]) from None
-    if header is None:
+    # A leading byte-order mark is not part of the first column's name: pandas drops it too.
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    records = csv_records(text[len(bom):])
+    first = next(records, None)
+    if first is None:
         raise ArtifactError(file, [FieldProblem("line 1", "no header")])
+    _, head, header, unreadable = first
+    if header is None:
+        raise ArtifactError(file, [FieldProblem("line 1", unreadable or "not readable as CSV")])
     wrong = spec.layout_problem(header)
     if wrong is not None or len(set(header)) != len(header):
         raise ArtifactError(file, [FieldProblem("line 1", wrong or "a column is named twice")])
@@ -175,10 +175,20 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
         raise ArtifactError(file, [FieldProblem("line 1", f"no config column ({', '.join(spec.config)}): a row would "
                                                           "serve an empty config over what is installed")])
     measured = [c for c in header if c in spec.measured_columns]
+    newline = line_ending(head) or "\n"
     groups: dict[str, tuple[Device, str, dict[str, tuple[int, list[Any]]]]] = {}
-    for number, row in _numbered(rows, file, out.refused):
-        if not row:
+    texts: dict[int, str] = {}
+    unserved: list[tuple[int, str | None, str]] = []  # line, the device's group (None: every table), why
+    for number, line_text, row, unreadable in records:
+        texts[number] = line_text
+        if row is None:
+            unserved.append((number, None, unreadable or "not readable as CSV"))
+            out.refused.append(ArtifactError(file, [FieldProblem(f"line {number}", unreadable or "not readable")]))
             continue
+        if not row:
+            unserved.append((number, None, "a blank line"))
+            continue
+        slot_group: str | None = None
         try:
             if len(row) > len(header):
                 raise ArtifactError(file, [FieldProblem(f"line {number}", f"{len(row)} cells, the header has {len(header)}: "
@@ -187,6 +197,7 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
             cells = dict(zip(header, row + [""] * (len(header) - len(row)), strict=True))
             at = f"line {number}."
             device, how = _device(cells, spec, at, file)
+            slot_group = canonical_text(device.identity.model_dump(mode="json"))
             key = {c: _key_cell(cells[c], spec.type_of(c), at + c, file) for c in spec.key}
             if FALLBACK_AXIS in (a.name for a in spec.key_axes):
                 key[FALLBACK_AXIS] = cells.get("_tag") == "flydsl_fallback"
@@ -199,31 +210,51 @@ def import_aiter_file(path: str | Path, revision: str | None = None, family: Ait
                 why = _cell_problem(value)
                 if why is not None:  # the table would refuse it, and with it every row of the device
                     raise ArtifactError(file, [FieldProblem(at + name, why)])
-            group = groups.setdefault(canonical_text(device.identity.model_dump(mode="json")), (device, how, {}))
+            group = groups.setdefault(slot_group, (device, how, {}))
             slot = canonical_text(list(key.values()))
             kept = group[2].get(slot)
             if kept is None:
                 group[2][slot] = (number, values)
             elif spec.on_duplicate == "lowest-us" and _us(values, config, measured) < _us(kept[1], config, measured):
                 group[2][slot] = (number, values)
-                raise ArtifactError(file, [FieldProblem(f"line {kept[0]}", f"the same key as line {number}, which aiter "
-                                                        "serves instead (the lowest us of the rows that match)")])
+                why = (f"the same key as line {number}, which aiter serves instead (the lowest us of the rows that "
+                       "match)")
+                unserved.append((kept[0], slot_group, why))
+                out.refused.append(ArtifactError(file, [FieldProblem(f"line {kept[0]}", why)]))
             else:
                 why = ("which aiter serves instead (the lowest us of the rows that match)" if spec.on_duplicate ==
                        "lowest-us" else "aiter's lookup cannot tell them apart")
                 raise ArtifactError(file, [FieldProblem(f"line {number}", f"the same device and key as line {kept[0]}, "
                                                         f"{why}")])
         except ArtifactError as exc:
+            unserved.append((number, slot_group, "; ".join(f"{p.field}: {p.message}" for p in exc.problems)))
             out.refused.append(exc)
     upstream = UpstreamFile(PROJECT, f"{upstream_dir.rstrip('/')}/{p.name}", revision)
-    for device, how, found in groups.values():
+    if not groups:  # a file of no row names no device, and aiter reads it on every GPU
+        for arch in PUBLISHED_TARGETS:
+            groups[arch] = (_arch_device(arch), f"the file holds no row, so names no device; aiter reads it on "
+                            f"every GPU: kept (serving nothing) for {arch}, each of the arches flyconfigs publishes "
+                            "aiter's tables for", {})
+    for group_key, (device, how, found) in groups.items():
         ordered = sorted(found.values(), key=lambda pair: pair[0])
+        spelled: dict[str, str] = {}
+        for number, values in ordered:
+            cells = dict(zip([a.name for a in spec.key_axes] + config + measured, values, strict=True))
+            cells[spec.arch_column] = device.arch
+            if texts[number] != csv_line([render_cell(cells.get(c)) for c in header], newline):
+                spelled[f"line {number}"] = texts[number]
+        spelling = {
+            "format": "csv", "newline": newline, "head": bom + head if bom + head != csv_line(header, newline) else None,
+            "texts": spelled, "unserved": [{"entry": f"line {n}", "text": texts[n], "why": why}
+                                           for n, where, why in sorted(unserved)
+                                           if where is None or where == group_key or where not in groups]}
         data = {
             "schema_version": SCHEMA_VERSION, "form": "table",
             "kernel": {"name": spec.name, "version": spec.version, "source_sha256": None},
             "device": device.model_dump(mode="json"),
             "columns": {"key": [a.name for a in spec.key_axes], "config": config, "measured": measured},
             "rows": [values for _, values in ordered], "entries": [f"line {n}" for n, _ in ordered], "layout": header,
+            "spelling": {k: v for k, v in spelling.items() if v is not None},
             "selection": {"rule": "imported"},
             "provenance": {"tool": "flyconfigs import aiter", "backend": "aiter", "source": {
                 "project": upstream.project, "file": upstream.path, "revision": upstream.revision, "url": upstream.url,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flyconfigs.adapters.spelling import csv_line, csv_text_reads_as, with_ending
 from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.kernels.aiter_family import AiterFamily
 from flyconfigs.kernels.aiter_gemm import FAMILIES
@@ -53,8 +54,22 @@ def render_cell(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def _rows(table: Table, family: AiterFamily, header: list[str], seen: set[tuple[str, str]]) -> list[tuple[int, list[str]]]:
-    out = []
+@dataclass
+class _File:
+    """One CSV being written: its family, columns, head and line ending (the first table's),
+    and its records by line number (rows and the lines no row holds)."""
+
+    family: AiterFamily
+    header: list[str]
+    head: str
+    newline: str
+    records: list[tuple[int, str]]
+    rows: int = 0
+    kept: set[str] | None = None
+
+
+def _rows(table: Table, file: _File, seen: set[tuple[str, str]]) -> None:
+    spelling = table.spelling if table.spelling is not None and table.spelling.format == "csv" else None
     for index in range(len(table.rows)):
         key = table.key_of(index)
         slot = (table.device.arch, canonical_text(key))
@@ -62,10 +77,32 @@ def _rows(table: Table, family: AiterFamily, header: list[str], seen: set[tuple[
             continue
         seen.add(slot)
         cells = {**key, **table.config_of(index), **table.measured_of(index)}
-        cells[family.arch_column] = table.device.arch
-        line = _LINE.match(table.entry_of(index))
-        out.append((int(line.group(1)) if line else index, [render_cell(cells.get(c)) for c in header]))
-    return out
+        cells[file.family.arch_column] = table.device.arch
+        entry = table.entry_of(index)
+        line = _LINE.match(entry)
+        rendered = [render_cell(cells.get(c)) for c in file.header]
+        text = csv_line(rendered, file.newline)
+        own = spelling.texts.get(entry) if spelling is not None else None
+        if own is not None and csv_text_reads_as(own, file.header, rendered):
+            text = own  # the file's own spelling of this very row
+        file.records.append((int(line.group(1)) if line else index, text))
+        file.rows += 1
+    if spelling is not None:
+        kept = file.kept if file.kept is not None else set()
+        file.kept = kept
+        for unserved in spelling.unserved:  # kept with its table, once (a line of no device is in every table)
+            line = _LINE.match(unserved.entry)
+            if line and unserved.entry not in kept:
+                kept.add(unserved.entry)
+                file.records.append((int(line.group(1)), unserved.text))
+
+
+def _text(file: _File) -> str:
+    """The file: its head, then its records in line order, each but the last ended by a
+    line ending (a record that was the last of its file may have none)."""
+    records = [text for _, text in sorted(file.records, key=lambda pair: pair[0])]
+    pieces = [file.head, *records]
+    return "".join(with_ending(piece, file.newline) if i < len(pieces) - 1 else piece for i, piece in enumerate(pieces))
 
 
 def export_aiter(tables: Iterable[Table], out: str | Path, problems: ProblemLog | None = None) -> list[ExportedFile]:
@@ -76,11 +113,14 @@ def export_aiter(tables: Iterable[Table], out: str | Path, problems: ProblemLog 
     search serves them: of rows with one device and key, the first table's; the rest
     of every table kept (your own copy of a shipped file overrides the shipped rows it
     has, not the others).  A table whose columns are the first one's in another order
-    is written in the first one's order.  A table that cannot be written (an upstream
+    is written in the first one's order.  Where a table has a ``spelling`` (schema 1.8)
+    the file comes back as its upstream file was: the first table's header line and line
+    ending, each row's own text where it reads back as the row (:func:`csv_text_reads_as`),
+    and the lines no row holds, in their places.  A table that cannot be written (an upstream
     path that is not a safe relative path, other columns than the file's first table)
     is reported to ``problems`` (``invalid-artifact``) and left out, the others
     written; without ``problems`` it raises :class:`ArtifactError`."""
-    files: dict[str, tuple[AiterFamily, list[str], list[tuple[int, list[str]]]]] = {}
+    files: dict[str, _File] = {}
     seen: dict[str, set[tuple[str, str]]] = {}
     for table in tables:
         family = FAMILIES.get(table.kernel.name)
@@ -93,26 +133,37 @@ def export_aiter(tables: Iterable[Table], out: str | Path, problems: ProblemLog 
         why: FieldProblem | None = None
         if not _SAFE.match(upstream) or ".." in upstream.split("/"):
             why = FieldProblem("provenance.source.file", "not a safe relative path")
-        elif upstream in files and sorted(files[upstream][1]) != sorted(header):
-            why = FieldProblem("layout", f"tables of one file with other columns: {','.join(files[upstream][1])} and "
-                                         f"{','.join(header)}")
+        elif upstream in files and sorted(files[upstream].header) != sorted(header):
+            why = FieldProblem("layout", f"tables of one file with other columns: {','.join(files[upstream].header)} "
+                                         f"and {','.join(header)}")
         if why is not None:
             if problems is None:
                 raise ArtifactError(upstream, [why])
             problems.report(Problem("invalid-artifact", f"{table.kernel.name} table of {upstream} for "
                                     f"{table.device.identity.describe()}", f"{why.field}: {why.message}; not exported"))
             continue
-        found = files.setdefault(upstream, (family, header, []))
-        found[2].extend(_rows(table, family, found[1], seen.setdefault(upstream, set())))
+        if upstream not in files:
+            spelling = table.spelling if table.spelling is not None and table.spelling.format == "csv" else None
+            newline = spelling.newline if spelling is not None else "\n"
+            head = csv_line(header, newline)
+            if spelling is not None and spelling.head is not None and _reads_as_header(spelling.head, header):
+                head = spelling.head
+            files[upstream] = _File(family, header, head, newline, [])
+        _rows(table, files[upstream], seen.setdefault(upstream, set()))
     written = []
-    for upstream, (family, header, rows) in sorted(files.items()):
-        text = io.StringIO(newline="")
-        writer = csv.writer(text, lineterminator="\n")
-        writer.writerow(header)
-        writer.writerows(cells for _, cells in sorted(rows, key=lambda pair: pair[0]))
-        path = write_atomic(Path(out) / upstream, text.getvalue().encode("utf-8"))
-        written.append(ExportedFile(path, upstream, family, len(rows)))
+    for upstream, file in sorted(files.items()):
+        path = write_atomic(Path(out) / upstream, _text(file).encode("utf-8"))
+        written.append(ExportedFile(path, upstream, file.family, file.rows))
     return written
+
+
+def _reads_as_header(text: str, header: list[str]) -> bool:
+    """Whether ``text`` (a byte-order mark aside) is one record naming ``header``."""
+    try:
+        rows = list(csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline="")))
+    except csv.Error:
+        return False
+    return rows == [header]
 
 
 def aiter_environment(files: Iterable[ExportedFile]) -> dict[str, str]:

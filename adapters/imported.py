@@ -41,13 +41,15 @@ class UpstreamFile:
 @dataclass
 class Imported:
     """One file's import: the artifacts made, the tables made (schema 1.6: many of its
-    entries in one document), and each entry refused with the file, the entry and the
-    field that could not be represented."""
+    entries in one document), each entry refused with the file, the entry and the
+    field that could not be represented, and the file's text where the importer kept it
+    (to record its spelling in a table, :func:`flyconfigs.adapters.vllm.tabulated`)."""
 
     file: str
     artifacts: list[Artifact] = field(default_factory=list)
     refused: list[ArtifactError] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
+    text: str | None = None
 
 
 def imported_artifact(decl: KernelDecl, device: Device, key: Mapping[str, object], config: Mapping[str, object], *,

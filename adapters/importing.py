@@ -165,7 +165,7 @@ class _Policy:
         if not self._replaces(target, table.selection.rule, source, ""):
             return
         keep = self._unshadowed(table, folder, source)
-        if not keep:
+        if not keep and table.rows:  # a table of no rows (a header-only file) is kept as such
             return
         if len(keep) < len(table.rows):
             table = _rows_kept(table, keep)
@@ -201,6 +201,10 @@ def _rows_kept(table: Table, keep: list[int]) -> Table:
     data["rows"] = [data["rows"][i] for i in keep]
     if data.get("entries") is not None:
         data["entries"] = [data["entries"][i] for i in keep]
+    spelling = data.get("spelling")
+    if spelling is not None and spelling.get("order") is None:
+        # A row not written takes its own text along; a file's order keeps its place.
+        spelling["texts"] = {k: v for k, v in spelling.get("texts", {}).items() if k in data["entries"]}
     return Table.model_validate(data)
 
 

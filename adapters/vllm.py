@@ -15,6 +15,7 @@ which.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,12 +24,15 @@ from typing import Any
 
 from flyconfigs.adapters.as_table import as_table
 from flyconfigs.adapters.imported import Imported, UpstreamFile, imported_artifact
+from flyconfigs.adapters.spelling import JSON_HEAD, JSON_TAIL, json_member_text, json_members
 from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.kernels import vllm_flydsl_moe, vllm_fused_moe
 from flyconfigs.registry.declarations import KernelDecl
 from flyconfigs.registry.products import find_product, product_catalog
-from flyconfigs.schema.jsonio import read_document
-from flyconfigs.schema.models import Device
+from flyconfigs.schema.jsonio import parse_document, read_file_bytes
+from flyconfigs.schema.load import parse_table
+from flyconfigs.schema.models import Artifact, Device
+from flyconfigs.schema.table import Table
 
 __all__ = ["CONFIG_DIR", "PROJECT", "VLLMFile", "import_vllm_file", "parse_file_name", "tabulated", "vllm_file_name"]
 
@@ -111,7 +115,11 @@ def import_vllm_file(path: str | Path, revision: str | None = None, devices: Seq
     file = str(p)
     named = parse_file_name(p.name)
     device, device_from = _device(named.device_name, devices, file)
-    data = read_document(p)
+    try:
+        raw = read_file_bytes(p)
+    except FileNotFoundError:
+        raise ArtifactError(file, [FieldProblem("", "cannot read: No such file or directory")]) from None
+    data = parse_document(raw, file)
     if not isinstance(data, dict):
         raise ArtifactError(file, [FieldProblem("", f"expected an object of batch sizes, got {type(data).__name__}")])
     versions: dict[str, str] = {}
@@ -124,6 +132,10 @@ def import_vllm_file(path: str | Path, revision: str | None = None, devices: Seq
         raise ArtifactError(file, [FieldProblem("", "no batch size in the file: nothing to import")])
     upstream = UpstreamFile(PROJECT, f"{CONFIG_DIR}/{p.name}", revision)
     out = Imported(file)
+    try:
+        out.text = raw.decode("utf-8")
+    except UnicodeDecodeError:  # JSON in another encoding: imported, its spelling not kept
+        pass
     for member, config in data.items():
         if member == TRITON_VERSION:
             continue
@@ -144,8 +156,51 @@ def import_vllm_file(path: str | Path, revision: str | None = None, devices: Seq
 def tabulated(imported: Imported) -> Imported:
     """``imported`` (one vLLM file's) with its entries as one table (schema 1.6), in the
     file's order; an entry whose tunables differ from most of the file's (a down file's
-    ``{"USE_TMA": false}``) stays an artifact beside it."""
+    ``{"USE_TMA": false}``) stays an artifact beside it.  With the file's text, the table
+    keeps its spelling (schema 1.8, :func:`json_spelling`)."""
     table, left = as_table(imported.artifacts, imported.file)
     if table is None:
         return imported
-    return Imported(imported.file, left, imported.refused, [table])
+    if imported.text is not None:
+        data = table.model_dump(mode="json")
+        data["spelling"] = json_spelling(imported.text, table, left, imported.refused, imported.file)
+        table = parse_table(data, imported.file)[0]
+    return Imported(imported.file, left, imported.refused, [table], imported.text)
+
+
+def json_spelling(text: str, table: Table, left: Sequence[Artifact], refused: Sequence[ArtifactError],
+                  file: str) -> dict[str, Any]:
+    """The spelling (schema 1.8, :class:`~flyconfigs.schema.table.Spelling`) of the vLLM
+    file ``text`` whose members are ``table``'s rows, the artifacts ``left`` beside it, its
+    ``triton_version`` and the entries ``refused``: the indent of its first member (4 when
+    it has none), every member in the file's order, the text of each that is not what
+    :func:`~flyconfigs.adapters.vllm_export.write_vllm_files` writes for it (a member laid
+    out on one line, another indent), the refused ones kept as text with why, and its
+    head and tail where they are not ``{`` and a closing brace with a final newline."""
+    head, members, tail = json_members(text, file)
+    found = re.match(r"\n( *)\S", members[0][1]) if members else None
+    indent = len(found.group(1)) if found else 4
+    held: dict[str, Any] = {f'"{table.key_of(i)["M"]}"': table.config_of(i) for i in range(len(table.rows))}
+    # An artifact's config comes back as its file holds it: canonical, the names sorted.
+    held.update({f'"{a.key["M"]}"': dict(sorted(a.winner.config.items())) for a in left})
+    why = {p.field: p.message for error in refused for p in error.problems}
+    texts: dict[str, str] = {}
+    unserved = []
+    for name, own in members:
+        entry = f'"{name}"'
+        if entry in held:
+            standard = json_member_text(name, held[entry], indent)
+        elif name == TRITON_VERSION:
+            standard = json_member_text(name, json.loads("{" + own + "}")[name], indent)
+        else:
+            unserved.append({"entry": entry, "text": own, "why": why.get(name, "no row of flyconfigs holds it")})
+            continue
+        if own != standard:
+            texts[entry] = own
+    spelling: dict[str, Any] = {"format": "json", "newline": "\n", "indent": indent,
+                                "order": [f'"{name}"' for name, _ in members], "texts": texts, "unserved": unserved}
+    if head != JSON_HEAD:
+        spelling["head"] = head
+    if tail != JSON_TAIL:
+        spelling["tail"] = tail
+    return spelling

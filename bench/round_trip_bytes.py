@@ -3,11 +3,12 @@
 Every tuned CSV of the aiter corpus (corpora/aiter-e4048607) through ``flyconfigs import
 aiter`` and ``flyconfigs export aiter``, and every vLLM 0.34.0 file (corpora/vllm-0.34.0)
 through ``import vllm`` and ``export vllm``, each export compared with its upstream file
-byte for byte; a file that differs is classed by its first difference (``number spelling``:
-a cell that reads as the same number, ``7.780`` and ``7.78``; ``short row``: a row with
-fewer cells than the header comes back padded; ``row left out``: a row refused at import;
-``JSON layout``: equal as JSON, other indentation or final newline; ``not exported``: no
-table was made, as for a header-only file).  Writes ``bench/results/round-trip-bytes.json``
+byte for byte.  Each table keeps its upstream file's spelling (schema 1.8), so every file
+should come back identical; one that does not is classed by its first difference
+(``number spelling``: a cell that reads as the same number, ``7.780`` and ``7.78``; ``short
+row``: a row with fewer cells than the header comes back padded; ``row left out``: a row
+refused at import not given back; ``JSON layout``: equal as JSON, other indentation or final
+newline; ``not exported``: no table was made).  Writes ``bench/results/round-trip-bytes.json``
 (or ``--out FOLDER``).
 
     python -m bench.round_trip_bytes [--out bench/results]

@@ -163,8 +163,10 @@ def _span(values: list[object]) -> str:
 
 def describe(name: str, target: str, version: str, contents: Contents) -> str:
     """The package's README: its devices, kernels with their key ranges, provenance (the
-    upstream files of imported tables with their revisions) and its notice."""
-    artifacts, tables = contents.served(), contents.tables
+    upstream files of imported tables with their revisions) and its notice.  A kept table
+    (no rows: an upstream file that holds none) serves no device and no key; its file is
+    listed among those imported."""
+    artifacts, tables = contents.served(), [t for t in contents.tables if t.rows]
     lines = [
         f"# {name} {version}",
         "",
@@ -190,7 +192,7 @@ def describe(name: str, target: str, version: str, contents: Contents) -> str:
         rows = keys[kernel]
         ranges = "; ".join(f"{axis}: {_span([k.get(axis) for k in rows])}" for axis in rows[0])
         lines.append(f"- `{kernel}` (family version {', '.join(sorted(versions[kernel]))}): {len(rows)} keys — {ranges}")
-    provenances = [a.provenance for a in artifacts] + [t.provenance for t in tables]
+    provenances = [a.provenance for a in artifacts] + [t.provenance for t in contents.tables]
     created = sorted(p.created for p in provenances if p.created)
     revisions = sorted({p.git_revision for p in provenances if p.git_revision})
     lines += ["", "## Provenance", ""]

@@ -157,15 +157,18 @@ def build_manifest(target: str, artifacts: Sequence[Artifact], tables: Sequence[
                 schema_version=artifact.schema_version,
             )
         )
-    listed = []
+    listed: list[ManifestTable] = []
+    kept: list[ManifestTable] = []
     for table in sorted(tables, key=lambda t: t.file_name()):
         rel = f"{ARTIFACTS_DIR}/{table.file_name()}"
         if rel in files:
             raise PublishError(f"two tables of the same kernel, device and upstream file ({table.file_name()})")
         data = files[rel] = table.to_json_bytes()
-        listed.append(ManifestTable(kernel=table.kernel.name, device=table.device.identity, file=rel,
-                                    sha256=hashlib.sha256(data).hexdigest(), schema_version=table.schema_version,
-                                    rows=len(table.rows)))
+        # A table of no rows (an upstream file that holds none) is kept, listed apart: an
+        # older reader, which ignores the list, never meets a table it would refuse.
+        (listed if table.rows else kept).append(ManifestTable(
+            kernel=table.kernel.name, device=table.device.identity, file=rel, sha256=hashlib.sha256(data).hexdigest(),
+            schema_version=table.schema_version, rows=len(table.rows)))
     packed = []
     for pack, measurements in sorted(packs, key=lambda p: p[0].file_name()):
         rel = f"{ARTIFACTS_DIR}/{pack.file_name()}"
@@ -178,7 +181,7 @@ def build_manifest(target: str, artifacts: Sequence[Artifact], tables: Sequence[
                                     rows=len(pack.rows)))
     kernels = sorted({row.kernel for row in rows})
     return Manifest(schema_version=SCHEMA_VERSION, target=target, artifacts=rows, kernels=kernels,
-                    tables=listed, packs=packed), files
+                    tables=listed, packs=packed, kept=kept), files
 
 
 def package_files(target: str, artifacts: Sequence[Artifact], name: str | None = None,

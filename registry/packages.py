@@ -162,7 +162,9 @@ def read_package_folder(package_dir: Path, target: str | None, source: Source, p
         entries.append(Entry(row.kernel, row.key, row.device, row.file, source, row.sha256, root))
     tables: list[ManifestTable] = []
     packs: list[ManifestTable] = []
-    for what, listed, kept in (("tables", manifest.tables, tables), ("packs", manifest.packs, packs)):
+    # A kept table (1.8, no rows) is read as a table: it serves nothing, and an export gives its file back.
+    for what, listed, kept in (("tables", manifest.tables, tables), ("kept", manifest.kept, tables),
+                               ("packs", manifest.packs, packs)):
         for index, table in enumerate(listed):
             if table.device.arch != manifest.target:
                 problems.report(Problem("wrong-target", f"{manifest_path}#{what}[{index}]", f"device arch "

@@ -61,8 +61,8 @@ READER_ONLY = {
         "no two rows name one file or one (kernel, device, key); every row's device.arch equals target; "
         "kernels (1.5) is exactly the rows' kernels, sorted; "
         "each file's sha256 and its artifact's kernel, device and key match the row; tables (1.6) name no file twice, "
-        "nor one a row names; a table's sha256 and its kernel and device match its entry; fields of a newer "
-        "1.x minor are ignored."
+        "nor one a row names; a table's sha256 and its kernel and device match its entry; a table or pack entry "
+        "has at least one row and a kept one (1.8) none; fields of a newer 1.x minor are ignored."
     ),
     "table": (
         "Rules the flyconfigs reader adds that JSON Schema cannot express: an integer is never 64.0; "
@@ -70,7 +70,9 @@ READER_ONLY = {
         "begins with schema 1.6; columns name no column twice; every row has one cell per column (key, then config, "
         "then measured), no null key cell and a key no other row has; entries, when present, has one entry per "
         "row; device.features are sorted; provenance.source belongs to an imported selection only and "
-        "provenance.model to a predicted one; fields of a newer 1.x minor are ignored."
+        "provenance.model to a predicted one; spelling (1.8) needs entries, names in texts only entries of the file "
+        "(of order, where given) and in unserved none of the rows; a table has at least one row unless it keeps a "
+        "spelling (1.8); fields of a newer 1.x minor are ignored."
     ),
     "pack": (
         "Rules the flyconfigs reader adds that JSON Schema cannot express: an integer is never 64.0; "

@@ -13,7 +13,7 @@ from typing import Annotated
 from pydantic import Field, StringConstraints, model_validator
 
 from flyconfigs.schema.canonical import canonical_text
-from flyconfigs.schema.models import DeviceIdentity, KernelName, Key, Name, Positive, SchemaVersion, Sha256, _Model
+from flyconfigs.schema.models import Count, DeviceIdentity, KernelName, Key, Name, SchemaVersion, Sha256, _Model
 
 __all__ = ["MANIFEST_FILE", "Manifest", "ManifestRow", "ManifestTable"]
 
@@ -57,7 +57,8 @@ class ManifestTable(_Model):
     file: RelPath
     sha256: Sha256
     schema_version: SchemaVersion
-    rows: Positive
+    rows: Count
+    """How many rows: at least one in ``tables`` and ``packs``, none in ``kept``."""
 
 
 class Manifest(_Model):
@@ -77,6 +78,9 @@ class Manifest(_Model):
     packs: Annotated[list[ManifestTable], Field(max_length=_ROW_LIMIT, exclude_if=_is_empty)] = []
     """The package's packs (1.7): each the served part of many artifacts of one kernel and
     device, its measurements file named inside it (and hashed there)."""
+    kept: Annotated[list[ManifestTable], Field(max_length=_ROW_LIMIT, exclude_if=_is_empty)] = []
+    """The package's tables of no rows (1.8): upstream files that hold no config, kept so
+    that an export gives them back.  They serve nothing; an older reader ignores them."""
 
     def families(self) -> list[str]:
         """The kernel families this package serves (its artifacts' and its tables'), sorted."""
@@ -106,8 +110,10 @@ class Manifest(_Model):
                     f"and key as artifacts[{seen_slots[slot]}]"
                 )
             seen_slots[slot] = index
-        for what, listed in (("tables", self.tables), ("packs", self.packs)):
+        for what, listed in (("tables", self.tables), ("packs", self.packs), ("kept", self.kept)):
             for index, table in enumerate(listed):
+                if (table.rows == 0) != (what == "kept"):
+                    raise ValueError(f"{what}[{index}].rows: {table.rows}: a table or a pack has rows, a kept table none")
                 if table.file in seen_files:
                     raise ValueError(f"{what}[{index}].file: {table.file!r} is listed twice")
                 seen_files.add(table.file)

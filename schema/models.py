@@ -56,7 +56,7 @@ __all__ = [
     "GFX_ARCH",
 ]
 
-SCHEMA_VERSION = "1.7"
+SCHEMA_VERSION = "1.8"
 """The schema version this package writes; it reads any ``1.x``."""
 
 TEST_BACKENDS = frozenset({"simulated"})

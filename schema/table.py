@@ -12,7 +12,10 @@ Each row means exactly what one artifact means: :meth:`Table.row_artifact` gives
 the registry serves a table's rows as it serves artifacts.  Cells are scalars (a config
 whose values are lists is an artifact, not a row); rows are unique by key; ``entries``
 (optional) names each row's place in the upstream file (``line 12``); ``layout``
-(optional) is the upstream file's column order, for exporters.
+(optional) is the upstream file's column order, for exporters; ``spelling`` (optional,
+1.8, :class:`Spelling`) is how the upstream file wrote what the table holds, so that an
+exporter gives the file back byte for byte: presentation only, never served nor read as a
+config.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import math
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, WithJsonSchema, model_validator
+from pydantic import Field, StringConstraints, TypeAdapter, WithJsonSchema, model_validator
 
 from flyconfigs.schema.canonical import canonical_bytes, sha256_hex
 from flyconfigs.schema.models import (
@@ -37,7 +40,16 @@ from flyconfigs.schema.models import (
     _Model,
 )
 
-__all__ = ["MAX_TABLE_ROWS", "TABLE_FORM", "Table", "TableColumns", "is_table_document", "table_file_name"]
+__all__ = [
+    "MAX_TABLE_ROWS",
+    "TABLE_FORM",
+    "Spelling",
+    "Table",
+    "TableColumns",
+    "Unserved",
+    "is_table_document",
+    "table_file_name",
+]
 
 TABLE_FORM = "table"
 MAX_TABLE_ROWS = 1_000_000
@@ -50,6 +62,11 @@ int, finite float, string of at most 1024 characters, null), checked by
 :meth:`Table._rows_fit` in one pass: a table holds thousands of rows, and that check costs
 a third of the scalar union's validation."""
 _LIMIT = 2**63
+
+
+def _is_empty(value: object) -> bool:
+    return not value
+
 _SCALAR_TYPES = {bool, int, float, str, type(None)}
 
 
@@ -142,21 +159,78 @@ class TableColumns(_Model):
         return len(self.key) + len(self.config) + len(self.measured)
 
 
+SpelledText = Annotated[str, StringConstraints(max_length=65536)]
+"""An upstream file's text for one entry, its head or its tail, exactly as the file has it."""
+
+
+class Unserved(_Model):
+    """An entry of the upstream file that is no row of the table (a row aiter never
+    serves, one flyconfigs cannot represent, a blank line): its text, kept to be given back,
+    and why it is not served."""
+
+    entry: Text
+    text: SpelledText
+    why: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+
+
+class Spelling(_Model):
+    """How the upstream file spelled what the table holds (1.8), for exporters only.
+
+    The file is ``head``, then each entry's text in the file's order, then ``tail``.  An
+    entry's text is what an exporter writes for the entry's row in the standard form
+    (``format``: an aiter CSV line ended by ``newline``; a vLLM JSON member indented by
+    ``indent``) unless ``texts`` holds the file's own text for it (a number written
+    ``7.780``, a short row, a member laid out another way).  ``head`` and ``tail`` are
+    ``None`` where the standard (CSV: the header line; JSON: ``{`` and a closing brace and
+    final newline) is the file's.  ``order`` (JSON) lists every member of the file in its
+    order, those no row of the table holds among them; ``unserved`` keeps the entries
+    that are no row.  An exporter uses a text only where it reads back as the row it
+    writes, so the spelling never changes what is served or exported as data."""
+
+    format: Literal["csv", "json"]
+    newline: Literal["\n", "\r\n", "\r"] = "\n"
+    indent: Annotated[Annotated[int, Field(ge=0, le=16)] | None, Field(exclude_if=_is_none)] = None
+    head: Annotated[SpelledText | None, Field(exclude_if=_is_none)] = None
+    tail: Annotated[SpelledText | None, Field(exclude_if=_is_none)] = None
+    order: Annotated[Annotated[list[Text], Field(max_length=MAX_TABLE_ROWS)] | None, Field(exclude_if=_is_none)] = None
+    texts: Annotated[dict[Text, SpelledText], Field(max_length=MAX_TABLE_ROWS, exclude_if=_is_empty)] = {}
+    unserved: Annotated[list[Unserved], Field(max_length=MAX_TABLE_ROWS, exclude_if=_is_empty)] = []
+
+    @model_validator(mode="after")
+    def _shape(self) -> Spelling:
+        if (self.format == "json") != (self.indent is not None):
+            raise ValueError("indent: a JSON file's spelling names its indent, a CSV file's none")
+        if self.format == "csv" and self.order is not None:
+            raise ValueError("order: a CSV file's entries are in line order")
+        if self.order is not None and len(set(self.order)) != len(self.order):
+            raise ValueError("order: an entry is named twice")
+        seen = [u.entry for u in self.unserved]
+        if len(set(seen)) != len(seen):
+            raise ValueError("unserved: an entry is named twice")
+        return self
+
+
 class Table(_Model):
-    """One kernel on one device: many keys, each row its winner (schema 1.6)."""
+    """One kernel on one device: many keys, each row its winner (schema 1.6); or, from
+    1.8, none: the spelling of an upstream file that holds no row (aiter's header-only
+    files), kept so that an export gives it back."""
 
     schema_version: SchemaVersion
     form: Literal["table"]
     kernel: KernelRef
     device: Device
     columns: TableColumns
-    rows: Annotated[list[Row], Field(min_length=1, max_length=MAX_TABLE_ROWS)]
+    rows: Annotated[list[Row], Field(max_length=MAX_TABLE_ROWS)]
+    """At least one, but in a table that keeps an upstream file holding no row (1.8: its
+    ``spelling`` gives the file back; it serves nothing)."""
     entries: Annotated[Annotated[list[Text], Field(max_length=MAX_TABLE_ROWS)] | None, Field(exclude_if=_is_none)] = None
     """Each row's place in the upstream file (``line 12``, ``"64"``), in row order."""
     layout: Annotated[Annotated[list[Text], Field(min_length=1, max_length=512)] | None,
                       Field(exclude_if=_is_none)] = None
     """The upstream file's columns in its order (those of ``columns`` and the device's,
     such as aiter's ``cu_num``), so an exporter writes the file as its project does."""
+    spelling: Annotated[Spelling | None, Field(exclude_if=_is_none)] = None
+    """How the upstream file wrote what the table holds (1.8): presentation only."""
     selection: Selection
     provenance: Provenance
 
@@ -168,11 +242,32 @@ class Table(_Model):
             _find_misfit(self.rows, self.columns.width, self.columns.key)
         if self.entries is not None and len(self.entries) != len(self.rows):
             raise ValueError(f"entries: {len(self.entries)} entries for {len(self.rows)} rows")
+        if self.spelling is not None:
+            self._spelling_fits(self.spelling)
+        if not self.rows and self.spelling is None:
+            raise ValueError("rows: a table holds at least one row, or (1.8) keeps the spelling of an upstream file "
+                             "that holds none")
         if self.selection.rule == "predicted" and self.provenance.model is None:
             raise ValueError("provenance.model: a predicted selection names the model that ranked it")
         if self.provenance.source is not None and self.selection.rule != "imported":
             raise ValueError("provenance.source: only an imported selection names an upstream source")
         return self
+
+    def _spelling_fits(self, spelling: Spelling) -> None:
+        if int(self.schema_version.split(".")[1]) < 8:
+            raise ValueError(f"spelling: begins with schema 1.8, got {self.schema_version!r}")
+        entries = set(self.entries or ())
+        if self.entries is None or len(entries) != len(self.entries):
+            raise ValueError("spelling: needs entries, each naming one row's place upstream")
+        known = entries if spelling.order is None else set(spelling.order)
+        if spelling.order is not None and not entries <= known:
+            raise ValueError("spelling.order: every row's entry is in the file's order")
+        stray = sorted(set(spelling.texts) - known)
+        if stray:
+            raise ValueError(f"spelling.texts: {stray[0]!r} is no entry of the file")
+        both = sorted(entries & {u.entry for u in spelling.unserved})
+        if both:
+            raise ValueError(f"spelling.unserved: {both[0]!r} is a row of the table")
 
     @property
     def created(self) -> str | None:

@@ -124,7 +124,7 @@ def test_a_newer_minor_manifest_field_is_ignored_like_an_artifacts(site: SiteDir
 
     folder = _package(site)
     data = read_manifest(folder)
-    data["schema_version"] = "1.8"
+    data["schema_version"] = "1.9"
     data["signed_by"] = "someone"
     write_manifest(folder, data)
     refresh()

@@ -90,7 +90,7 @@ def test_an_artifact_made_by_a_test_double_is_invalid(site: SiteDir, tmp_path: P
 def test_newer_minor_manifest_fields_the_loader_ignores_are_noted(site: SiteDir, capsys: pytest.CaptureFixture[str]) -> None:
     folder = site.install("sm90", [make_artifact()])
     data = read_manifest(folder)
-    data["schema_version"] = "1.8"
+    data["schema_version"] = "1.9"
     data["signed_by"] = "someone"
     data["artifacts"][0]["signature"] = "abc"
     write_manifest(folder, data)

@@ -25,7 +25,7 @@ def _small_csv(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("version", ["1.8", "1.9", "2.0"])
+@pytest.mark.parametrize("version", ["1.9", "1.10", "2.0"])
 @pytest.mark.parametrize("command", ["aiter", "vllm"])
 def test_a_newer_schemas_file_in_out_is_left_as_it_was(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                        command: str, version: str) -> None:

@@ -12,7 +12,9 @@ file that names its upstream source (1.4) reads in the 1.3 reader, which ignores
 manifest, which names the kernel families its package serves, reads in the 1.4 reader
 (the field ignored), and 1.5 artifacts are 1.4 artifacts.  A 1.6 package's manifest that
 lists tables reads in the 1.5 reader, which ignores the tables and keeps the package's
-artifacts; the 1.5 reader refuses a table file with its missing fields named, so it skips it."""
+artifacts; the 1.5 reader refuses a table file with its missing fields named, so it skips it.
+A 1.8 table that keeps its upstream file's spelling reads in the 1.7 reader with the same rows,
+the spelling ignored (and reported)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ READERS = {
     "1.3": "b02f6ed1b1f3cde2c5c125250b9082ba283e2fd8",
     "1.4": "82578bf6e27968a0bf67245e1d13b066990ec1da",
     "1.5": "04462d14a8ffeb25804d2e752c885730ece3995b",
+    "1.7": "9ec46e61c2b53c93a181636ec09dde663d0fa87a",
 }
 """The last commit of each older schema minor."""
 
@@ -237,3 +240,55 @@ def test_the_1_5_reader_reads_a_package_with_tables_and_skips_the_tables(reader_
                                           "table": folder / manifest["tables"][0]["file"]})
     assert seen["artifact"] is None
     assert seen["table"] is not None and "candidates" in seen["table"] and "winner" in seen["table"]
+
+
+LOAD_TABLE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from flyconfigs.schema.load import parse_table
+from flyconfigs.schema.models import SCHEMA_VERSION
+assert SCHEMA_VERSION == sys.argv[2], SCHEMA_VERSION
+table, report = parse_table(json.load(open(sys.argv[3])), sys.argv[3])
+print(json.dumps({"rows": table.rows, "entries": table.entries, "ignored": list(report.ignored_fields)}))
+"""
+
+
+def test_the_1_7_reader_reads_a_spelled_1_8_table_with_the_same_rows(tmp_path_factory: pytest.TempPathFactory,
+                                                                     tmp_path: Path) -> None:
+    from flyconfigs.adapters.aiter import import_aiter_file
+
+    reader = _reader("1.7", tmp_path_factory)
+    source = tmp_path / "a8w8_bpreshuffle_tuned_gemm.csv"
+    source.write_bytes(b"gfx,cu_num,M,N,K,q_dtype_w,libtype,kernelId,splitK,us,kernelName\r\n"
+                       b"gfx942,304,1,1280,8192,torch.int8,asm,12,0,7.780,k12\r\n")  # CRLF; 7.780 is 7.78
+    (table,) = import_aiter_file(source).tables
+    assert table.schema_version == "1.8" and table.spelling is not None and table.spelling.newline == "\r\n"
+    path = tmp_path / "table.json"
+    path.write_bytes(table.to_json_bytes())
+    done = subprocess.run([sys.executable, "-c", LOAD_TABLE, str(reader), "1.7", str(path)], capture_output=True,
+                          text=True, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {"rows": json.loads(json.dumps(table.rows)), "entries": table.entries,
+                                       "ignored": ["spelling"]}
+
+
+def test_the_1_7_reader_reads_a_manifest_with_a_kept_table_and_ignores_it(tmp_path_factory: pytest.TempPathFactory,
+                                                                          tmp_path: Path) -> None:
+    from flyconfigs.adapters.aiter import import_aiter_file
+    from flyconfigs.publish.layout import package_files
+
+    reader = _reader("1.7", tmp_path_factory)
+    source = tmp_path / "chunk_gdn_h_opt_tuned.csv"
+    source.write_text("gfx,cu_num,dtype,K,V,BT,H,Hg,is_varlen,use_h0,store_fs,snapshot_bf16,state_bf16,T_flat,N,"
+                      "total_chunks,max_seq_chunks,BV,us\n")  # aiter ships it with its header alone
+    kept = [t for t in import_aiter_file(source).tables if t.device.arch == "gfx942"]
+    artifact = Artifact.model_validate(staged_artifact_dict())
+    for rel, data in package_files("gfx942", [artifact], "acme-gfx942", tables=kept).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    manifest = tmp_path / "flyconfigs_data_acme_gfx942" / "manifest.json"
+    assert [k["rows"] for k in json.loads(manifest.read_text())["kept"]] == [0]
+    done = subprocess.run([sys.executable, "-c", LOAD_MANIFEST, str(reader), str(manifest), "1.7"],
+                          capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {"rows": 1, "ignored": ["kept"]}

@@ -88,12 +88,19 @@ def test_each_row_is_one_artifact_with_its_entry_and_measurements() -> None:
     (lambda d: d["columns"]["measured"].append("M"), "columns", "M named twice"),
     (lambda d: d["entries"].pop(), "entries", "2 entries for 3 rows"),
     (lambda d: d.update(schema_version="1.5"), "schema_version", "begins with 1.6"),
-    (lambda d: d.update(rows=[]), "rows", "at least 1 item"),
+    (lambda d: d.update(rows=[], entries=[]), "", "at least one row"),
     (lambda d: d["rows"][0].__setitem__(5, 3.0), "rows.0.5", ""),  # still a row: the kernel says what a cell takes
     (lambda d: d["rows"][0].__setitem__(5, [1, 2]), "rows.0.5", "a cell is a bool, a 64-bit int"),
     (lambda d: d["rows"][0].__setitem__(5, 2**70), "rows.0.5", "a cell is a bool, a 64-bit int"),
     (lambda d: d["rows"][0].__setitem__(7, "x" * 1025), "rows.0.7", "a cell is a bool, a 64-bit int"),
     (lambda d: d.update(selection={"rule": "beat-default-beyond-noise"}), "provenance.source", "imported selection"),
+    # The spelling (1.8) speaks of the table's own entries only, and only from 1.8.
+    (lambda d: d.update(schema_version="1.7", spelling={"format": "csv"}), "spelling", "begins with schema 1.8"),
+    (lambda d: d.update(spelling={"format": "csv", "texts": {"line 9": "x\n"}}), "", "'line 9' is no entry"),
+    (lambda d: d.update(spelling={"format": "csv", "unserved": [{"entry": "line 2", "text": "x\n", "why": "y"}]}), "",
+     "'line 2' is a row of the table"),
+    (lambda d: d.update(spelling={"format": "json"}), "spelling", "names its indent"),
+    (lambda d: d.update(spelling={"format": "json", "indent": 4, "order": ['"1"']}), "", "every row's entry"),
 ])
 def test_a_broken_table_is_refused_naming_the_field(change: Any, field: str, words: str) -> None:
     data = table_dict()

@@ -15,12 +15,12 @@ from flyconfigs.schema.versions import Migration, register_migration
 
 def test_newer_minor_loads_and_reports_unknown_fields() -> None:
     data = artifact_dict()
-    data["schema_version"] = "1.8"
+    data["schema_version"] = "1.9"
     data["energy_joules"] = 3.5
     data["device"]["hbm_stacks"] = 8
     data["candidates"][2]["power"] = {"watts": 700}
     artifact, report = parse_artifact(data, "new.json")
-    assert artifact.schema_version == "1.8"
+    assert artifact.schema_version == "1.9"
     assert report.ignored_fields == ("device.hbm_stacks", "candidates[2].power", "energy_joules")
 
 

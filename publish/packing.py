@@ -19,7 +19,8 @@ from pathlib import Path
 from flyconfigs.errors import ArtifactError, PublishError
 from flyconfigs.schema.jsonio import read_document, write_atomic
 from flyconfigs.schema.load import parse_pack
-from flyconfigs.schema.models import SCHEMA_VERSION, Artifact
+from flyconfigs.schema.json_schema import SINCE
+from flyconfigs.schema.models import Artifact
 from flyconfigs.schema.pack import (
     Pack,
     difference,
@@ -56,8 +57,15 @@ def read_folder(folder: Path) -> tuple[dict[str, tuple[Artifact, Path]], list[Pa
         raise PublishError(f"invalid: {'; '.join(map(str, exc.problems))}", exc.file) from None
 
 
-def pack_folder(folder: Path, schema_version: str = SCHEMA_VERSION) -> PackResult:
-    """Pack the artifacts of ``folder`` in place (see the module's docstring); raises
+PACK_VERSION = SINCE["pack"]
+"""The schema version packs are written at unless asked otherwise."""
+
+
+def pack_folder(folder: Path, schema_version: str = PACK_VERSION) -> PackResult:
+    """Pack the artifacts of ``folder`` in place (see the module's docstring), written at
+    ``schema_version`` (by default the version that brought the pack form, the oldest
+    that reads a pack: no later version adds to one, so older readers keep reading
+    what is republished); raises
     :class:`PublishError` naming the first artifact a pack would not give back, before
     anything is written."""
     found, old_packs = read_folder(folder)

@@ -67,12 +67,18 @@ def test_every_config_of_the_space(m: int, n: int, dtype: str) -> None:
     assert len(triton) >= 3 and len(source) >= 3
     # Every Triton config, and source configs spread over the space (each compiles
     # afresh with NVRTC; the tuner checks every one it times against the reference).
+    # Every config is run and each one that is wrong is named, not only the first.
     step = max(1, len(source) // 24)
+    wrong: list[str] = []
     for config in triton + source[::step] + source[-1:]:
         x, r, w = _inputs((m, n), dtype, dtype, 1)
         before, y = r.clone(), torch.full_like(x, float("nan"))
         launch(x, r, w, y, 1e-6, config)
-        _assert_result(y, r, x, before, w, dtype)
+        try:
+            _assert_result(y, r, x, before, w, dtype)
+        except AssertionError as exc:
+            wrong.append(f"{config}: {str(exc).splitlines()[0]} {' '.join(str(exc).split()[-14:])}")
+    assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.parametrize("dtype,wdtype", PAIRS)

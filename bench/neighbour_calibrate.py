@@ -1,12 +1,18 @@
-"""The paired rule's margin measured on one device's tunings (``python -m bench.neighbour_vote
---calibrate`` prints it): the tuner's noise band and how a neighbour's paired advantage over the
-default carries to the key beside it."""
+"""The paired rule's margin measured on each device's tunings in a folder: the tuner's noise
+band and how a neighbour's paired advantage over the default carries to the key beside it
+(``python -m bench.neighbour_vote --calibrate`` prints the same).
+
+    python -m bench.neighbour_calibrate [--artifacts artifacts/sm90] [--kernel rmsnorm]
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import statistics
 from collections import defaultdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flyconfigs.registry import KernelDecl
@@ -16,7 +22,7 @@ from flyconfigs.registry.neighbourhood import slot_of
 if TYPE_CHECKING:
     from bench.neighbour_vote import Tuned
 
-__all__ = ["calibrate"]
+__all__ = ["calibrate", "main"]
 
 
 def calibrate(spec: KernelDecl, tuned: list[Tuned]) -> dict[str, Any]:
@@ -58,3 +64,24 @@ def calibrate(spec: KernelDecl, tuned: list[Tuned]) -> dict[str, Any]:
     return {"noise_band_median": statistics.median(bands) if bands else None, "pairs": len(carried),
             "transfer_error_median": round(statistics.median(errors), 4) if errors else None,
             "advantage_held_by_size": held}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the calibration of every device's tunings of each kernel asked (default both)."""
+    from bench.neighbour_vote import measured
+    from flyconfigs.kernels.fused_add_rmsnorm import SPEC as FUSED
+    from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--artifacts", type=Path, default=Path(__file__).resolve().parents[1] / "artifacts" / "sm90")
+    parser.add_argument("--kernel", action="append", choices=("rmsnorm", "fused_add_rmsnorm"))
+    args = parser.parse_args(argv)
+    specs: dict[str, KernelDecl] = {"rmsnorm": RMSNORM, "fused_add_rmsnorm": FUSED}
+    for kernel in args.kernel or list(specs):
+        for product, tuned in sorted(measured(args.artifacts, kernel, specs[kernel]).items()):
+            print(kernel, product, json.dumps(calibrate(specs[kernel], tuned), indent=1), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

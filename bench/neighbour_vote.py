@@ -75,6 +75,9 @@ from flyconfigs.registry.serving import adapt
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.pack import folder_artifacts
 
+__all__ = ["MODES", "RULES", "Tuned", "check", "figures", "fold_tables", "leave_one_out", "main", "measured", "rules_of",
+           "serve", "summary", "tuned_of"]
+
 ROOT = Path(__file__).resolve().parents[1]
 WORSE = 1.03
 RULES = ("default", "nearest", "vote", "paired", "paired-se", "sibling")

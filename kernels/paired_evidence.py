@@ -22,6 +22,11 @@ Where the nearest-key step would serve a nearer key's winner, :class:`PairedEvid
   neighbour's advantage to another key, both calibrated on the measurements:
   ``python -m bench.neighbour_vote --calibrate``), else the default serves.
 
+``confidence`` (served by no family; ``paired-se`` in the benchmark) replaces the fixed
+margins with a variance-aware test: the candidate serves only beyond the margin plus that
+many standard errors of its paired comparisons, and only on evidence from both sides of the
+asked value of every axis that does not transfer.
+
 The reason returned says which evidence decided: the range, or the paired comparison
 (how many neighbours, final or screen, the advantage against the margin).  Measured by
 leave-one-out over the committed sm90 artifacts (``python -m bench.neighbour_vote``;
@@ -74,7 +79,8 @@ class PairedEvidence:
     range_most: int = 48
     confidence: float | None = None
     """``None``: the fixed margins above decide.  A number ``z``: every timed config of
-    the neighbours is offered, and the candidate :attr:`pick` chooses is served only where
+    the neighbours is offered, and the one ``spread`` chooses (whatever :attr:`pick`
+    says) is served only where
     its weighted mean paired advantage beats the default by more than ``z`` standard
     errors plus :attr:`margin`, the standard error from the spread of its paired
     comparisons and a noise floor of :attr:`noise` per final pair (``noise·√3`` per
@@ -122,7 +128,7 @@ class PairedEvidence:
                 if (space is None or s in space) and check_config(decl, c, asked, device) is None]
         weights = [1.0 / (_first(n) + self.soften) for n in near]
         best: tuple[float, float, dict[str, KeyValue], int, str] | None = None
-        if self.pick == "spread":
+        if self.pick == "spread" or self.confidence is not None:
             fits = self._spread(fits, near, weights)
         if self.confidence is not None:
             return self._confident(fits, default, near, weights, _one_sided(decl, asked, transfers))

@@ -25,6 +25,9 @@ The rules:
   the default among its candidates (what RMSNorm shipped before the paired rule);
 - ``paired``: :mod:`flyconfigs.kernels.paired_evidence` with the family's
   ``transfers_past_range`` (``M`` for both families);
+- ``paired-se``: the same rule with the variance-aware test (``PairedEvidence(margin=0.005,
+  confidence=2.0)``): every timed config offered, the candidate served only where its
+  paired advantage beats the default by the transfer error plus two standard errors;
 - ``sibling``: the sibling device's winner at the same key (the other card in the
   folder), which the registry's precedence serves before the asked device's nearest key
   unless the family's ``own_device_first`` says otherwise; hiding mode does not change it.
@@ -33,7 +36,7 @@ Per rule, kernel, device and mode: ``geomean`` of the served config's time over 
 recorded at the hidden key, ``worse_than_default`` (keys where it is more than 3% slower
 than the default's config there), ``worst``, and ``untimed`` (keys whose own tuning never
 timed the served config; left out of the figures).  ``--calibrate`` prints the margin's
-two parts measured on the folder: the tuner's noise band and the spread of a neighbour's
+two parts measured on the folder (:mod:`bench.neighbour_calibrate`): the tuner's noise band and the spread of a neighbour's
 paired advantage carried to the key beside it.
 
     python -m bench.neighbour_vote --out bench/results/neighbour-vote-loo.json --check 40
@@ -45,7 +48,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -58,6 +60,7 @@ from types import MappingProxyType
 from typing import Any
 
 from bench.common import machine
+from bench.neighbour_calibrate import calibrate
 from flyconfigs.kernels.fused_add_rmsnorm import SPEC as FUSED
 from flyconfigs.kernels.neighbour_vote import NeighbourVote, VotesAmongNeighbours
 from flyconfigs.kernels.paired_evidence import DefaultUnlessEvidence, PairedEvidence
@@ -72,9 +75,16 @@ from flyconfigs.registry.serving import adapt
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.pack import folder_artifacts
 
+__all__ = ["MODES", "RULES", "Tuned", "check", "figures", "fold_tables", "leave_one_out", "main", "measured", "rules_of",
+           "serve", "summary", "tuned_of"]
+
 ROOT = Path(__file__).resolve().parents[1]
 WORSE = 1.03
-RULES = ("default", "nearest", "vote", "paired", "sibling")
+RULES = ("default", "nearest", "vote", "paired", "paired-se", "sibling")
+OWN = RULES[:5]
+CONFIDENT = PairedEvidence(margin=0.005, confidence=2.0)
+"""The variance-aware test measured beside the shipped rule (``paired-se``): the transfer
+error (0.4-0.6%, ``--calibrate``) as the margin, two standard errors above it."""
 MODES = ("key", "n")
 
 
@@ -175,6 +185,9 @@ def rules_of(spec: KernelDecl, paired: PairedEvidence | None = None) -> dict[str
             "choose_from_neighbours": DefaultUnlessEvidence.choose_from_neighbours,
             "transfers_past_range": transfers, "paired_evidence": paired or getattr(spec, "paired_evidence",
                                                                                     PairedEvidence())})(),
+        "paired-se": type(f"{base.__name__}PairedSE", (base,), {
+            "choose_from_neighbours": DefaultUnlessEvidence.choose_from_neighbours,
+            "transfers_past_range": transfers, "paired_evidence": CONFIDENT})(),
     }
 
 
@@ -271,54 +284,11 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per rule over the keys its config was timed at, and ``common`` over the keys
     every own-device rule's config was timed at."""
     out: dict[str, Any] = {rule: figures(rows, rule) for rule in RULES}
-    own = [r for r in rows if all(r[rule]["ratio"] is not None for rule in RULES[:4])]
-    out["common"] = {rule: figures(own, rule) for rule in RULES[:4]}
+    own = [r for r in rows if all(r[rule]["ratio"] is not None for rule in OWN)]
+    out["common"] = {rule: figures(own, rule) for rule in OWN}
     both = [r for r in own if r["sibling"] is not None and r["sibling"]["ratio"] is not None]
-    out["with_sibling"] = {rule: figures(both, rule) for rule in ("paired", "sibling")}
+    out["with_sibling"] = {rule: figures(both, rule) for rule in ("paired", "paired-se", "sibling")}
     return out
-
-
-# -- the margin's calibration ---------------------------------------------------------------
-
-def calibrate(spec: KernelDecl, tuned: list[Tuned]) -> dict[str, Any]:
-    """The two parts of the paired rule's margin on one device's tunings: the noise band
-    the tuner recorded (median over keys), and, for every pair of keys one step apart on
-    one ordinal axis and every config both timed in finals with both keys' defaults, how
-    the log advantage over the default at one key carried to the other (spread and how
-    often the sign held, by size of the advantage)."""
-    bands = [t.artifact.selection.noise_band for t in tuned if t.artifact.selection.noise_band is not None]
-    defaults = spec.tunable_defaults
-    by_exact: dict[tuple[Any, ...], list[Tuned]] = defaultdict(list)
-    for t in tuned:
-        by_exact[_exact(spec, t.key)].append(t)
-    carried: list[tuple[float, float]] = []
-    for group in by_exact.values():
-        for a in group:
-            for b in group:
-                if a is b or (distance := neighbour_distance(spec, a.key, b.key)) is None or distance[0] > 1.0:
-                    continue
-                home = a.artifact.default.config if a.artifact.default is not None else None
-                if home is None:
-                    continue
-                ta, tb = a.neighbour, b.neighbour
-                if ta.timed_in(home) != "final" or tb.timed_in(home) != "final":
-                    continue
-                for config, _ in ta.timings:
-                    if ta.timed_in(config) == "final" and tb.timed_in(config) == "final" and \
-                            slot_of(config, defaults) != slot_of(home, defaults):
-                        here = math.log(ta.time_of(config) / ta.time_of(home))  # type: ignore[operator]
-                        there = math.log(tb.time_of(config) / tb.time_of(home))  # type: ignore[operator]
-                        carried.append((here, there))
-    bins = [(0.0, 0.005), (0.005, 0.01), (0.01, 0.02), (0.02, 0.03), (0.03, 0.05), (0.05, 1.0)]
-    held = {}
-    for lo, hi in bins:
-        sel = [(h, t) for h, t in carried if lo <= -h < hi]
-        held[f"{lo:.3f}-{hi:.3f}"] = {"pairs": len(sel), "still_faster": sum(t < 0 for _, t in sel),
-                                      "faster_by_margin_lost": sum(t > 0.03 for _, t in sel)}
-    errors = [abs(h - t) for h, t in carried]
-    return {"noise_band_median": statistics.median(bands) if bands else None, "pairs": len(carried),
-            "transfer_error_median": round(statistics.median(errors), 4) if errors else None,
-            "advantage_held_by_size": held}
 
 
 # -- the cross-check through the resolver ------------------------------------------------------
@@ -396,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "benchmark": "neighbour-vote-loo", "machine": machine(), "revision": _revision(),
         "command": "python -m bench.neighbour_vote " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "paired": asdict(PairedEvidence()), "worse_than_default_by": WORSE,
+        "paired": asdict(PairedEvidence()), "paired-se": asdict(CONFIDENT), "worse_than_default_by": WORSE,
         "artifacts": str(args.artifacts.relative_to(ROOT)) if args.artifacts.is_relative_to(ROOT) else str(args.artifacts),
         "checked_through_resolver": checked,
         "seconds": round(time.perf_counter() - started, 1),

@@ -22,6 +22,11 @@ Where the nearest-key step would serve a nearer key's winner, :class:`PairedEvid
   neighbour's advantage to another key, both calibrated on the measurements:
   ``python -m bench.neighbour_vote --calibrate``), else the default serves.
 
+``confidence`` (served by no family; ``paired-se`` in the benchmark) replaces the fixed
+margins with a variance-aware test: the candidate serves only beyond the margin plus that
+many standard errors of its paired comparisons, and only on evidence from both sides of the
+asked value of every axis that does not transfer.
+
 The reason returned says which evidence decided: the range, or the paired comparison
 (how many neighbours, final or screen, the advantage against the margin).  Measured by
 leave-one-out over the committed sm90 artifacts (``python -m bench.neighbour_vote``;
@@ -31,7 +36,7 @@ docs/benchmarks.md has the figures).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
 from flyconfigs.errors import FlyconfigsError
@@ -72,6 +77,20 @@ class PairedEvidence:
     """How far beyond the nearest key the range of each axis is read (a tuned key on the
     other side of the asked value, within this distance, means it is inside the range)."""
     range_most: int = 48
+    confidence: float | None = None
+    """``None``: the fixed margins above decide.  A number ``z``: every timed config of
+    the neighbours is offered, and the one ``spread`` chooses (whatever :attr:`pick`
+    says) is served only where
+    its weighted mean paired advantage beats the default by more than ``z`` standard
+    errors plus :attr:`margin`, the standard error from the spread of its paired
+    comparisons and a noise floor of :attr:`noise` per final pair (``noise·√3`` per
+    screen pair: a median of 5 samples against 15), over the effective number of pairs;
+    every pair counts, final or screen, at its own noise; and only where the keys that
+    timed it with the default lie on both sides of the asked value (or at it) on every
+    ordinal axis the family does not list in ``transfers_past_range``.  Measured beside
+    the fixed margins by ``python -m bench.neighbour_vote`` (rule ``paired-se``)."""
+    noise: float = 0.01
+    """The tuner's noise band: the least difference its final tells apart."""
 
     def choose(self, decl: KernelDecl, asked: Mapping[str, KeyValue], neighbours: Iterable[Neighbour],
                device: DeviceQuery, transfers: Collection[str] = ()) -> tuple[dict[str, KeyValue], str] | None:
@@ -101,7 +120,7 @@ class PairedEvidence:
             offered.setdefault(slot(n.winner), dict(n.winner))
         for n in near:
             for config, _ in n.timings:
-                if n.timed_in(config) == "final":
+                if self.confidence is not None or n.timed_in(config) == "final":
                     offered.setdefault(slot(config), dict(config))
         offered.pop(home, None)
         space = _space(decl, asked, device)
@@ -109,8 +128,10 @@ class PairedEvidence:
                 if (space is None or s in space) and check_config(decl, c, asked, device) is None]
         weights = [1.0 / (_first(n) + self.soften) for n in near]
         best: tuple[float, float, dict[str, KeyValue], int, str] | None = None
-        if self.pick == "spread":
+        if self.pick == "spread" or self.confidence is not None:
             fits = self._spread(fits, near, weights)
+        if self.confidence is not None:
+            return self._confident(fits, default, near, weights, _one_sided(decl, asked, transfers))
         for config in fits:
             scored = self._paired(config, default, near, weights)
             if scored is None:
@@ -130,6 +151,38 @@ class PairedEvidence:
         if mean < -margin:
             return config, f"paired evidence: {gain}, beyond the {margin:.1%} margin"
         return default, f"the family's default: the best candidate is {gain}, within the {margin:.1%} margin"
+
+    def _confident(self, fits: list[dict[str, KeyValue]], default: dict[str, KeyValue], near: list[Neighbour],
+                   weights: list[float], one_sided: Callable[[list[Neighbour]], str | None]
+                   ) -> tuple[dict[str, KeyValue], str]:
+        """The :attr:`confidence` test (see there) of the one candidate :attr:`pick` chooses."""
+        assert self.confidence is not None
+        pairs: list[tuple[float, float, float]] = []
+        timed: list[Neighbour] = []
+        for config in fits[:1]:
+            for w, n in zip(weights, near, strict=True):
+                mine, theirs = n.time_of(config), n.time_of(default)
+                if mine is None or theirs is None or mine <= 0 or theirs <= 0:
+                    continue
+                both = n.timed_in(config) == "final" and n.timed_in(default) == "final"
+                pairs.append((w, math.log(mine / theirs), self.noise if both else self.noise * math.sqrt(3.0)))
+                timed.append(n)
+        if not pairs:
+            return default, (f"the family's default: no candidate was timed with it at the {len(near)} tuned key(s) "
+                             f"within {self.reach:g} of the nearest")
+        side = one_sided(timed)
+        if side is not None:
+            return default, f"the family's default: the best candidate was timed with it {side}"
+        total = sum(w for w, _, _ in pairs)
+        mean = sum(w * r for w, r, _ in pairs) / total
+        spread = sum(w * ((r - mean) ** 2 + s * s) for w, r, s in pairs) / total
+        error = math.sqrt(spread * sum(w * w for w, _, _ in pairs)) / total
+        bound = self.margin + self.confidence * error
+        gain = (f"{-mean:.1%} faster than the default where both were timed ({len(pairs)} of {len(near)} neighbour "
+                f"key(s), standard error {error:.1%})")
+        if mean < -bound:
+            return fits[0], f"paired evidence: {gain}, beyond the {bound:.1%} margin"
+        return default, f"the family's default: the best candidate is {gain}, within the {bound:.1%} margin"
 
     def _spread(self, fits: list[dict[str, KeyValue]], near: list[Neighbour],
                 weights: list[float]) -> list[dict[str, KeyValue]]:
@@ -204,6 +257,27 @@ def _past_range(decl: KernelDecl, asked: Mapping[str, KeyValue], seen: list[Neig
         if value < min(tuned):
             return f"{axis.name}={value} is below the smallest tuned {axis.name} near it ({min(tuned)})"
     return None
+
+
+def _one_sided(decl: KernelDecl, asked: Mapping[str, KeyValue],
+               transfers: Collection[str]) -> Callable[[list[Neighbour]], str | None]:
+    """A check of the keys that timed a candidate with the default: where they all lie on
+    one side of the asked value of an ordinal axis that does not transfer (none at or
+    above it, or none at or below), what says so; else ``None``.  The evidence, like the
+    winner, is not carried past what was measured."""
+    def check(timed: list[Neighbour]) -> str | None:
+        for axis in decl.key_axes:
+            value = asked.get(axis.name)
+            if not axis.ordinal or axis.name in transfers or not isinstance(value, (int, float)):
+                continue
+            held = [k for k in (n.key.get(axis.name) for n in timed) if isinstance(k, (int, float))]
+            if held and max(held) < value:
+                return f"only below {axis.name}={value} (at most {max(held)})"
+            if held and min(held) > value:
+                return f"only above {axis.name}={value} (at least {min(held)})"
+        return None
+
+    return check
 
 
 def _space(decl: KernelDecl, asked: Mapping[str, KeyValue], device: DeviceQuery) -> set[Hashable] | None:

@@ -65,7 +65,9 @@ def test_the_replay_serves_what_the_resolver_serves(tmp_path: Path) -> None:
 def test_the_rules_compared() -> None:
     for spec in (SPEC, FUSED):
         rules = rules_of(spec)
-        assert set(rules) == {"default", "nearest", "vote", "paired"}
+        assert set(rules) == {"default", "nearest", "vote", "paired", "paired-se"}
         assert rules["nearest"].choose_from_neighbours(key(3000), iter(()), None) is None  # type: ignore[arg-type]
         assert rules["paired"].transfers_past_range == ("M",)  # type: ignore[attr-defined]
         assert not rules["vote"].neighbour_vote.with_default  # type: ignore[attr-defined]
+        assert rules["paired-se"].paired_evidence.confidence == 2.0  # type: ignore[attr-defined]
+        assert rules["paired"].paired_evidence.confidence is None  # type: ignore[attr-defined]

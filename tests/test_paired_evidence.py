@@ -147,3 +147,46 @@ def test_the_between_preset_names_keys_no_other_preset_or_artifact_names() -> No
         for name, grid in spec.presets.items():
             assert name == "between" or not between & keys(grid), name
         assert not {(spec.name, k) for k in between} & tuned
+
+
+CONFIDENT = PairedEvidence(margin=0.005, confidence=2.0)
+
+
+def test_the_confident_test_weighs_the_spread_of_the_pairs() -> None:
+    # One final pair 1% faster: within the noise band's standard error, the default serves.
+    near = [_near(4096, 0.45, [(OTHER, 9.9), (DEFAULT, 10.0)])]
+    config, reason = CONFIDENT.choose(SPEC, ASKED, iter(near), QUERY, ("M",))  # type: ignore[misc]
+    assert config == DEFAULT and "within the" in reason and "standard error" in reason
+    # 8% faster at three neighbours that agree: served, a screen pair counting at its own noise.
+    near = [_near(4096, 0.45, [(OTHER, 9.2), (DEFAULT, 10.0)]), _near(2048, 0.55, [(OTHER, 4.6), (DEFAULT, 5.0)]),
+            _near(8192, 1.0, [(OTHER, 18.4), (DEFAULT, 20.0)], screened=(OTHER,))]
+    config, reason = CONFIDENT.choose(SPEC, ASKED, iter(near), QUERY, ("M",))  # type: ignore[misc]
+    assert config == OTHER and reason.startswith("paired evidence:") and "3 of 3 neighbour key(s)" in reason
+    # The same mean advantage from pairs that disagree (-28% and +12%) is no evidence.
+    near = [_near(4096, 0.45, [(OTHER, 7.2), (DEFAULT, 10.0)]), _near(2048, 0.55, [(OTHER, 5.6), (DEFAULT, 5.0)])]
+    config, reason = CONFIDENT.choose(SPEC, ASKED, iter(near), QUERY, ("M",))  # type: ignore[misc]
+    assert config == DEFAULT and "within the" in reason
+    # Nothing timed with the default: the default.
+    near = [_near(4096, 0.45, [(OTHER, 5.0), (SLOW, 6.0)])]
+    config, reason = CONFIDENT.choose(SPEC, ASKED, iter(near), QUERY, ("M",))  # type: ignore[misc]
+    assert config == DEFAULT and "no candidate was timed with it" in reason
+
+
+def test_the_confident_test_wants_evidence_on_both_sides_of_n() -> None:
+    asked = key(3000, 6144)
+    default = SPEC.default_config(asked, QUERY)
+    fast = {**default, "threads": int(default["threads"]) * 2}
+    assert SPEC.check_config(fast, asked, QUERY) is None and _slot(fast) != _slot(default)
+    # N = 4096 was tuned (the asked N is inside the range) but never timed the candidate.
+    above = [_near(4096, 0.7, [(fast, 8.0), (default, 10.0)], n=8192),
+             _near(2048, 1.0, [(fast, 4.0), (default, 5.0)], n=8192),
+             _near(4096, 0.7, [(default, 5.0)], n=4096)]
+    config, reason = CONFIDENT.choose(SPEC, asked, iter(above), QUERY, ("M",))  # type: ignore[misc]
+    assert _slot(config) == _slot(default) and "only above N=6144 (at least 8192)" in reason
+    both = [*above[:2], _near(4096, 0.7, [(fast, 4.0), (default, 5.0)], n=4096)]
+    config, reason = CONFIDENT.choose(SPEC, asked, iter(both), QUERY, ("M",))  # type: ignore[misc]
+    assert _slot(config) == _slot(fast) and reason.startswith("paired evidence:")
+    # M transfers: evidence from smaller M alone is evidence.
+    below_m = [_near(2048, 0.55, [(OTHER, 4.0), (DEFAULT, 5.0)]), _near(1024, 1.5, [(OTHER, 2.0), (DEFAULT, 2.5)])]
+    config, _ = CONFIDENT.choose(SPEC, ASKED, iter(below_m), QUERY, ("M",))  # type: ignore[misc]
+    assert config == OTHER

@@ -231,47 +231,13 @@ class RMSNormSpec(TunableKernel, DefaultUnlessEvidence):
         for few rows (M ≤ 16), where it was measured to pay on the H200; over many rows
         it mostly lost (``bench/results/rmsnorm-cache-hints-h200.json``)."""
         m, n = int(norm["M"]), int(norm["N"])
-        esize = ELEMENT_BYTES[str(norm["dtype"])]
-        widths = [v for v in VECTOR_BYTES if v and v >= esize and (n * esize) % v == 0][:2] or [0]
-        # A cluster pays where one block per row leaves the GPU idle (few rows) or a row
-        # is too long for one block's registers; each block keeps at least 1 KB of it.
-        clusters = [c for c in CLUSTER if c <= max_cluster and (
-            c == 1 or ((m <= 256 or n >= 12288) and n * esize >= max(8192, 1024 * c)))]
-        hints = [h for h in CACHE_HINTS if h == "none" or cache_hints]
-        out = []
-        for threads, rows, vbytes, storage, occ, cluster, hint in itertools.product(
-                THREADS, ROWS, widths, STORAGE, OCCUPANCY, clusters, hints):
-            vec = vbytes // esize if vbytes else 1
-            part = -(-n // cluster)
-            per_thread = -(-part // (threads * vec))
-            if rows > 1 and rows > pow2_ceil(m):
-                continue
-            if per_thread > 16 or (threads > w and threads * vec > 2 * part):
-                continue
-            if cluster > 1 and (storage != "reg" or rows > 1 or per_thread > 8):
-                continue
-            if storage == "smem" and n < 8192:
-                continue
-            if storage == "reread" and per_thread * vec <= 8:
-                continue
-            # Four resident blocks (a register cap) pay only where a row is streamed from
-            # memory again or from shared memory, across enough rows to fill the GPU.
-            if occ == 4 and (storage == "reg" or threads * rows > 512 or m < 1024):
-                continue
-            if hint != "none" and (m > 16 or vbytes == 0):
-                continue
-            config: dict[str, KeyValue] = {
-                "threads": threads,
-                "rows_per_block": rows,
-                "vector_bytes": vbytes,
-                "row_storage": storage,
-                "occupancy": occ,
-                "cluster": cluster,
-                "cache_hints": hint,
-            }
-            if self.valid(config, norm, w, max_cluster, cache_hints) is None:
-                out.append(config)
-        return out
+        # The space reads M only through these four facts (rows per block never beyond
+        # the rows there are; few rows for clusters, cache hints and a register cap), so
+        # rows of one class share one enumeration: a nearest-key resolve asks for the
+        # space of many keys, and each enumeration checks ~1,000 configs.
+        m_class = (min(pow2_ceil(m), ROWS[-1]), m <= 16, m <= 256, m < 1024)
+        found = _candidates(self, m_class, n, str(norm["dtype"]), w, max_cluster, cache_hints)
+        return [dict(config) for config in found]
 
     # -- the default ------------------------------------------------------------------
 
@@ -410,6 +376,57 @@ class RMSNormSpec(TunableKernel, DefaultUnlessEvidence):
             # Absent for RMSNorm itself: its requests, and so its cache entries, as before.
             *(["-DFC_RESIDUAL=1"] if residual else []),
         ]
+
+
+@functools.lru_cache(maxsize=2048)
+def _candidates(spec: RMSNormSpec, m_class: tuple[int, bool, bool, bool], n: int, dtype: str, w: int,
+                max_cluster: int, cache_hints: bool) -> tuple[tuple[tuple[str, KeyValue], ...], ...]:
+    """:meth:`RMSNormSpec.candidates` for rows of ``m_class`` (the smallest power of two
+    at least M, capped at the most rows a block takes; M ≤ 16; M ≤ 256; M < 1024), as
+    item tuples."""
+    rows_cap, few16, few256, under1024 = m_class
+    esize = ELEMENT_BYTES[dtype]
+    row = {"N": n, "dtype": dtype}
+    widths = [v for v in VECTOR_BYTES if v and v >= esize and (n * esize) % v == 0][:2] or [0]
+    # A cluster pays where one block per row leaves the GPU idle (few rows) or a row
+    # is too long for one block's registers; each block keeps at least 1 KB of it.
+    clusters = [c for c in CLUSTER if c <= max_cluster and (
+        c == 1 or ((few256 or n >= 12288) and n * esize >= max(8192, 1024 * c)))]
+    hints = [h for h in CACHE_HINTS if h == "none" or cache_hints]
+    out = []
+    for threads, rows, vbytes, storage, occ, cluster, hint in itertools.product(
+            THREADS, ROWS, widths, STORAGE, OCCUPANCY, clusters, hints):
+        vec = vbytes // esize if vbytes else 1
+        part = -(-n // cluster)
+        per_thread = -(-part // (threads * vec))
+        if rows > 1 and rows > rows_cap:
+            continue
+        if per_thread > 16 or (threads > w and threads * vec > 2 * part):
+            continue
+        if cluster > 1 and (storage != "reg" or rows > 1 or per_thread > 8):
+            continue
+        if storage == "smem" and n < 8192:
+            continue
+        if storage == "reread" and per_thread * vec <= 8:
+            continue
+        # Four resident blocks (a register cap) pay only where a row is streamed from
+        # memory again or from shared memory, across enough rows to fill the GPU.
+        if occ == 4 and (storage == "reg" or threads * rows > 512 or under1024):
+            continue
+        if hint != "none" and (not few16 or vbytes == 0):
+            continue
+        config: dict[str, KeyValue] = {
+            "threads": threads,
+            "rows_per_block": rows,
+            "vector_bytes": vbytes,
+            "row_storage": storage,
+            "occupancy": occ,
+            "cluster": cluster,
+            "cache_hints": hint,
+        }
+        if spec.valid(config, row, w, max_cluster, cache_hints) is None:
+            out.append(tuple(config.items()))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -157,7 +157,9 @@ def check(registry: dict[str, Any], runs_wanted: set[str] | None, skip_slow: boo
 
 def _revision() -> str:
     done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    # Its own report, rewritten by every check, does not make the checked code another.
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--", ".",
+                            ":(exclude)bench/results/figures-check*"], capture_output=True, text=True)
     return done.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
 
 

@@ -5,8 +5,10 @@ the CPU benchmarks behind them (each once, in a scratch folder, with the load av
 before and after), and prints the page's figure, the file's and the fresh one side by
 side, flagging a figure that moved by more than its noise.  GPU figures are checked
 against their result files only, and listed with what the page must say beside them
-(in-sample, measured before a serving change).  A benchmark whose needs are not
-installed is listed with the command that installs them, not run.
+(in-sample, measured before a serving change).  A run's command may name another commit's
+code as ``{tree:COMMIT}`` (laid out by ``bench.tree_at``), so a figure of the code that
+recorded it, timed beside this checkout's with ``--against``, is re-run too.  A benchmark
+whose needs are not installed is listed with the command that installs them, not run.
 
     python -m bench.check_figures [--skip-slow] [--only RUN] [--no-run] [--out bench/results/figures-check]
 
@@ -20,6 +22,7 @@ import importlib.metadata
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -61,10 +64,32 @@ def missing_needs(needs: list[str]) -> list[str]:
     return absent
 
 
+def command_of(spec: dict[str, Any], out: Path, scratch: Path) -> list[str]:
+    """``spec``'s command as run: ``python`` this interpreter, ``{out}`` the run's folder,
+    and ``{tree:COMMIT}`` the ``PYTHONPATH`` of that commit's code, laid out once per check
+    under ``scratch`` by :func:`bench.tree_at.tree_at` (what ``--against`` takes)."""
+    from bench.tree_at import tree_at
+
+    command = []
+    for part in spec["command"]:
+        if part == "python":
+            command.append(sys.executable)
+            continue
+        part = part.replace("{out}", str(out))
+        for commit in re.findall(r"\{tree:([0-9a-f]{7,40})\}", part):
+            dest = scratch / "trees" / commit
+            path = os.pathsep.join([str(dest / "site"), str(dest / "src")])
+            if not dest.exists():
+                path = tree_at(commit, dest, ROOT)
+            part = part.replace(f"{{tree:{commit}}}", path)
+        command.append(part)
+    return command
+
+
 def _run(name: str, spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
     out = scratch / name
     out.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable if part == "python" else part.replace("{out}", str(out)) for part in spec["command"]]
+    command = command_of(spec, out, scratch)
     load_before = os.getloadavg()
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
@@ -132,7 +157,9 @@ def check(registry: dict[str, Any], runs_wanted: set[str] | None, skip_slow: boo
 
 def _revision() -> str:
     done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    # Its own report, rewritten by every check, does not make the checked code another.
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--", ".",
+                            ":(exclude)bench/results/figures-check*"], capture_output=True, text=True)
     return done.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
 
 

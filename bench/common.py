@@ -3,6 +3,7 @@ timing protocol, and the treatment of the timed calls' outputs."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -13,8 +14,8 @@ from typing import Any
 
 from flyconfigs.tuner.timing import Measurement
 
-__all__ = ["OUTPUTS", "RESULTS", "accepted_configs", "compile_bytecode", "machine", "quantiles", "timed", "write_graph_run",
-           "write_result"]
+__all__ = ["OUTPUTS", "RESULTS", "accepted_configs", "add_against", "compile_bytecode", "machine", "quantiles", "timed",
+           "versions_of", "write_graph_run", "write_result"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -28,6 +29,27 @@ def machine() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "when": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+
+
+def add_against(parser: argparse.ArgumentParser) -> None:
+    """Give ``parser`` the repeatable ``--against NAME=PYTHONPATH`` of the benchmarks that
+    time another commit's code (``python -m bench.tree_at``) beside this checkout's."""
+    parser.add_argument("--against", action="append", default=[], metavar="NAME=PYTHONPATH",
+                        help="another commit's code (python -m bench.tree_at COMMIT DEST), timed beside this checkout's")
+
+
+def versions_of(parser: argparse.ArgumentParser, against: list[str]) -> dict[str, str]:
+    """The versions to time, by name: ``this`` (the checkout, an empty path) first, then
+    each ``--against`` in its order; a malformed one is the parser's error, naming it."""
+    versions = {"this": ""}
+    for given in against:
+        name, sep, path = given.partition("=")
+        if not sep or not name or not path:
+            parser.error(f"--against {given!r}: give NAME=PYTHONPATH")
+        if name in versions:
+            parser.error(f"--against {given!r}: the name {name!r} is taken")
+        versions[name] = path
+    return versions
 
 
 def compile_bytecode(root: Path) -> bool:

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine
+from bench.common import add_against, machine, versions_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,15 +40,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--number", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=9)
-    parser.add_argument("--against", action="append", default=[], metavar="NAME=PYTHONPATH")
+    add_against(parser)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    versions = {"this": ""}
-    for against in args.against:
-        name, sep, path = against.partition("=")
-        if not sep or not path:
-            parser.error(f"--against {against!r}: give NAME=PYTHONPATH")
-        versions[name] = path
+    versions = versions_of(parser, args.against)
     found: dict[str, dict[str, list[float]]] = {name: {"cpu_us": [], "wall_us": []} for name in versions}
     load_before = os.getloadavg()
     size = 0

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import compile_bytecode, quantiles, write_result
+from bench.common import add_against, compile_bytecode, quantiles, versions_of, write_result
 from tests.distributions import install_data_package
 from tests.factories import H200, make_artifact
 
@@ -159,16 +159,10 @@ def main() -> None:
     parser.add_argument("--artifacts", type=int, default=500)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--memo-rounds", type=int, default=1, help="processes timing the memo hit, per version")
-    parser.add_argument("--against", action="append", default=[], metavar="NAME=PYTHONPATH",
-                        help="another commit's code (python -m bench.tree_at), timed beside this checkout's")
+    add_against(parser)
     parser.add_argument("--out", type=Path, help="folder for resolve.json (default: print only)")
     args = parser.parse_args()
-    versions = {"this": ""}
-    for against in args.against:
-        name, sep, path = against.partition("=")
-        if not sep or not path:
-            parser.error(f"--against {against!r}: give NAME=PYTHONPATH")
-        versions[name] = path
+    versions = versions_of(parser, args.against)
     # Every version's modules compiled first, as an install leaves them (see compile_bytecode).
     bytecode = {name: compile_bytecode(Path(path.split(os.pathsep)[-1]) if path else Path(__file__).resolve().parent.parent)
                 for name, path in versions.items()}

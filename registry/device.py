@@ -96,6 +96,21 @@ class DeviceQuery:
         feats = f" [{' '.join(self.features)}]" if self.features else ""
         return f"{self.arch} {product} {cus} CUs{feats}"
 
+    def __hash__(self) -> int:
+        """The fields' hash, made once: every memo lookup of a call given this query hashes
+        it (a dataclass's own ``__hash__`` builds the fields' tuple each time)."""
+        try:
+            return self._hash  # type: ignore[attr-defined, no-any-return]
+        except AttributeError:
+            made = hash((self.vendor, self.arch, self.product, self.compute_units, self.features))
+            object.__setattr__(self, "_hash", made)
+            return made
+
+    def __getstate__(self) -> dict[str, object]:
+        """The fields without the hash made in this process (a string's hash differs
+        between processes)."""
+        return {name: value for name, value in self.__dict__.items() if name != "_hash"}
+
 
 def as_query(device: DeviceIdentity | DeviceQuery | str, where: str = DEVICE_ARGUMENT) -> DeviceQuery:
     """A query from an identity, a query, or a ``FLYCONFIGS_DEVICE``-style string;

@@ -108,6 +108,7 @@ class KernelTable:
         """Forget what entry points gave, the environment snapshot and the problems met
         (after an install)."""
         with self._lock:
+            _changed()
             self.environment = Environment()
             self.loaded = {}
             self.passed = {}
@@ -176,6 +177,9 @@ class KernelTable:
 
 
 _REGISTERED: dict[str, LoadedKernel] = {}
+changes = 0
+"""Counts the registrations, their removals and the tables cleared in this process: while
+it stands still, a kernel's name means the record it meant (a memo keyed by names checks it)."""
 TABLE = KernelTable()
 """The process-wide table (the default resolver's, and :func:`kernel_declaration`'s)."""
 
@@ -195,12 +199,20 @@ def register_kernel(decl: KernelDecl) -> KernelDecl:
     except FlyconfigsError as exc:
         raise TypeError(str(exc)) from None
     _REGISTERED[name] = LoadedKernel(name, decl, "registered", f"a {type(decl).__name__} registered in this process")
+    _changed()
     return decl
 
 
 def unregister_kernel(name: str) -> None:
     """Forget an in-process declaration (tests use this)."""
     _REGISTERED.pop(name, None)
+    _changed()
+
+
+def _changed() -> None:
+    """Move :data:`changes` on: what a name means may have changed."""
+    global changes
+    changes += 1
 
 
 def _settle(record: LoadedKernel, log: ProblemLog, environment: Environment) -> None:

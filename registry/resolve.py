@@ -6,7 +6,10 @@ in code, and ``resolve``, ``explain``, ``doctor`` and ``validate`` all call it):
 1. the in-process memo (a dictionary lookup; negative results are memoized too), keyed
    by the kernel's loaded record (never its name: a declaration passed in is a record of
    its own, so two of one name that differ in ``device_match`` never share answers), the
-   device and the typed key;
+   device and the typed key; a call repeated exactly as given, by a kernel's name, is
+   found first with one lookup of the call as given, trusted only while no kernel was
+   registered, unregistered or forgotten in the process since (the name still means
+   the record it meant);
 2. the steps, most specific first —
 
    a. the same product (vendor, arch, product, compute units, features), exact key;
@@ -68,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from flyconfigs.errors import FlyconfigsError
 from flyconfigs.registry import inventory
+from flyconfigs.registry import kernels as _kernels
 from flyconfigs.registry.calls import check_key, spelled_key
 from flyconfigs.registry.catalog import Catalog, ranked_entries
 from flyconfigs.registry.contract import KernelDecl, KeyValue
@@ -134,6 +138,10 @@ class Resolver:
         # The memo's answers again, keyed by the key and device exactly as a caller
         # passed them (filled on a memo hit), so a repeated call skips sorting the key.
         self._seen: dict[tuple[object, ...], Resolution] = {}
+        # The same for calls by a kernel's name, valid while ``_named_at`` is the
+        # process's count of registrations (``kernels.changes``): one hash, no record looked up.
+        self._named: dict[tuple[object, ...], Resolution] = {}
+        self._named_at = _kernels.changes
         self.kernels = kernels if kernels is not None else KernelTable()
         self.problems = ProblemLog(self.kernels.origin_of)
         self._catalog = Catalog(paths, self.problems, packages, self.kernels.environment)
@@ -154,6 +162,7 @@ class Resolver:
             self.kernels.clear()
             self._memo.clear()
             self._seen.clear()
+            self._named.clear()
             self._device = None
             if self._detector_installed:  # the detectors installed, or FLYCONFIGS_DETECTOR, may have changed
                 self._detector = Resolver._UNSET
@@ -190,12 +199,29 @@ class Resolver:
         or answers a config its own checks refuse when no artifact serves the call,
         raises :class:`~flyconfigs.errors.KernelPluginError` naming its distribution
         (there is no config to serve)."""
+        if kernel.__class__ is str:
+            try:
+                # A call repeated exactly as given (the kernel's name, the key with each
+                # value's type, in the caller's order, and the device): one hash, answered
+                # while this name still means the record it meant (no registration since).
+                hit = self._named.get((kernel, device, *key, *key.values(), *map(type, key.values())))
+            except (TypeError, AttributeError):  # unhashable or not a mapping: the memo's own forms
+                hit = None
+            if hit is not None and self._named_at == _kernels.changes:
+                if self._observers:
+                    self._notify(hit)
+                return hit
+        return self._resolve(kernel, key, device)
+
+    def _resolve(self, kernel: str | KernelDecl, key: Mapping[str, object],
+                 device: DeviceIdentity | DeviceQuery | str | None) -> Resolution:
+        """:meth:`resolve` past the memo of calls by name: the memos by record, then the search."""
+        changes = _kernels.changes
         record = self.kernels.known(kernel)
         seen: tuple[object, ...] | None = None
-        if record is not None:
+        if record is not None and kernel.__class__ is not str:
             try:
-                # The key as the caller gave it, typed, and the device as given: what
-                # every eager call of one shape asks again, found with one hash.
+                # A declaration object's call as given, by its record.
                 seen = (record, device, *key.items(), *map(type, key.values()))
                 hit = self._seen.get(seen)
             except (TypeError, AttributeError):  # unhashable or not a mapping: the memo's own forms
@@ -232,15 +258,32 @@ class Resolver:
                 with self._lock:
                     if self.generation == generation:  # a refresh() since makes the answer stale
                         _bounded_put(self._memo, (record, *memo_key[1:]), hit)
-                        if seen is not None and seen[0] is record and _plain(key):
-                            _bounded_put(self._seen, seen, hit)
-        elif seen is not None and _plain(key):
+                        if _plain(key):
+                            self._remember(kernel, key, device, record, seen, changes, hit)
+        elif _plain(key):
             with self._lock:
                 if self.generation == generation:
-                    _bounded_put(self._seen, seen, hit)
+                    self._remember(kernel, key, device, record, seen, changes, hit)
         if self._observers:
             self._notify(hit)
         return hit
+
+    def _remember(self, kernel: object, key: Mapping[str, object], device: object, record: LoadedKernel | None,
+                  seen: tuple[object, ...] | None, changes: int, hit: Resolution) -> None:
+        """Keep ``hit`` for the call as given, its key's values all plain (the lock held),
+        while the kernel's name or object still means ``record``."""
+        if kernel.__class__ is str:
+            if _kernels.changes != changes or self.kernels.known(kernel) is not record:
+                return  # a registration since: the name may mean another record now
+            if self._named_at != changes:
+                self._named.clear()
+                self._named_at = changes
+            try:
+                _bounded_put(self._named, (kernel, device, *key, *key.values(), *map(type, key.values())), hit)
+            except TypeError:  # an unhashable device: the typed memo answers it
+                pass
+        elif seen is not None and seen[0] is record:
+            _bounded_put(self._seen, seen, hit)
 
     def _notify(self, resolution: Resolution) -> None:
         for observer in self._observers:

@@ -65,3 +65,18 @@ def test_the_bench_folder_says_how_to_run_a_benchmark() -> None:
     for path in SCRIPTS:
         if path.name != "common.py":
             assert f"python -m bench.{path.stem}" in (ast.get_docstring(_tree(path)) or ""), path.name
+
+
+def test_against_names_each_other_commit_once_and_refuses_a_malformed_one(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from bench.common import add_against, versions_of
+
+    parser = argparse.ArgumentParser()
+    add_against(parser)
+    args = parser.parse_args(["--against", "before=a:b", "--against", "older=c"])
+    assert versions_of(parser, args.against) == {"this": "", "before": "a:b", "older": "c"}
+    for bad in (["before"], ["before="], ["=a"], ["this=a"], ["x=a", "x=b"]):
+        with pytest.raises(SystemExit):
+            versions_of(parser, bad)
+        assert "--against" in capsys.readouterr().err

@@ -5,8 +5,12 @@ a result re-run without its page) fails here, the day it happens."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
-from bench.check_figures import REGISTRY, check, missing_needs, moved
+import pytest
+
+from bench.check_figures import REGISTRY, check, command_of, missing_needs, moved
 
 
 def test_every_registered_figure_is_on_its_page_and_in_its_result_file() -> None:
@@ -29,3 +33,23 @@ def test_a_need_not_installed_or_of_another_version_is_named() -> None:
     assert missing_needs(["pydantic"]) == []
     assert missing_needs(["no-such-distribution-anywhere"]) == ["no-such-distribution-anywhere"]
     assert missing_needs(["pydantic==0.0.1"])[0].startswith("pydantic==0.0.1 (found ")
+
+
+def test_a_run_names_another_commits_code_laid_out_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench.tree_at
+
+    laid: list[str] = []
+
+    def fake_tree_at(commit: str, dest: Path, repository: Path | None = None) -> str:
+        laid.append(commit)
+        dest.mkdir(parents=True)
+        return f"{dest / 'site'}:{dest / 'src'}"
+
+    monkeypatch.setattr(bench.tree_at, "tree_at", fake_tree_at)
+    spec = {"command": ["python", "-m", "bench.resolve", "--against", "recording={tree:32bdbcf}", "--against",
+                        "again={tree:32bdbcf}", "--out", "{out}"]}
+    command = command_of(spec, tmp_path / "out", tmp_path)
+    tree = tmp_path / "trees" / "32bdbcf"
+    assert command == [sys.executable, "-m", "bench.resolve", "--against", f"recording={tree / 'site'}:{tree / 'src'}",
+                       "--against", f"again={tree / 'site'}:{tree / 'src'}", "--out", str(tmp_path / "out")]
+    assert laid == ["32bdbcf"]

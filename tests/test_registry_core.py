@@ -98,6 +98,30 @@ def test_a_registration_and_its_removal_are_seen_by_the_next_resolve(tmp_path: P
     assert resolver.resolve("rmsnorm", KEY, H200_SPEC).source == "override"
 
 
+def test_a_call_by_name_repeated_after_the_kernels_are_forgotten_is_searched_again(tmp_path: Path) -> None:
+    from flyconfigs.registry.kernels import TABLE
+
+    resolver = Resolver([str(_folder(tmp_path / "tuned", make_artifact(key=KEY, winner_index=3)))], detector=None,
+                        kernels=TABLE)
+    first = resolver.resolve("rmsnorm", KEY, H200_SPEC)
+    assert resolver.resolve("rmsnorm", KEY, H200_SPEC) is first
+    record = TABLE.record("rmsnorm")
+    forget_loaded()  # the name's record is made afresh: no answer of the old one is given for it
+    again = resolver.resolve("rmsnorm", KEY, H200_SPEC)
+    assert again is not first and again.config == first.config and TABLE.record("rmsnorm") is not record
+
+
+def test_a_device_query_hashes_as_its_fields_and_pickles_without_this_process_hash() -> None:
+    import pickle
+
+    query = DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ("a",))
+    assert hash(query) == hash(("nvidia", "sm90", "NVIDIA H200", 132, ("a",))) == hash(query)
+    copy = pickle.loads(pickle.dumps(query))
+    assert copy == query and "_hash" not in vars(copy) and hash(copy) == hash(query)
+    with pytest.raises(TypeError):
+        hash(DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ["a"]))  # type: ignore[arg-type]
+
+
 def test_refreshing_one_resolver_leaves_anothers_kernels_alone() -> None:
     one, other = Resolver([], detector=None), Resolver([], detector=None)
     one.resolve("rmsnorm", KEY, H200_SPEC)

@@ -29,6 +29,9 @@ unset PYTHONDONTWRITEBYTECODE
 # Triton (a CPU-only machine installs the same wheel) for the Triton helpers' tests, which
 # run its interpreter on CPU tensors.
 .venv/bin/python -m pip install -q --no-compile 'triton>=3.2' 'numpy>=1.26'
+# Kernel Tuner for its T4 results schema only (the T4 tests compare our copy with the
+# installed package's file; nothing imports it, so none of its dependencies is needed).
+.venv/bin/python -m pip install -q --no-compile --no-deps 'kernel_tuner==1.5.0'
 .venv/bin/python -m pip install -q --no-compile 'flydsl==0.5.0' || echo "test.sh: flydsl 0.5.0 could not be installed; the FlyDSL interop tests will skip" >&2
 bash scripts/rocm-prefix.sh || echo "test.sh: the ROCm compile-only prefix could not be built; the hipRTC tests will skip" >&2
 # The big packages every test process imports are compiled once, in one process, not in

@@ -5,6 +5,7 @@ fits refuse tunings they cannot use instead of fitting on a mix."""
 
 from __future__ import annotations
 
+import functools
 import json
 from importlib.resources import files as resources_files
 from pathlib import Path
@@ -63,13 +64,21 @@ def test_refitting_the_h200_tunings_reproduces_the_shipped_model(tmp_path: Path)
     _same_fit(json.loads(out.read_text(encoding="utf-8")), json.loads(_shipped("model.json")))
 
 
+@functools.cache
+def _one_tuning_of_each_product() -> dict[str, Artifact]:
+    """One RMSNorm tuning of each product ``artifacts/sm90`` holds (read once: the folder
+    is read whole, candidates and all)."""
+    picked: dict[str, Artifact] = {}
+    for artifact in folder_artifacts(SM90, "rmsnorm"):
+        picked.setdefault(artifact.device.product or "", artifact)
+    return picked
+
+
 def _two_devices(tmp_path: Path) -> Path:
     """A folder holding one H200 and one H100 tuning of the same kernel."""
     folder = tmp_path / "mixed"
     folder.mkdir()
-    picked: dict[str, Artifact] = {}
-    for artifact in folder_artifacts(SM90, "rmsnorm"):
-        picked.setdefault(artifact.device.product or "", artifact)
+    picked = _one_tuning_of_each_product()
     assert {"NVIDIA H200", "NVIDIA H100 80GB HBM3"} <= set(picked), "artifacts/sm90 holds both products' tunings"
     for product in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"):
         (folder / picked[product].file_name()).write_bytes(picked[product].to_json_bytes())

@@ -65,10 +65,8 @@ from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
 from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm.fit_default import KEEP, WITHIN
 from flyconfigs.registry import DeviceQuery, KernelDecl, Resolver
-from flyconfigs.registry.calls import check_config, default_config
-from flyconfigs.registry.nearest import neighbour_distance, passed_over
+from flyconfigs.registry.family import Family, check_config, default_config
 from flyconfigs.registry.neighbourhood import Neighbour, measurements, slot_of
-from flyconfigs.registry.serving import adapt
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.pack import folder_artifacts
 
@@ -195,18 +193,18 @@ def serve(decl: KernelDecl, asked: dict[str, Any], pool: Sequence[Tuned], query:
     for i, t in enumerate(pool):
         if _exact(decl, t.key) != exact:
             continue
-        distance = neighbour_distance(decl, asked, t.key)
+        distance = Family.of_declaration(decl).distance(asked, t.key)
         if distance is not None:
             ranked.append((distance, i, t))
     ranked.sort(key=lambda r: (r[0], r[1]))
     for _, _, t in ranked:
         config = dict(t.artifact.winner.config)
         if check_config(decl, config, asked, query) is not None:
-            adapted = adapt(decl, config, asked, query)
+            adapted = Family.of_declaration(decl).adapt(config, asked, query)
             if adapted is None or check_config(decl, adapted, asked, query) is not None:
                 continue
             config = adapted
-        if passed_over(decl, asked, t.key, config, query) is not None:
+        if Family.of_declaration(decl).pass_over(asked, t.key, config, query) is not None:
             continue
 
         def offer() -> Iterator[Neighbour]:
@@ -295,7 +293,7 @@ def calibrate(spec: KernelDecl, tuned: list[Tuned]) -> dict[str, Any]:
     for group in by_exact.values():
         for a in group:
             for b in group:
-                if a is b or (distance := neighbour_distance(spec, a.key, b.key)) is None or distance[0] > 1.0:
+                if a is b or (distance := Family.of_declaration(spec).distance(a.key, b.key)) is None or distance[0] > 1.0:
                     continue
                 home = a.artifact.default.config if a.artifact.default is not None else None
                 if home is None:

@@ -27,9 +27,7 @@ import math
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
-from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, default_config
-from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.neighbourhood import Neighbour, slot_of
+from flyconfigs.registry.plugin import DeviceQuery, KernelDecl, KeyValue, Neighbour, check_config, default_config, slot_of
 
 __all__ = ["NeighbourVote", "VotesAmongNeighbours"]
 

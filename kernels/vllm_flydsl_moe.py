@@ -17,9 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from flyconfigs.kernels.vllm_spelling import vllm_spelled_key
-from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue, SpelledKey
-from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.ties import Tie, file_order
+from flyconfigs.registry.plugin import DeviceQuery, KernelDecl, KeyAxis, KeyValue, SpelledKey, Tie, file_order
 
 __all__ = ["SPEC", "TUNABLES", "VLLMFlyDSLMoESpec", "launch_config"]
 

@@ -22,8 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from flyconfigs.errors import InvalidKeyError
-from flyconfigs.registry.declarations import KeyValue, SpelledKey
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.plugin import DeviceQuery, KeyValue, SpelledKey
 from flyconfigs.registry.products import find_product, product_catalog, vllm_device_name
 
 __all__ = ["DOWN_SUFFIX", "vllm_spelled_key"]

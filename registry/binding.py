@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from flyconfigs.registry.contract import KernelDecl
+from flyconfigs.registry.guard import Raised, guarded
 from flyconfigs.schema.models import KernelRef
 
 __all__ = ["binding_problem"]
@@ -32,10 +33,11 @@ def binding_problem(decl: KernelDecl, kernel: KernelRef, rule: str | None = None
     ``digest`` gives the family's source digest (a loaded kernel's, asked once);
     default: ``decl.source_sha256()``.
     """
-    try:
-        return _problem(decl, kernel, rule, digest or decl.source_sha256)
-    except Exception as exc:  # noqa: BLE001 - a plugin's member failing leaves nothing proven: not served
-        return f"{kernel.name}'s declaration raised {type(exc).__name__} while its binding was checked: {exc}"
+    # A member that raises leaves nothing proven: not served.
+    why = guarded(_problem, decl, kernel, rule, digest or decl.source_sha256)
+    if isinstance(why, Raised):
+        return f"{kernel.name}'s declaration raised {type(why.exc).__name__} while its binding was checked: {why.exc}"
+    return why
 
 
 def _problem(decl: KernelDecl, kernel: KernelRef, rule: str | None, digest: Callable[[], str | None]) -> str | None:

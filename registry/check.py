@@ -14,9 +14,9 @@ from pydantic import ValidationError
 
 from flyconfigs.errors import ArtifactError, FlyconfigsError, InvalidKeyError, KernelPluginError, UnknownKernelError
 from flyconfigs.registry.binding import binding_problem
-from flyconfigs.registry.calls import check_config, check_key, check_tunables, own_check_config
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.family import Family
 from flyconfigs.registry.kernels import TABLE, KernelTable, LoadedKernel
 from flyconfigs.registry.packages import read_package_folder
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
@@ -52,7 +52,7 @@ def refusal(kernel: LoadedKernel | KernelDecl | None, artifact: Artifact, key: M
     stale = binding_problem(decl, artifact.kernel, artifact.selection.rule, digest)
     if stale is not None:
         return "stale-artifact", stale
-    why = check_config(decl, artifact.winner.config, key,
+    why = Family.of_declaration(decl).check_config(artifact.winner.config, key,
                        device if device is not None else DeviceQuery.of(artifact.device.identity))
     return None if why is None else ("invalid-config", why)
 
@@ -90,7 +90,7 @@ def check_winner(artifact: Artifact, where: str, problems: ProblemLog, distribut
         return notes
     if decl is not None:
         try:
-            check_key(decl, artifact.key, problems)
+            Family.of_declaration(decl, problems).check_key(artifact.key)
         except InvalidKeyError as exc:
             # A tuned key the kernel refuses is never served (the search judges it as an
             # asked key): a problem of the file, whatever its winner.
@@ -116,7 +116,7 @@ def winner_refusal(artifact: Artifact, kernels: KernelTable | None = None) -> st
     except (UnknownKernelError, KernelPluginError):
         return None
     try:
-        key = check_key(record.decl, artifact.key)
+        key = Family.of_declaration(record.decl).check_key(artifact.key)
     except FlyconfigsError as exc:
         if not _has_axes(record.decl, artifact.key):
             return None  # another kernel under the name: check_winner reports the clash
@@ -126,22 +126,13 @@ def winner_refusal(artifact: Artifact, kernels: KernelTable | None = None) -> st
         # Never served to a real device, but its winner must still be a config its family
         # accepts: a test double's run checks the tuner's output as a real one would.
         stale = binding_problem(record.decl, artifact.kernel, artifact.selection.rule, lambda: record.digest)
-        return stale or check_config(record.decl, artifact.winner.config, key,
+        return stale or Family.of_declaration(record.decl).check_config(artifact.winner.config, key,
                                      DeviceQuery.of(artifact.device.identity))
     return None if refused is None else refused[1]
 
 
 _UNSEEN = "<unseen>"
 """A config whose tunables are not checked yet (no refusal reads so)."""
-
-
-def _tunables_refusal(decl: KernelDecl, config: Mapping[str, KeyValue]) -> str | None:
-    """:func:`check_tunables`, a check that raises counting as a refusal (as in
-    :func:`~flyconfigs.registry.calls.check_config`)."""
-    try:
-        return check_tunables(decl, config)
-    except Exception as exc:  # noqa: BLE001 - a kernel's check failing on odd data is a refusal
-        return f"the kernel's check raised {type(exc).__name__}: {exc}"
 
 
 def _has_axes(decl: KernelDecl, key: Mapping[str, KeyValue]) -> bool:
@@ -153,7 +144,7 @@ def _own_key(decl: KernelDecl, key: Mapping[str, KeyValue]) -> dict[str, KeyValu
     it (a family may take optional axes beyond its ``key_axes``, as FlyDSL's RMSNorm
     takes ``weight_dtype_str``: such a key is the kernel's, not another kernel's)."""
     try:
-        return check_key(decl, key)
+        return Family.of_declaration(decl).check_key(key)
     except FlyconfigsError:
         return None
 
@@ -246,12 +237,13 @@ def check_table(ref: TableRef, problems: ProblemLog, distribution: str | None = 
     width = len(names)
     tunables_of: dict[tuple[tuple[object, ...], tuple[type, ...]], str | None] = {}
     end = width + len(tunables)
+    family = Family.of_declaration(decl, problems)
     for index, row in enumerate(table.rows):
         if index == 0:
             continue  # checked above, as an artifact
         key = dict(zip(names, row[:width], strict=True))
         try:
-            check_key(decl, key, problems)
+            family.check_key(key)
         except InvalidKeyError as exc:
             problems.report(Problem("invalid-key", where(index), f"{decl.name} refuses its key {key}: {exc}",
                                     distribution))
@@ -262,9 +254,9 @@ def check_table(ref: TableRef, problems: ProblemLog, distribution: str | None = 
         typed = (cells, tuple(map(type, cells)))  # 1 and True are two configs
         why = tunables_of.get(typed, _UNSEEN)
         if why is _UNSEEN:
-            why = tunables_of[typed] = _tunables_refusal(decl, dict(zip(tunables, cells, strict=True)))
+            why = tunables_of[typed] = family.check_tunables(dict(zip(tunables, cells, strict=True)))
         if why is None:
-            why = own_check_config(decl, dict(zip(tunables, cells, strict=True)), key, device)
+            why = family.own_check_config(dict(zip(tunables, cells, strict=True)), key, device)
         if why is not None:
             problems.report(Problem("invalid-config", where(index), f"{decl.name} refuses the winner: {why}",
                                     distribution))

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from flyconfigs.errors import InvalidKeyError
+from flyconfigs.registry.nearest import log_distance
 
 if TYPE_CHECKING:
     from flyconfigs.registry.device import DeviceQuery
@@ -211,7 +212,7 @@ class KernelDecl(ABC):
             product, arch and compute units (FlyDSL's identity).  A value that is
             neither, or a property that raises, is reported once and counts as
             ``product``, the narrower rule a family declaring this member most likely
-            meant (:func:`~flyconfigs.registry.calls.device_match`)."""
+            meant (:attr:`~flyconfigs.registry.family.Family.device_match`)."""
 
         @property
         def own_device_first(self) -> bool:
@@ -282,8 +283,6 @@ class KernelDecl(ABC):
         its first element are equally near, ordered by :meth:`tie_rank`); ``None``: never serve ``tuned``'s
         winner for ``asked``.  Default: the sum over ordinal axes of ``|log2 a - log2 b|``,
         a tie to the larger tuned value (:func:`~flyconfigs.registry.nearest.log_distance`)."""
-        from flyconfigs.registry.nearest import log_distance
-
         return log_distance(self.key_axes, asked, tuned)
 
     def tie_rank(self, asked: Mapping[str, KeyValue], tie: Tie) -> tuple[float, ...]:

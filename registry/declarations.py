@@ -1,9 +1,10 @@
-"""What the registry knows about kernel families, in one import: the contract
-(:mod:`~flyconfigs.registry.contract`), the loaded records
-(:mod:`~flyconfigs.registry.kernels`), the safe calls of a family's members
-(:mod:`~flyconfigs.registry.calls`) and key parsing (:mod:`~flyconfigs.registry.keys`),
-plus the list ``flyconfigs list`` prints.  The registry never imports a kernel library
-except through the entry-point group ``flyconfigs.kernels``.
+"""What the registry knows about the kernel families of this environment: the list
+``flyconfigs list`` prints, the process-wide records (:func:`kernel_record`,
+:func:`forget_loaded`) and the choices ``FLYCONFIGS_KERNELS`` makes, with key parsing
+(:mod:`~flyconfigs.registry.keys`).  It also re-exports the plugin contract of
+:mod:`flyconfigs.registry.plugin`, the module a plugin imports, so that code written
+against this one keeps working.  The registry never imports a kernel library except
+through the entry-point group ``flyconfigs.kernels``.
 """
 
 from __future__ import annotations
@@ -13,15 +14,6 @@ from typing import Any
 
 from flyconfigs.errors import FlyconfigsError
 from flyconfigs.registry import kernels as _kernels
-from flyconfigs.registry.calls import (
-    check_config,
-    check_key,
-    check_tunables,
-    default_config,
-    device_match,
-    report_fault,
-    spelled_key,
-)
 from flyconfigs.registry.contract import (
     NAME_PATTERN,
     Default,
@@ -35,6 +27,7 @@ from flyconfigs.registry.contract import (
     normalize_key,
 )
 from flyconfigs.registry.entrypoints import find_entry_points
+from flyconfigs.registry.guard import Raised, guarded
 from flyconfigs.registry.kernel_choice import unknown_choices
 from flyconfigs.registry.kernels import (
     KERNEL_GROUP,
@@ -42,11 +35,20 @@ from flyconfigs.registry.kernels import (
     TABLE,
     LoadedKernel,
     kernel_name,
-    raised,
     register_kernel,
     unregister_kernel,
 )
 from flyconfigs.registry.keys import parse_key_items, parse_spelled_items, parse_value
+from flyconfigs.registry.plugin import (
+    check_config,
+    check_key,
+    check_tunables,
+    default_config,
+    device_match,
+    kernel_declaration,
+    report_fault,
+    spelled_key,
+)
 from flyconfigs.registry.problems import ProblemLog
 
 __all__ = [
@@ -105,18 +107,6 @@ def kernel_record(kernel: object, problems: ProblemLog | None = None) -> LoadedK
     return TABLE.record(kernel, problems)
 
 
-def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> KernelDecl:
-    """The declaration of ``kernel`` (a name, or a declaration returned as is).
-
-    Raises :class:`~flyconfigs.errors.UnknownKernelError` naming the kernels that are
-    declared, or saying why a declared one cannot be loaded;
-    :class:`~flyconfigs.errors.AmbiguousKernelError` when several distributions declare
-    the name and none was chosen; :class:`~flyconfigs.errors.KernelPluginError` naming
-    the distribution when the declaration's ``name`` (or another required member) raises.
-    """
-    return TABLE.record(kernel, problems).decl
-
-
 def check_kernel_choices(problems: ProblemLog | None = None) -> list[str]:
     """Report each kernel ``FLYCONFIGS_KERNELS`` names that nothing declares (the
     entry points and this process's registrations; no declaration is loaded); those
@@ -160,10 +150,9 @@ def declared_kernels(problems: ProblemLog | None = None) -> list[DeclaredKernel]
             rows.append(DeclaredKernel(name, None, ", ".join(dists) or None, None, str(exc)))
             continue
         dist, dist_version = record.distribution, record.distribution_version
-        try:
-            version = record.decl.version
-        except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
-            rows.append(DeclaredKernel(name, None, dist, dist_version, f"version {raised(exc)}"))
+        version = guarded(getattr, record.decl, "version")
+        if isinstance(version, Raised):
+            rows.append(DeclaredKernel(name, None, dist, dist_version, f"version {version}"))
             continue
         rows.append(DeclaredKernel(name, version, dist, dist_version))
     return rows

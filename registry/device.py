@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from flyconfigs.errors import ArtifactError, FieldProblem, GPURuntimeMissingError, InvalidDeviceError
 from flyconfigs.registry.entrypoints import FoundEntryPoint
 from flyconfigs.registry.environment import Environment
+from flyconfigs.registry.guard import Raised, guarded
 from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.settings import DETECTOR_ENV, DEVICE_ENV, NO_DETECT_ENV, Settings, read_settings
@@ -191,16 +192,21 @@ def detect_with(detector: Detector | None, problems: ProblemLog | None = None,
         return None, f"GPU detection disabled by {NO_DETECT_ENV}"
     if detector is None:
         return None, "no GPU detector is installed"
-    try:
+
+    def detect() -> tuple[DeviceQuery | None, str]:
         identity = detector()
         return DeviceQuery.of(identity), f"detected {identity.describe()}"
-    except Exception as exc:  # noqa: BLE001 - a serving call must not fail on detection
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        if isinstance(exc, GPURuntimeMissingError) and problems is not None:
-            advice = _runtime_advice(exc, problems)
-            logger.warning("the GPU is not detected and every call gets the default heuristic: %s", advice)
-            return None, advice
-        return None, f"no GPU detected ({type(exc).__name__}: {first})"
+
+    detected = guarded(detect)  # a serving call must not fail on detection
+    if not isinstance(detected, Raised):
+        return detected
+    exc = detected.exc
+    if isinstance(exc, GPURuntimeMissingError) and problems is not None:
+        advice = _runtime_advice(exc, problems)
+        logger.warning("the GPU is not detected and every call gets the default heuristic: %s", advice)
+        return None, advice
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return None, f"no GPU detected ({type(exc).__name__}: {first})"
 
 
 def _runtime_advice(exc: GPURuntimeMissingError, problems: ProblemLog) -> str:
@@ -253,12 +259,13 @@ def installed_detector(problems: ProblemLog | None = None, environment: Environm
     found = chosen_detector(problems if problems is not None else ProblemLog(), environment)
     if found is None:
         return None
-    try:
-        loaded: Detector = found.entry_point.load()
-    except Exception as exc:  # noqa: BLE001 - an unloadable detector means no detection
-        logger.warning("GPU detector %s of %s cannot be loaded: %s", found.entry_point.value, found.distribution, exc)
+    loaded = guarded(found.entry_point.load)  # an unloadable detector means no detection
+    if isinstance(loaded, Raised):
+        logger.warning("GPU detector %s of %s cannot be loaded: %s", found.entry_point.value, found.distribution,
+                       loaded.exc)
         return None
-    return loaded
+    detector: Detector = loaded
+    return detector
 
 
 def device_from_env(problems: ProblemLog, settings: Settings | None = None) -> tuple[DeviceQuery | None, str] | None:

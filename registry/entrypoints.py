@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from importlib import metadata
 
+from flyconfigs.registry.guard import Raised, guarded
 from flyconfigs.registry.names import canonical_name
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.schema.distfiles import METADATA_LIMITS, metadata_file_problem
@@ -90,7 +91,6 @@ def scan_entry_points() -> EntryPointScan:
         if unsafe is not None:
             problems.append((None, Problem("bad-distribution", distribution_folder(dist), f"skipped: {unsafe}")))
             continue
-        folder = None
         key = getattr(dist, "_normalized_name", None)
         if key is None:
             name = dist.metadata["Name"]
@@ -99,37 +99,48 @@ def scan_entry_points() -> EntryPointScan:
         if key in seen:
             continue
         seen.add(key)
-        groups: frozenset[str] | None = None
-        try:
-            entry_points = dist.entry_points
-            if not entry_points:
-                # Empty also when entry_points.txt exists but cannot be read: say so.
-                folder = distribution_folder(dist)
-                if os.path.lexists(os.path.join(folder, "entry_points.txt")) and dist.read_text("entry_points.txt") is None:
-                    raise OSError("entry_points.txt cannot be read")
-                continue
-            selected = [ep for ep in entry_points if ep.group.startswith(GROUP_PREFIX)]
-            if not selected:
-                continue
-            groups = frozenset(ep.group for ep in selected)
-            # Asked once: Distribution.metadata parses the file (a long description
-            # and all) each time.
-            name = dist.metadata["Name"]
-            if not name:
-                raise OSError("its METADATA cannot be read or names no distribution")
-            claimed = _claims_another_name(dist, key, name)
-            if claimed is not None:
-                # A standing follows a name (flyconfigs, flyconfigs-<target>): a
-                # distribution may not take one its own install folder does not bear.
-                raise OSError(f"its METADATA names {claimed!r}, but its folder is {key!r}")
-            version = dist.version
-        except Exception as exc:  # noqa: BLE001 - one broken distribution must not hide the rest
-            folder = folder or distribution_folder(dist)
-            problems.append((groups, Problem("bad-distribution", folder, f"skipped: {type(exc).__name__}: {exc}")))
+        groups: list[frozenset[str] | None] = [None]
+        read = guarded(_read_entry_points, dist, key, groups)  # one broken distribution must not hide the rest
+        if isinstance(read, Raised):
+            exc = read.exc
+            problems.append((groups[0], Problem("bad-distribution", distribution_folder(dist),
+                                                f"skipped: {type(exc).__name__}: {exc}")))
             continue
+        if read is None:
+            continue
+        selected, name, version = read
         for ep in selected:
             found.setdefault(ep.group, []).append(FoundEntryPoint(ep, dist, name, version))
     return EntryPointScan(found, problems)
+
+
+def _read_entry_points(dist: metadata.Distribution, key: str,
+                       groups: list[frozenset[str] | None]) -> tuple[list[metadata.EntryPoint], str, str] | None:
+    """``dist``'s entry points of the ``flyconfigs.*`` groups, its name and version, or
+    ``None`` when it has none; raises what reading its metadata raises (``groups[0]``
+    then says which groups the failure concerns, once they are known)."""
+    entry_points = dist.entry_points
+    if not entry_points:
+        # Empty also when entry_points.txt exists but cannot be read: say so.
+        folder = distribution_folder(dist)
+        if os.path.lexists(os.path.join(folder, "entry_points.txt")) and dist.read_text("entry_points.txt") is None:
+            raise OSError("entry_points.txt cannot be read")
+        return None
+    selected = [ep for ep in entry_points if ep.group.startswith(GROUP_PREFIX)]
+    if not selected:
+        return None
+    groups[0] = frozenset(ep.group for ep in selected)
+    # Asked once: Distribution.metadata parses the file (a long description and all)
+    # each time.
+    name = dist.metadata["Name"]
+    if not name:
+        raise OSError("its METADATA cannot be read or names no distribution")
+    claimed = _claims_another_name(dist, key, name)
+    if claimed is not None:
+        # A standing follows a name (flyconfigs, flyconfigs-<target>): a distribution
+        # may not take one its own install folder does not bear.
+        raise OSError(f"its METADATA names {claimed!r}, but its folder is {key!r}")
+    return selected, name, dist.version
 
 
 def find_entry_points(group: str, problems: ProblemLog) -> list[FoundEntryPoint]:

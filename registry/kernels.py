@@ -16,17 +16,15 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from flyconfigs.errors import FlyconfigsError, KernelPluginError, UnknownKernelError
 from flyconfigs.registry.contract import NAME_PATTERN, REQUIRED, KernelDecl
 from flyconfigs.registry.entrypoints import FoundEntryPoint
 from flyconfigs.registry.environment import Environment
+from flyconfigs.registry.guard import Raised, guarded, guarded_load
 from flyconfigs.registry.kernel_choice import KERNEL_OWNERS_ENV, choose
 from flyconfigs.registry.problems import Problem, ProblemLog
-
-if TYPE_CHECKING:
-    from flyconfigs.registry.ownership import Owner
 
 __all__ = ["KERNEL_GROUP", "KERNEL_OWNERS_ENV", "TABLE", "KernelTable", "LoadedKernel", "kernel_name", "origin_of",
            "register_kernel", "unregister_kernel"]
@@ -50,7 +48,6 @@ class LoadedKernel:
     """Where it came from, for messages."""
     distribution: str | None = None
     distribution_version: str | None = None
-    owner_cache: Owner | None = field(default=None, repr=False)
     settled: bool = field(default=False, repr=False)
     """For a registration: whether its distribution was looked for (see :func:`_settle`)."""
 
@@ -59,12 +56,6 @@ class LoadedKernel:
         """The declaration's ``source_sha256()``, asked once (hashing a source on every
         lookup would make each miss read files); raises what it raises."""
         return self.decl.source_sha256()
-
-
-def raised(exc: BaseException) -> str:
-    """``raised ValueError: first line`` for messages."""
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    return f"raised {type(exc).__name__}" + (f": {first}" if first else "")
 
 
 def _check_members(decl: object, kernel: str, where: str) -> str:
@@ -76,12 +67,11 @@ def _check_members(decl: object, kernel: str, where: str) -> str:
                                  f"instance of a subclass of flyconfigs.registry.KernelDecl (got {type(decl).__name__})")
     missing = []
     for member in REQUIRED:
-        try:
-            getattr(decl, member)
-        except AttributeError:
+        value = guarded(getattr, decl, member)
+        if isinstance(value, Raised) and isinstance(value.exc, AttributeError):
             missing.append(member)
-        except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
-            raise KernelPluginError(kernel, where, member, raised(exc)) from None
+        elif isinstance(value, Raised):
+            raise KernelPluginError(kernel, where, member, str(value))
     if missing:
         raise UnknownKernelError(f"kernel {kernel!r}: {where} gives no {', '.join(missing)}")
     name = decl.name
@@ -243,10 +233,9 @@ def _load(kernel: str, log: ProblemLog, environment: Environment) -> LoadedKerne
     # (AmbiguousKernelError says to set it) caches nothing, so the next lookup sees it.
     chosen = choose(kernel, matching, log)
     where = f"entry point {chosen.entry_point.value!r} of {chosen.distribution} {chosen.version}"
-    try:
-        decl = chosen.entry_point.load()
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever a plugin raises on import is one clear error
-        raise UnknownKernelError(f"kernel {kernel!r}: {where} cannot be loaded ({type(exc).__name__}: {exc})") from None
+    decl = guarded_load(chosen.entry_point.load)
+    if isinstance(decl, Raised):
+        raise UnknownKernelError(f"kernel {kernel!r}: {where} cannot be loaded ({type(decl.exc).__name__}: {decl.exc})")
     try:
         name = _check_members(decl, kernel, where)
     except KernelPluginError as exc:
@@ -269,10 +258,9 @@ def origin_of(decl: object, problems: ProblemLog | None = None) -> tuple[str, st
 def kernel_name(decl: KernelDecl) -> str:
     """``decl.name``; :class:`KernelPluginError` naming where the declaration came from
     when reading it raises or gives anything but a string."""
-    try:
-        name = decl.name
-    except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
-        raise KernelPluginError(f"<{type(decl).__name__}>", origin_of(decl)[0], "name", raised(exc)) from None
+    name = guarded(getattr, decl, "name")
+    if isinstance(name, Raised):
+        raise KernelPluginError(f"<{type(decl).__name__}>", origin_of(decl)[0], "name", str(name))
     if not isinstance(name, str):
         raise KernelPluginError(f"<{type(decl).__name__}>", origin_of(decl)[0], "name",
                                 f"is a {type(name).__name__}, not a str")

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from flyconfigs.registry.blocks import TableBlock
 from flyconfigs.registry.bulk import bulk_allocation
-from flyconfigs.registry.calls import report_fault
 from flyconfigs.registry.contract import KernelDecl, KeyValue
-from flyconfigs.registry.nearest import has_own_distance, neighbour_distance
+from flyconfigs.registry.family import Family
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry
 from flyconfigs.registry.ties import ties_ordered
@@ -90,14 +89,17 @@ def by_product(pool: Sequence[U], product: str | None) -> list[U]:
     return sorted(pool, key=order)
 
 
-def nearest_matches(pool: Pool | list[Entry], key: dict[str, KeyValue], decl: KernelDecl,
+def nearest_matches(pool: Pool | list[Entry], key: dict[str, KeyValue], family: Family | KernelDecl,
                     problems: ProblemLog | None = None) -> list[Entry]:
-    """The entries of :func:`nearest_ranked`, in its order."""
-    return [entry for entry, _ in nearest_ranked(pool, key, decl, problems)]
+    """The entries of :func:`nearest_ranked`, in its order (a bare declaration's faults
+    reported to ``problems``, default the process-wide table's)."""
+    if not isinstance(family, Family):
+        family = Family.of_declaration(family, problems)
+    return [entry for entry, _ in nearest_ranked(pool, key, family)]
 
 
-def nearest_ranked(pool: Pool | list[Entry], key: dict[str, KeyValue], decl: KernelDecl,
-                   problems: ProblemLog | None = None) -> list[tuple[Entry, tuple[float, ...]]]:
+def nearest_ranked(pool: Pool | list[Entry], key: dict[str, KeyValue],
+                   family: Family) -> list[tuple[Entry, tuple[float, ...]]]:
     """Entries equal to ``key`` on every exact axis but the family's ``relaxed_axes``,
     with their distance, in the nearest-key step's order: **standing first** (a source's
     tier), then the family's ``key_distance`` (:mod:`flyconfigs.registry.nearest`; by default the smallest sum over
@@ -111,8 +113,9 @@ def nearest_ranked(pool: Pool | list[Entry], key: dict[str, KeyValue], decl: Ker
     share their first element (equally near) are ordered by the family's ``tie_rank``
     where it gives one (:mod:`flyconfigs.registry.ties`; a table's row keeps its table
     and row index there)."""
+    decl = family.decl
     ordinal = tuple(a.name for a in decl.key_axes if a.ordinal)
-    relaxed = relaxed_axes(decl, problems) if has_own_distance(decl) else frozenset()
+    relaxed = family.relaxed_axes
     if not ordinal and not relaxed:
         return []
     exact = tuple(a.name for a in decl.key_axes if not a.ordinal and a.name not in relaxed)
@@ -124,35 +127,29 @@ def nearest_ranked(pool: Pool | list[Entry], key: dict[str, KeyValue], decl: Ker
     if not group or not all(type(v) is int for v in asked):
         return []
     scored: list[tuple[int, tuple[float, ...], tuple[int, int], Entry]] = []
-    if has_own_distance(decl):
+    if family.own_distance:
         for _, _, rank, entry in group:
-            distance = neighbour_distance(decl, key, entry.key, problems)
+            distance = family.distance(key, entry.key)
             if distance is not None:
-                scored.append((entry.source.rank[0], distance, rank, entry))
+                scored.append((entry.source.tier, distance, rank, entry))
     else:
         wanted = [_log2(v) for v in asked]
         for logs, larger, rank, entry in group:
             total = sum(abs(t - w) for t, w in zip(logs, wanted, strict=True))
-            scored.append((entry.source.rank[0], (total, *larger), rank, entry))
+            scored.append((entry.source.tier, (total, *larger), rank, entry))
     # Ranks are unique, so the tuples never compare two entries.
     scored.sort(key=lambda item: item[:3])
     ranked = [(item[3], item[1]) for item in scored]
-    return ties_ordered(decl, key, ranked, problems)
+    return ties_ordered(family, key, ranked)
 
 
 def relaxed_axes(decl: KernelDecl, problems: ProblemLog | None = None) -> frozenset[str]:
-    """``decl.relaxed_axes`` checked: names of its non-ordinal axes.  A member that raises
-    or names anything else is reported once and counts as none."""
-    try:
-        names = decl.relaxed_axes
-        axes = {a.name for a in decl.key_axes if not a.ordinal}
-        if isinstance(names, str) or not isinstance(names, Collection) or not all(
-                isinstance(n, str) and n in axes for n in names):
-            raise TypeError(f"it is {names!r}, not names of the kernel's non-ordinal axes")
-        return frozenset(names)
-    except Exception as exc:  # noqa: BLE001 - a plugin's member failing must not break serving
-        report_fault(decl, "relaxed_axes", exc, "only keys equal on every exact axis are served", problems)
-        return frozenset()
+    """``decl.relaxed_axes`` checked (:attr:`Family.relaxed_axes
+    <flyconfigs.registry.family.Family.relaxed_axes>`, read whether or not the family
+    gives its own ``key_distance``): names of its non-ordinal axes, or none."""
+    family = Family.of_declaration(decl, problems)
+    family.own_distance = True
+    return family.relaxed_axes
 
 
 def _signature(key: dict[str, KeyValue], exact: tuple[str, ...]) -> tuple[object, ...]:

@@ -10,7 +10,7 @@ the anchor is (measured or predicted), none contested, each read when the family
 iteration reaches it and offered only when its artifact may serve its own key — so the
 precedence rule is kept: a lower standing's measurements never decide what a higher one
 serves.  Served means valid: the choice is served only when the registry's checks
-(:func:`~flyconfigs.registry.calls.check_config`) accept it for the asked key on the
+(:meth:`~flyconfigs.registry.family.Family.check_config`) accept it for the asked key on the
 asked device.  A rule that raises, answers anything but ``None`` or a (config, reason)
 pair, or chooses a config the checks refuse, is reported once (``kernel-error``) and the
 anchor's winner is served, as without the rule.
@@ -25,12 +25,10 @@ from types import MappingProxyType
 from typing import Any
 
 from flyconfigs.errors import FlyconfigsError
-from flyconfigs.registry.calls import check_config, default_config
 from flyconfigs.registry.check import refusal
 from flyconfigs.registry.contract import KeyValue
 from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.kernels import LoadedKernel, raised
-from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.family import Family
 from flyconfigs.registry.records import Neighbourhood
 from flyconfigs.registry.serving import Found
 from flyconfigs.registry.sources import Entry
@@ -154,19 +152,18 @@ class Offer:
     ``contested`` says whether an entry's slot is contested (never served, so never
     offered)."""
 
-    def __init__(self, kernel: LoadedKernel, key: Mapping[str, KeyValue], query: DeviceQuery, anchor: Found,
-                 ranked: list[tuple[Entry, tuple[float, ...]]], contested: Callable[[Entry], bool],
-                 problems: ProblemLog) -> None:
-        self.kernel, self.key, self.query, self.anchor = kernel, key, query, anchor
-        self.ranked, self.contested, self.problems = ranked, contested, problems
+    def __init__(self, family: Family, key: Mapping[str, KeyValue], query: DeviceQuery, anchor: Found,
+                 ranked: list[tuple[Entry, tuple[float, ...]]], contested: Callable[[Entry], bool]) -> None:
+        self.family, self.key, self.query, self.anchor = family, key, query, anchor
+        self.ranked, self.contested, self.problems = ranked, contested, family.problems
         self.seen: list[Neighbour] = []
 
     def __iter__(self) -> Iterator[Neighbour]:
         anchor = self.anchor.entry
-        tier, predicted = anchor.source.rank[0], self.anchor.predicted
+        tier, predicted = anchor.source.tier, self.anchor.predicted
         keys: set[str] = set()
         for entry, distance in self.ranked:
-            if entry.source.rank[0] != tier or entry.device != anchor.device:
+            if entry.source.tier != tier or entry.device != anchor.device:
                 continue
             slot = canonical_text(entry.key)
             # One key once: a second artifact of it (a lower-ranked source of the same
@@ -174,10 +171,10 @@ class Offer:
             if slot in keys or self.contested(entry) or entry.predicted(self.problems) != predicted:
                 continue
             artifact = entry.load(self.problems)
-            if artifact is None or refusal(self.kernel, artifact, entry.key, self.query) is not None:
+            if artifact is None or refusal(self.family.kernel, artifact, entry.key, self.query) is not None:
                 continue
             keys.add(slot)
-            defaults = self.kernel.decl.tunable_defaults
+            defaults = self.family.decl.tunable_defaults
             timings, lookup, finals = _timed(artifact, defaults)
             neighbour = Neighbour(MappingProxyType(dict(entry.key)), distance,
                                   MappingProxyType(dict(artifact.winner.config)), timings, str(entry.path),
@@ -192,21 +189,16 @@ def choose(offer: Offer) -> Found | None:
     with the record of where it came from, or ``None`` (serve the anchor's winner): the
     family said nothing, failed, or chose a config the registry's checks refuse (both
     reported once)."""
-    decl, key, query = offer.kernel.decl, offer.key, offer.query
-    try:
-        answer = decl.choose_from_neighbours(key, offer, query)
-        if answer is None:
-            return None
-        if (not isinstance(answer, tuple) or len(answer) != 2 or not isinstance(answer[0], Mapping)
-                or not isinstance(answer[1], str)):
-            raise TypeError(f"it returned {_short(answer)}, not a (config, reason) pair or None")
-    except Exception as exc:  # noqa: BLE001 - a plugin's rule failing must not break serving
-        _fault(offer, MEMBER, f"{MEMBER} {raised(exc)}")
+    family, key, query = offer.family, offer.key, offer.query
+    decl = family.decl
+    answer = family.choose(key, offer, query)
+    if answer is None:
         return None
-    config, reason = dict(answer[0]), answer[1]
-    why = check_config(decl, config, key, query)
+    config, reason = answer
+    why = family.check_config(config, key, query)
     if why is not None:
-        _fault(offer, f"{MEMBER}:refused", f"{MEMBER} chose {config} for {dict(key)}, which the checks refuse: {why}")
+        family.fault(MEMBER, f"chose {config} for {dict(key)}, which the checks refuse: {why}",
+                     "the nearest key's winner is served instead", slot=f"{MEMBER}:refused")
         return None
     defaults = decl.tunable_defaults
     target = slot_of(config, defaults)
@@ -231,23 +223,8 @@ def said(kernel: str, found: Found) -> str:
 
 
 def _is_default(offer: Offer, target: _Slot) -> bool:
-    decl = offer.kernel.decl
+    family = offer.family
     try:
-        return slot_of(default_config(decl, offer.key, offer.query, offer.problems), decl.tunable_defaults) == target
+        return slot_of(family.default(offer.key, offer.query), family.decl.tunable_defaults) == target
     except FlyconfigsError:  # a default that fails is reported where it is served; here it is only not this one
         return False
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-def _fault(offer: Offer, slot: str, message: str) -> None:
-    """Report a fault of the family's rule once per declaration and kind, however many
-    resolves meet it (a serving loop must not flood the logs)."""
-    if not offer.problems.first_fault(offer.kernel.decl, slot):
-        return
-    where, distribution = offer.kernel.where, offer.kernel.distribution
-    offer.problems.report(Problem("kernel-error", where, f"{message}; the nearest key's winner is served instead",
-                                  distribution))

@@ -14,10 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from flyconfigs.registry.calls import report_fault
-from flyconfigs.registry.kernels import LoadedKernel
+from flyconfigs.registry.family import Family
 from flyconfigs.registry.names import canonical_name
-from flyconfigs.registry.problems import ProblemLog
 
 __all__ = ["OFFICIAL_PREFIX", "TIERS", "Owner", "Standing", "is_official", "owner_of"]
 
@@ -55,22 +53,11 @@ class Owner:
         return who + (f" (with {', '.join(sorted(self.packages))})" if self.packages else "")
 
 
-def owner_of(record: LoadedKernel | None, kernel: str, problems: ProblemLog | None = None) -> Owner:
-    """The owner of ``kernel`` whose loaded record is ``record`` (``None`` when this
-    environment declares no such kernel: no package is its owner's); made once per
-    record.  A ``data_packages`` that raises or is not a collection of names is reported
-    once (``kernel-error``) and names no package."""
-    if record is None:
+def owner_of(family: Family | None, kernel: str) -> Owner:
+    """The owner of ``kernel`` whose family is ``family`` (``None`` when this environment
+    declares no such kernel: no package is its owner's).  A ``data_packages`` that raises
+    or is not a collection of names is reported once, by the family, and names no package."""
+    if family is None:
         return Owner(kernel)
-    if record.owner_cache is None:
-        dist = record.distribution
-        try:
-            named = record.decl.data_packages
-            if isinstance(named, str) or not all(isinstance(p, str) for p in named):
-                raise TypeError(f"it is {named!r}, not a collection of distribution names")
-            packages = frozenset(canonical_name(p) for p in named)
-        except Exception as exc:  # noqa: BLE001 - a plugin's member failing must not break serving
-            report_fault(record.decl, "data_packages", exc, "the family's owner names no data package", problems)
-            packages = frozenset()
-        record.owner_cache = Owner(kernel, canonical_name(dist) if dist else None, packages)
-    return record.owner_cache
+    dist = family.distribution
+    return Owner(kernel, canonical_name(dist) if dist else None, family.data_packages)

@@ -68,7 +68,6 @@ from typing import TYPE_CHECKING, Any
 
 from flyconfigs.errors import FlyconfigsError
 from flyconfigs.registry import inventory
-from flyconfigs.registry.calls import check_key, spelled_key
 from flyconfigs.registry.catalog import Catalog, ranked_entries
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import (
@@ -80,6 +79,8 @@ from flyconfigs.registry.device import (
     installed_detector,
     memo_token,
 )
+from flyconfigs.registry.family import Family
+from flyconfigs.registry.guard import Raised, guarded
 from flyconfigs.registry.kernels import KernelTable, LoadedKernel
 from flyconfigs.registry.ownership import Owner, owner_of
 from flyconfigs.registry.problems import Problem, ProblemLog
@@ -136,6 +137,7 @@ class Resolver:
         self._seen: dict[tuple[object, ...], Resolution] = {}
         self.kernels = kernels if kernels is not None else KernelTable()
         self.problems = ProblemLog(self.kernels.origin_of)
+        self._families: dict[LoadedKernel, Family] = {}
         self._catalog = Catalog(paths, self.problems, packages, self.kernels.environment)
         self._device: tuple[DeviceQuery | None, str] | None = None
         self._observers: list[Observer] = []
@@ -158,6 +160,7 @@ class Resolver:
             if self._detector_installed:  # the detectors installed, or FLYCONFIGS_DETECTOR, may have changed
                 self._detector = Resolver._UNSET
             self.problems = ProblemLog(self.kernels.origin_of)
+            self._families = {}
             self._catalog = Catalog(self._paths, self.problems, self._packages, self.kernels.environment)
             self.generation += 1
 
@@ -244,32 +247,40 @@ class Resolver:
 
     def _notify(self, resolution: Resolution) -> None:
         for observer in self._observers:
-            try:
-                observer(resolution)
-            except Exception as exc:  # noqa: BLE001 - an observer must not break serving
-                self.problems.report(
-                    Problem("observer-error", repr(observer), f"raised {type(exc).__name__}: {exc}; resolve went on")
-                )
+            failed = guarded(observer, resolution)  # an observer must not break serving
+            if isinstance(failed, Raised):
+                self.problems.report(Problem("observer-error", repr(observer),
+                                             f"raised {type(failed.exc).__name__}: {failed.exc}; resolve went on"))
 
+
+    def family(self, record: LoadedKernel) -> Family:
+        """``record``'s :class:`~flyconfigs.registry.family.Family` in this resolver (made
+        once per record and refresh): its faults are reported to this resolver's log."""
+        family = self._families.get(record)
+        if family is None:
+            with self._lock:
+                family = self._families.setdefault(record, Family.of(record, self.problems))
+        return family
 
     def _resolve_slow(self, record: LoadedKernel, key: object, device: object) -> Resolution:
-        norm, filled, query, why = self._spelled(record, key, device)
-        return _with_filled(self._search(record, norm, query, why, []), filled)
+        family = self.family(record)
+        norm, filled, query, why = self._spelled(family, key, device)
+        return _with_filled(self._search(family, norm, query, why, []), filled)
 
-    def _spelled(self, record: LoadedKernel, key: object,
+    def _spelled(self, family: Family, key: object,
                  device: object) -> tuple[dict[str, KeyValue], dict[str, KeyValue], DeviceQuery | None, str]:
         """``key`` as its user spelled it, made the family's and checked, the axes filled
         in, and the device: the caller's, else the one the key names, else the current one."""
         query, why = self._device_query(device) if device is not None else (None, "")
-        spelled = spelled_key(record.decl, key, query, self.problems)
+        spelled = family.spelled_key(key, query)
         if device is None:
             if spelled.device is not None:
                 query, why = as_query(spelled.device, "the key's device"), "named by the key"
             else:
                 query, why = self._device_query(None)
                 if query is not None:  # the family may fill in what the device implies
-                    spelled = spelled_key(record.decl, key, query, self.problems)
-        return check_key(record.decl, spelled.key, self.problems), spelled.filled, query, why
+                    spelled = family.spelled_key(key, query)
+        return family.check_key(spelled.key), spelled.filled, query, why
 
     def current_device(self) -> tuple[DeviceQuery | None, str]:
         """The device resolve uses when none is given, and how it was found."""
@@ -294,15 +305,15 @@ class Resolver:
 
     def owner(self, record: LoadedKernel) -> Owner:
         """The owner of ``record``'s family (made once per record)."""
-        return owner_of(record, record.name, self.problems)
+        return owner_of(self.family(record), record.name)
 
-    def _search(self, record: LoadedKernel, key: dict[str, KeyValue], query: DeviceQuery | None, why: str,
+    def _search(self, family: Family, key: dict[str, KeyValue], query: DeviceQuery | None, why: str,
                 trace: list[Step]) -> Resolution:
         if query is None:
             trace.append(Step("the current device", f"no device known: {why}"))
-            return serve_default(record, key, None, [f"no device known: {why}"], self.problems)
-        catalog = self._catalog
-        return search(record, key, query, catalog.index(self.owner(record), query.arch), self.problems, trace)
+            return serve_default(family, key, None, [f"no device known: {why}"])
+        index = self._catalog.index(owner_of(family, family.name), query.arch)
+        return search(family, key, query, index, trace)
 
 
     def explain(
@@ -310,7 +321,8 @@ class Resolver:
     ) -> tuple[Resolution, list[Step]]:
         """Resolve without the memo and return every step taken, in order."""
         record = self.kernels.record(kernel, self.problems)
-        norm, filled, query, why = self._spelled(record, key, device)
+        family = self.family(record)
+        norm, filled, query, why = self._spelled(family, key, device)
         trace = [Step("device", f"{query.describe() if query else 'unknown'} ({why})")]
         owner = self.owner(record)
         if query is not None:
@@ -324,14 +336,14 @@ class Resolver:
                               + _skipped_overrides(self._catalog.override_entries(), record.name, query.arch)))
         if filled:
             trace.append(Step("key as spelled", "filled in " + " ".join(f"{k}={canonical_text(v)}" for k, v in filled.items())))
-        return _with_filled(self._search(record, norm, query, why, trace), filled), trace
+        return _with_filled(self._search(family, norm, query, why, trace), filled), trace
 
     def serving(self, kernel: str | KernelDecl, key: Mapping[str, object], device: DeviceIdentity) -> Resolution:
         """What the search serves at ``key`` on exactly ``device`` (a tuned artifact's
         device), without the memo: how ``doctor`` and ``validate`` name the artifact that
         serves a slot several files claim."""
-        record = self.kernels.record(kernel, self.problems)
-        return self._search(record, check_key(record.decl, key, self.problems), DeviceQuery.of(device), "", [])
+        family = self.family(self.kernels.record(kernel, self.problems))
+        return self._search(family, family.check_key(key), DeviceQuery.of(device), "", [])
 
     def sources_for(self, arch: str) -> list[Source]:
         """The sources that can serve ``arch``, in precedence order."""
@@ -362,7 +374,7 @@ class Resolver:
             record: LoadedKernel | None = self.kernels.record(kernel, self.problems)
         except FlyconfigsError:  # a kernel this environment does not declare has no owner
             record = None
-        return owner_of(record, kernel, self.problems)
+        return owner_of(None if record is None else self.family(record), kernel)
 
     def collisions(self) -> list[Collision]:
         """Every collision between sources, each also logged once, its winner the

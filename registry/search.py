@@ -51,18 +51,17 @@ from typing import Any
 
 from flyconfigs.errors import FlyconfigsError, InvalidKeyError, KernelPluginError
 from flyconfigs.registry.binding import binding_problem
-from flyconfigs.registry.calls import check_config, check_key, default_config, device_match
 from flyconfigs.registry.catalog import Index
 from flyconfigs.registry.check import refusal
 from flyconfigs.registry.contract import KeyValue
 from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.family import Family
 from flyconfigs.registry.kernels import LoadedKernel
 from flyconfigs.registry.matching import exact_matches, nearest_ranked
-from flyconfigs.registry.nearest import own_device_first, passed_over
 from flyconfigs.registry.neighbourhood import Offer, choose, said
-from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.problems import Problem
 from flyconfigs.registry.records import LAYER_NAMES, Resolution, Step
-from flyconfigs.registry.serving import ROUTINE, Found, adapt, changes, how, selection_of
+from flyconfigs.registry.serving import ROUTINE, Found, changes, how, selection_of
 from flyconfigs.registry.sources import PACKAGES_ENV, Entry
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.models import KernelRef
@@ -78,21 +77,20 @@ OWN_DEVICE_PLAN = ((0, "exact"), (0, "nearest"), (1, "exact"), (1, "nearest"), (
 """The steps of a family whose ``own_device_first`` is true: the device's own keys first."""
 
 
-def search(kernel: LoadedKernel, key: dict[str, KeyValue], query: DeviceQuery, index: Index,
-           problems: ProblemLog, trace: list[Step]) -> Resolution:
-    """What ``kernel`` serves at ``key`` on ``query`` from ``index``: the first usable
+def search(family: Family, key: dict[str, KeyValue], query: DeviceQuery, index: Index,
+           trace: list[Step]) -> Resolution:
+    """What ``family`` serves at ``key`` on ``query`` from ``index``: the first usable
     artifact in the precedence order, else the family's default; every step taken is
-    appended to ``trace``."""
-    run = _Search(problems, index, kernel, key, query, trace)
+    appended to ``trace``, every problem met reported to the family's log."""
+    run = _Search(index, family, key, query, trace)
     hit = run.run()
     run.log_passed_over()
     if hit is None:
-        return serve_default(kernel, key, query, [*run.reasons, f"no artifact for {kernel.name} on {query.describe()}"],
-                             problems)
+        return serve_default(family, key, query, [*run.reasons, f"no artifact for {family.name} on {query.describe()}"])
     found, layer, mode = hit
     entry, artifact = found.entry, found.artifact
     return Resolution(
-        kernel=kernel.name, key=_frozen(key), device=query,
+        kernel=family.name, key=_frozen(key), device=query,
         config=_frozen(found.config), source=entry.source.kind, layer=LAYER_NAMES[layer],
         key_match=mode,  # type: ignore[arg-type]
         borrowed=layer == 2, matched_key=_frozen(entry.key), matched_device=entry.device,
@@ -103,23 +101,23 @@ def search(kernel: LoadedKernel, key: dict[str, KeyValue], query: DeviceQuery, i
     )
 
 
-def serve_default(kernel: LoadedKernel, key: dict[str, KeyValue], query: DeviceQuery | None, reasons: list[str],
-                  problems: ProblemLog) -> Resolution:
+def serve_default(family: Family, key: dict[str, KeyValue], query: DeviceQuery | None,
+                  reasons: list[str]) -> Resolution:
     """The family's default for ``key``, checked like any served config (its tunables
     and its own ``check_config``): one it refuses is reported once and raised as
     :class:`~flyconfigs.errors.KernelPluginError`, as a default that raises is.  An empty
     default (a family without a heuristic: the caller keeps its own) is not checked."""
-    config = default_config(kernel.decl, key, query, problems)
+    config = family.default(key, query)
     # An empty default is a family's way of saying it has no heuristic (the caller keeps
     # its own choice, as the vLLM and aiter families do): there is nothing to check.
-    why = check_config(kernel.decl, config, key, query) if config else None
+    why = family.check_config(config, key, query) if config else None
     if why is not None:
-        problems.report(Problem("kernel-error", kernel.where, f"default_config returned a config its own checks refuse "
-                                f"for {dict(key)}: {why}", kernel.distribution))
-        raise KernelPluginError(kernel.name, kernel.where, "default_config",
+        family.problems.report(Problem("kernel-error", family.where, f"default_config returned a config its own checks "
+                                       f"refuse for {dict(key)}: {why}", family.distribution))
+        raise KernelPluginError(family.name, family.where, "default_config",
                                 f"returned a config its own checks refuse ({why}); no artifact serves this call, so "
                                 f"there is no config")
-    return Resolution(kernel=kernel.name, key=_frozen(key), device=query, config=_frozen(config),
+    return Resolution(kernel=family.name, key=_frozen(key), device=query, config=_frozen(config),
                       source="default", layer="default", key_match="none",
                       reasons=(*reasons, "served the kernel's default heuristic"))
 
@@ -143,20 +141,20 @@ class _Search:
     """One search: the entries it has tried, the reasons it keeps for the record and the
     steps it appends to ``trace``."""
 
-    def __init__(self, problems: ProblemLog, index: Index, kernel: LoadedKernel, key: dict[str, KeyValue],
-                 query: DeviceQuery, trace: list[Step]) -> None:
-        self.problems, self.index, self.kernel, self.decl = problems, index, kernel, kernel.decl
+    def __init__(self, index: Index, family: Family, key: dict[str, KeyValue], query: DeviceQuery,
+                 trace: list[Step]) -> None:
+        self.problems, self.index, self.family, self.decl = family.problems, index, family, family.decl
         self.key, self.query, self.trace = key, query, trace
         self.tokens = query.layers()
         # FlyDSL's identity (``device_match`` "product"): the asked product's artifacts only.
-        self.product_only = device_match(self.decl, problems) == "product"
+        self.product_only = family.device_match == "product"
         self.tried: set[int] = set()
         self.reasons: list[str] = []
         self.text = canonical_text(key)
 
     def run(self) -> tuple[Found, int, str] | None:
         """What the search serves and the layer and key match it was found at, or ``None``."""
-        plan = OWN_DEVICE_PLAN if own_device_first(self.decl, self.problems) else PLAN
+        plan = OWN_DEVICE_PLAN if self.family.own_device_first else PLAN
         for layer, mode in plan:
             what = f"{LAYER_NAMES[layer]} device, {mode} key"
             found = self.step(layer, mode)
@@ -228,7 +226,7 @@ class _Search:
             return None
         pool = self.index.pool(layer, token, self.query.product)
         ranked = ([(e, ()) for e in exact_matches(pool, self.key)] if mode == "exact"
-                  else nearest_ranked(pool, self.key, self.decl, self.problems))
+                  else nearest_ranked(pool, self.key, self.family))
         ranked = [(e, d) for e, d in ranked if id(e) not in self.tried]
         others = 0
         if self.product_only:
@@ -278,7 +276,7 @@ class _Search:
         def contested(entry: Entry) -> bool:
             return bool(self.index.claimants(layer, token, entry) - {entry.source.name})
 
-        chosen = choose(Offer(self.kernel, self.key, self.query, found, ranked, contested, self.problems))
+        chosen = choose(Offer(self.family, self.key, self.query, found, ranked, contested))
         if chosen is None or chosen.neighbourhood is None:
             return found
         # Kept in the record's reasons; explain prints it on the step's "found" line.
@@ -297,7 +295,7 @@ class _Search:
             if token is None:
                 continue
             pool = self.index.pool(near_layer, token, self.query.product)
-            nearer = next((e for e, _ in nearest_ranked(pool, self.key, self.decl, self.problems)
+            nearer = next((e for e, _ in nearest_ranked(pool, self.key, self.family)
                            if e.source.rank[0] < tier and not self._asked(e)), None)
             if nearer is not None:
                 self.trace.append(Step(f"{LAYER_NAMES[layer]} device, exact key",
@@ -344,9 +342,10 @@ class _Search:
         if entry.binding is None:
             return None
         version, sha = entry.binding
-        kernel = self.kernel
+        kernel = self.family.kernel
+        digest = (lambda: kernel.digest) if isinstance(kernel, LoadedKernel) else None
         why = binding_problem(self.decl, KernelRef.model_construct(name=entry.kernel, version=version, source_sha256=sha),
-                              entry.rule, lambda: kernel.digest)
+                              entry.rule, digest)
         if why is not None:
             dist = entry.source.name if entry.source.kind == "package" else None
             self.problems.report(Problem("stale-artifact", str(entry.path), why, dist))
@@ -357,11 +356,11 @@ class _Search:
         once: a problem of the file), or ``None``.  A tuned key is judged as an asked one,
         so a file keyed ``M=-64`` never serves as the nearest key to ``M=1``; the asked
         key passed the check already, and a check that fails in the plugin is its fault,
-        reported by :func:`~flyconfigs.registry.calls.check_key`, not the file's."""
+        reported by :meth:`~flyconfigs.registry.family.Family.check_key`, not the file's."""
         if self._asked(entry):
             return None
         try:
-            check_key(self.decl, entry.key, self.problems)
+            self.family.check_key(entry.key)
         except InvalidKeyError as exc:
             dist = entry.source.name if entry.source.kind == "package" else None
             self.problems.report(Problem("invalid-key", str(entry.path),
@@ -379,7 +378,7 @@ class _Search:
         ``adapt_config``), checked again, unless the family passes it over; else why
         not.  A winner refused for the artifact's own key is a problem of the artifact
         (logged once); one that only does not fit the key is routine."""
-        kernel, key, query = self.kernel, self.key, self.query
+        kernel, key, query = self.family.kernel, self.key, self.query
         refused = refusal(kernel, artifact, key, query)
         if refused is None:
             return self._neighbour(Found(entry, artifact, dict(artifact.winner.config), None, distance))
@@ -394,8 +393,8 @@ class _Search:
         own = refused if self._asked(entry) else refusal(kernel, artifact, entry.key, query)
         if own is None:
             winner = dict(artifact.winner.config)
-            adapted = adapt(self.decl, winner, key, query)
-            if adapted is not None and check_config(self.decl, adapted, key, query) is None:
+            adapted = self.family.adapt(winner, key, query)
+            if adapted is not None and self.family.check_config(adapted, key, query) is None:
                 return self._neighbour(Found(entry, artifact, adapted, winner, distance))
             return f"{ROUTINE} ({self.decl.name}: {why})"
         # Reported for the artifact's own key, not the asked one: the problem is the
@@ -409,7 +408,7 @@ class _Search:
         asked key (its optional ``pass_over_neighbour``): then why."""
         if self._asked(found.entry):
             return found
-        why = passed_over(self.decl, self.key, found.entry.key, found.config, self.query, self.problems)
+        why = self.family.pass_over(self.key, found.entry.key, found.config, self.query)
         return found if why is None else f"{ROUTINE} ({self.decl.name} passes it over: {why})"
 
     def _asked(self, entry: Entry) -> bool:

@@ -1,21 +1,17 @@
-"""Small pieces of what a search serves: the found artifact, a kernel's adaptation of a
-nearer key's winner, and how the record names an artifact's selection."""
+"""Small pieces of what a search serves: the found artifact, what an adaptation of a
+nearer key's winner changed, and how the record names an artifact's selection."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from flyconfigs.registry.contract import KernelDecl, KeyValue
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.contract import KeyValue
 from flyconfigs.registry.records import Neighbourhood
 from flyconfigs.registry.sources import Entry
 
-__all__ = ["ROUTINE", "Found", "adapt", "changes", "how", "selection_of"]
-
-logger = logging.getLogger("flyconfigs.registry")
+__all__ = ["ROUTINE", "Found", "changes", "how", "selection_of"]
 
 ROUTINE = "its winner does not fit this key"
 """The reason a nearer tuned key is passed over for a routine cause."""
@@ -56,19 +52,6 @@ def how(artifact: Any) -> str:
         model = artifact.provenance.model
         return f"predicted (not measured on this device; model {model.name} {model.version})" if model else "predicted"
     return "imported (measured by another tool)"
-
-
-def adapt(decl: KernelDecl, config: Mapping[str, KeyValue], key: dict[str, KeyValue],
-          device: DeviceQuery) -> dict[str, KeyValue] | None:
-    """The kernel's optional ``adapt_config(config, key, device)``: ``config`` changed to
-    fit ``key``, or ``None``.  A kernel without it adapts nothing; one that raises or
-    answers something other than a mapping adapts nothing either (serving goes on)."""
-    try:
-        adapted = decl.adapt_config(config, key, device)
-    except Exception:  # noqa: BLE001 - a kernel's optional hook failing must not break a serving call
-        logger.debug("%s: adapt_config raised for %s", decl.name, dict(key), exc_info=True)
-        return None
-    return dict(adapted) if isinstance(adapted, Mapping) else None
 
 
 def changes(before: Mapping[str, KeyValue], after: Mapping[str, KeyValue]) -> str:

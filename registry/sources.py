@@ -54,6 +54,13 @@ class Source:
     target: str | None = None
     standing: Standing = "override"
 
+    @property
+    def tier(self) -> int:
+        """The rank's first element: the standing's tier (``FLYCONFIGS_PATH`` 0,
+        ``FLYCONFIGS_PACKAGES`` 1, the owner's 2, official 3, third party 4).  A step
+        serves a source of a better (lower) tier first, whatever its key's distance."""
+        return self.rank[0]
+
     def describe(self) -> str:
         """``package flyconfigs-sm90 2026.12.3 (official)`` and the like."""
         if self.kind == "override":

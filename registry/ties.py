@@ -27,17 +27,16 @@ A ``tie_rank`` that raises or answers anything but a tuple of numbers is reporte
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from flyconfigs.registry.calls import report_fault
+from flyconfigs.registry.contract import KernelDecl, KeyValue
+from flyconfigs.registry.family import Family
 from flyconfigs.registry.problems import ProblemLog
+from flyconfigs.registry.sources import Entry
 from flyconfigs.schema.canonical import canonical_text
 
 if TYPE_CHECKING:
-    from flyconfigs.registry.contract import KernelDecl, KeyValue
-    from flyconfigs.registry.sources import Entry
     from flyconfigs.schema.models import Artifact
 
 __all__ = ["Tie", "file_order", "has_own_tie_rank", "ties_ordered"]
@@ -91,47 +90,44 @@ def file_order(tie: Tie) -> tuple[float, ...]:
 def has_own_tie_rank(decl: KernelDecl) -> bool:
     """Whether ``decl`` gives its own ``tie_rank`` (else ties keep the default order, and
     no tie is ever built)."""
-    from flyconfigs.registry.contract import KernelDecl
-
     return "tie_rank" in vars(decl) or type(decl).tie_rank is not KernelDecl.tie_rank
 
 
-def ties_ordered(decl: KernelDecl, key: dict[str, KeyValue], ranked: list[tuple[Entry, tuple[float, ...]]],
-                 problems: ProblemLog | None) -> list[tuple[Entry, tuple[float, ...]]]:
+def ties_ordered(family: Family, key: dict[str, KeyValue],
+                 ranked: list[tuple[Entry, tuple[float, ...]]]) -> list[tuple[Entry, tuple[float, ...]]]:
     """``ranked`` (the nearest-key step's default order) with each run of entries of one
-    standing and one first distance element ordered by the family's ``tie_rank``: a
-    stable sort, so equal ranks keep the default order, and the copies of one key keep
-    precedence's order (:func:`_ranks`).  A rank that raises or is not a
-    tuple of numbers is reported once and leaves the run as it was."""
-    if not has_own_tie_rank(decl):
+    tier and one first distance element ordered by the family's ``tie_rank``: a stable
+    sort, so equal ranks keep the default order, and the copies of one key keep
+    precedence's order (:func:`_ranks`).  A rank that raises or is not a tuple of
+    numbers is reported once (:meth:`Family.tie_rank`) and leaves the run as it was."""
+    if not family.own_tie_rank:
         return ranked
-    log = problems if problems is not None else ProblemLog()
     out: list[tuple[Entry, tuple[float, ...]]] = []
-    for _, run in itertools.groupby(ranked, key=lambda item: (item[0].source.rank[0], item[1][:1])):
+    for _, run in itertools.groupby(ranked, key=lambda item: (item[0].source.tier, item[1][:1])):
         tied = list(run)
         if len(tied) > 1:
-            try:
-                ranks = _ranks(decl, key, tied, log)
-            except Exception as exc:  # noqa: BLE001 - a plugin's rule failing must not break serving
-                report_fault(decl, "tie_rank", exc, "equally near keys keep key_distance's order", problems)
-            else:
+            ranks = _ranks(family, key, tied)
+            if ranks is not None:
                 order = sorted(range(len(tied)), key=ranks.__getitem__)
                 tied = [tied[i] for i in order]
         out.extend(tied)
     return out
 
 
-def _ranks(decl: KernelDecl, key: dict[str, KeyValue], tied: list[tuple[Entry, tuple[float, ...]]],
-           problems: ProblemLog) -> list[tuple[float, ...]]:
-    """Each tied entry's rank: the family's, except that every copy of a key ranks as the
-    key's first copy does (in the default order, which is precedence among the copies of
-    one key: the copy the exact step would serve), so that a stable sort keeps the others
-    after it.  A rank orders keys; it never lets a copy that precedence shadows (another
-    folder's, an older run's) serve before the one that serves the key exactly."""
+def _ranks(family: Family, key: dict[str, KeyValue],
+           tied: list[tuple[Entry, tuple[float, ...]]]) -> list[tuple[float, ...]] | None:
+    """Each tied entry's rank (``None`` when one fails): the family's, except that every
+    copy of a key ranks as the key's first copy does (in the default order, which is
+    precedence among the copies of one key: the copy the exact step would serve), so that
+    a stable sort keeps the others after it.  A rank orders keys; it never lets a copy
+    that precedence shadows (another folder's, an older run's) serve before the one that
+    serves the key exactly."""
     by_key: dict[str, tuple[float, ...]] = {}
     ranks = []
-    for (entry, _), tie in zip(tied, _ties(tied, problems), strict=True):
-        rank = _rank(decl, key, tie)
+    for (entry, _), tie in zip(tied, _ties(tied, family.problems), strict=True):
+        rank = family.tie_rank(key, tie)
+        if rank is None:
+            return None
         ranks.append(by_key.setdefault(canonical_text(entry.key), rank))
     return ranks
 
@@ -143,11 +139,3 @@ def _ties(tied: list[tuple[Entry, tuple[float, ...]]], problems: ProblemLog) -> 
     for entry, distance in tied:
         out.append(Tie(entry, distance, files.setdefault(entry.place()[0], len(files)), problems))
     return out
-
-
-def _rank(decl: KernelDecl, key: dict[str, KeyValue], tie: Tie) -> tuple[float, ...]:
-    rank = decl.tie_rank(key, tie)
-    if not isinstance(rank, tuple) or not all(
-            isinstance(r, (int, float)) and not isinstance(r, bool) and not math.isnan(r) for r in rank):
-        raise TypeError(f"it returned {rank!r}, not a tuple of numbers")
-    return rank

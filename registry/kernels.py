@@ -84,8 +84,10 @@ class KernelTable:
     """The records one resolver (or the process, :data:`TABLE`) has discovered, and the
     :class:`~flyconfigs.registry.environment.Environment` snapshot they were found in
     (``environment``: the settings and one scan of the entry points, which the resolver's
-    catalog and detector read too).  Registrations are process-wide; what entry points
-    give is per table, so refreshing one resolver's table leaves every other one's alone."""
+    catalog and detector read too).  Every record is the table's own: the registrations
+    of this process are copied in (:meth:`registered`: again after a registration changes
+    them, and afresh after :meth:`clear`), so refreshing one resolver's table, or settling
+    a registration's distribution there, leaves every other table alone."""
 
     def __init__(self) -> None:
         self.environment = Environment()
@@ -93,23 +95,43 @@ class KernelTable:
         self.passed: dict[int, LoadedKernel] = {}
         self.problems = ProblemLog(self.origin_of)
         self._lock = threading.RLock()
+        self._registered: dict[str, LoadedKernel] = {}
+        self._registrations = -1
+        """The :data:`_REGISTRATIONS` generation :attr:`_registered` copies."""
 
     def clear(self) -> None:
-        """Forget what entry points gave, the environment snapshot and the problems met
+        """Forget what entry points gave, the environment snapshot, the copies of the
+        registrations (their collisions are reported once more) and the problems met
         (after an install)."""
         with self._lock:
             self.environment = Environment()
             self.loaded = {}
             self.passed = {}
             self.problems = ProblemLog(self.origin_of)
-            for record in _REGISTERED.values():  # their collisions are reported once more
-                record.settled = False
+            self._registered, self._registrations = {}, -1
+
+    def registered(self) -> dict[str, LoadedKernel]:
+        """This table's records of the declarations registered in this process, by name:
+        copied when first asked and whenever a registration has changed since (a record
+        whose declaration is still registered is kept, with what was settled of it)."""
+        if self._registrations == _REGISTRATIONS.generation:
+            return self._registered
+        with self._lock:
+            generation, declared = _REGISTRATIONS.generation, dict(_REGISTRATIONS.declared)
+            kept = self._registered
+            self._registered = {
+                name: kept[name] if name in kept and kept[name].decl is decl else
+                LoadedKernel(name, decl, "registered", f"a {type(decl).__name__} registered in this process")
+                for name, decl in declared.items()}
+            self._registrations = generation
+            return self._registered
 
     def known(self, kernel: object) -> LoadedKernel | None:
         """The record of ``kernel`` already made, without discovering anything (the
         resolver's hot path); ``None`` when it has to be discovered."""
         if isinstance(kernel, str):
-            registered = _REGISTERED.get(kernel)
+            registered = (self._registered if self._registrations == _REGISTRATIONS.generation
+                          else self.registered()).get(kernel)
             if registered is not None:
                 return registered if registered.settled else None
             return self.loaded.get(kernel)
@@ -128,7 +150,7 @@ class KernelTable:
         if not isinstance(kernel, str):
             return self._of_object(kernel, log)
         with self._lock:
-            registered = _REGISTERED.get(kernel)
+            registered = self.registered().get(kernel)
             if registered is not None:
                 _settle(registered, log, self.environment)
                 return registered
@@ -139,8 +161,8 @@ class KernelTable:
 
     def origin_of(self, decl: object) -> tuple[str, str | None]:
         """Where ``decl`` came from, for messages, and its distribution when known, as
-        this table's records (and the registrations of this process) say."""
-        for record in (*_REGISTERED.values(), *self.loaded.values(), *self.passed.values()):
+        this table's records say."""
+        for record in (*self.registered().values(), *self.loaded.values(), *self.passed.values()):
             if record.decl is decl:
                 return record.where, record.distribution
         return f"a {type(decl).__name__} passed by the caller", None
@@ -165,7 +187,24 @@ class KernelTable:
             return named
 
 
-_REGISTERED: dict[str, LoadedKernel] = {}
+class _Registrations:
+    """The declarations registered in this process, by name, and a generation that
+    every change increments (each table copies them when it differs from its own)."""
+
+    def __init__(self) -> None:
+        self.declared: dict[str, KernelDecl] = {}
+        self.generation = 0
+
+    def change(self, name: str, decl: KernelDecl | None) -> None:
+        if decl is None:
+            if self.declared.pop(name, None) is None:
+                return
+        else:
+            self.declared[name] = decl
+        self.generation += 1
+
+
+_REGISTRATIONS = _Registrations()
 TABLE = KernelTable()
 """The process-wide table (the default resolver's, and :func:`kernel_declaration`'s)."""
 
@@ -184,13 +223,13 @@ def register_kernel(decl: KernelDecl) -> KernelDecl:
                               f"a {type(decl).__name__} registered in this process")
     except FlyconfigsError as exc:
         raise TypeError(str(exc)) from None
-    _REGISTERED[name] = LoadedKernel(name, decl, "registered", f"a {type(decl).__name__} registered in this process")
+    _REGISTRATIONS.change(name, decl)
     return decl
 
 
 def unregister_kernel(name: str) -> None:
     """Forget an in-process declaration (tests use this)."""
-    _REGISTERED.pop(name, None)
+    _REGISTRATIONS.change(name, None)
 
 
 def _settle(record: LoadedKernel, log: ProblemLog, environment: Environment) -> None:
@@ -223,11 +262,16 @@ def _object_of(item: FoundEntryPoint) -> object:
     return target if module is not None else None
 
 
+def registered_names() -> list[str]:
+    """The names of the kernels registered in this process."""
+    return list(_REGISTRATIONS.declared)
+
+
 def _load(kernel: str, log: ProblemLog, environment: Environment) -> LoadedKernel:
     found = environment.entry_points(KERNEL_GROUP, log)
     matching = [f for f in found if f.entry_point.name == kernel]
     if not matching:
-        known = sorted({*_REGISTERED, *(f.entry_point.name for f in found)})
+        known = sorted({*_REGISTRATIONS.declared, *(f.entry_point.name for f in found)})
         raise UnknownKernelError(f"unknown kernel {kernel!r}; declared kernels: {', '.join(known) or 'none'}")
     # FLYCONFIGS_KERNELS as set now, not the snapshot's: a name that failed to load
     # (AmbiguousKernelError says to set it) caches nothing, so the next lookup sees it.

@@ -92,3 +92,23 @@ def test_what_code_the_registry_does_not_own_raises_is_caught_in_one_module() ->
         del sys.modules[spec.name]
     broad = figures.figures(ROOT)["broad_except_modules"]
     assert list(broad) == ["registry/guard.py"] and sum(broad.values()) <= 8
+
+
+def test_each_resolver_keeps_its_own_record_of_a_registration() -> None:
+    from flyconfigs.kernels.rmsnorm import SPEC
+    from flyconfigs.registry import register_kernel, unregister_kernel
+
+    class _Replacing(type(SPEC)):  # type: ignore[misc]
+        pass
+
+    register_kernel(_Replacing())
+    try:
+        first, second = Resolver(detector=None), Resolver(detector=None)
+        records = [r.kernels.record("rmsnorm", r.problems) for r in (first, second)]
+        assert records[0] is not records[1] and records[0].decl is records[1].decl
+        for resolver in (first, second):  # each resolver reports the registration replacing flyconfigs' own
+            assert [p.distribution for p in resolver.problems.problems() if p.kind == "kernel-collision"] == ["flyconfigs"]
+        second.refresh()
+        assert first.kernels.record("rmsnorm", first.problems) is records[0]  # another's refresh leaves it
+    finally:
+        unregister_kernel("rmsnorm")

@@ -27,9 +27,10 @@ from flyconfigs.registry.blocks import TableBlock
 from flyconfigs.registry.bulk import bulk_allocation
 from flyconfigs.registry.environment import Environment
 from flyconfigs.registry.folders import override_directories, scan_directory
-from flyconfigs.registry.matching import Pool, U, Unit, by_product, in_precedence
+from flyconfigs.registry.matching import Pool, U, Unit, by_product
 from flyconfigs.registry.ownership import Owner
 from flyconfigs.registry.packages import LoadedPackage, PackageRef, find_packages, load_package
+from flyconfigs.registry.preference import in_preference
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry, PackageInfo, Source
 from flyconfigs.schema.models import DeviceIdentity
@@ -267,7 +268,7 @@ def rank_entries(entries: list[U], owner: Owner) -> list[U]:
     it has; the originals are never changed, so rankings for two owners never mix).
     Within one source the most recently made artifact goes first, so of two tuning runs
     of one key in one folder the newer serves (``doctor`` and ``validate`` report them)."""
-    return in_precedence(_for_family(entries, owner))
+    return in_preference(_for_family(entries, owner))
 
 
 def _for_family(entries: list[U], owner: Owner) -> list[U]:

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 
 from flyconfigs.registry.matching import source_label
+from flyconfigs.registry.preference import rank_key
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.records import Collision, Resolution
 from flyconfigs.registry.sources import PACKAGES_ENV, Entry
@@ -34,7 +35,7 @@ def find_collisions(entries: list[Entry], problems: ProblemLog, served: Served |
     for group in slots.values():
         if len(group) < 2:
             continue
-        group.sort(key=lambda e: (e.source.rank[0], e.predicted(problems), e.source.rank[1]))
+        group.sort(key=lambda e: (e.source.tier, e.predicted(problems), rank_key(e)))  # measured first in a tier
         best = [e for e in group if e.source.rank == group[0].source.rank]
         contested = len({e.source.name for e in best}) > 1
         first = group[0]

@@ -10,7 +10,6 @@ table of thousands of rows costs a search the rows it weighs, not one object per
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
@@ -18,12 +17,13 @@ from flyconfigs.registry.blocks import TableBlock
 from flyconfigs.registry.bulk import bulk_allocation
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.family import Family
+from flyconfigs.registry.preference import in_preference, rank_key
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry
 from flyconfigs.registry.ties import ties_ordered
 from flyconfigs.schema.canonical import canonical_text
 
-__all__ = ["Pool", "Unit", "by_product", "exact_matches", "in_precedence", "nearest_matches", "nearest_ranked",
+__all__ = ["Pool", "Unit", "by_product", "exact_matches", "nearest_matches", "nearest_ranked",
            "relaxed_axes", "source_label"]
 
 Unit = Entry | TableBlock
@@ -34,7 +34,7 @@ U = TypeVar("U", Entry, Unit)
 class Pool:
     """Entries and tables' rows, with their grouping for matching made on first use (the
     pool's tables read then, those that fail left out, and the rest put in precedence
-    order, :func:`in_precedence`, then in ``order`` when given), so the grouping lives
+    order, :func:`~flyconfigs.registry.preference.in_preference`, then in ``order`` when given), so the grouping lives
     exactly as long as the pool: a catalog's pools are never changed once built."""
 
     def __init__(self, units: Iterable[Unit] = (),
@@ -62,31 +62,15 @@ class Pool:
         return names
 
 
-def in_precedence(units: list[U]) -> list[U]:
-    """``units`` (each ranked for one family) in precedence order: by their sources'
-    rank, and within one source the most recently made first (a stable order: otherwise
-    as given, so a table's rows keep their place together)."""
-    by_time = sorted(units, key=lambda e: e.created or "", reverse=True)
-    return sorted(by_time, key=lambda e: e.source.rank)
-
-
 def exact_matches(pool: Pool | list[Entry], key: dict[str, KeyValue]) -> list[Entry]:
     """The entries of ``pool`` whose key is ``key``, in pool order."""
     return _prepared(pool).matching(key, canonical_text(key))
 
 
 def by_product(pool: Sequence[U], product: str | None) -> list[U]:
-    """``pool`` in source order and, within each source, the products whose names share
-    the longest prefix with ``product`` first (then by name): the order in which a step
-    that accepts another product's artifacts tries them, so a device is served one
-    product's tunings wherever that product has the key, not whichever file comes first."""
-    asked = product or ""
-
-    def order(entry: Unit) -> tuple[tuple[int, int], int, str]:
-        name = entry.device.product or ""
-        return entry.source.rank, -len(os.path.commonprefix([name, asked])), name
-
-    return sorted(pool, key=order)
+    """``pool`` in the order a step that accepts other products tries it
+    (:func:`~flyconfigs.registry.preference.rank_key` with the asked product)."""
+    return in_preference(pool, product or "")
 
 
 def nearest_matches(pool: Pool | list[Entry], key: dict[str, KeyValue], family: Family | KernelDecl,
@@ -101,18 +85,10 @@ def nearest_matches(pool: Pool | list[Entry], key: dict[str, KeyValue], family: 
 def nearest_ranked(pool: Pool | list[Entry], key: dict[str, KeyValue],
                    family: Family) -> list[tuple[Entry, tuple[float, ...]]]:
     """Entries equal to ``key`` on every exact axis but the family's ``relaxed_axes``,
-    with their distance, in the nearest-key step's order: **standing first** (a source's
-    tier), then the family's ``key_distance`` (:mod:`flyconfigs.registry.nearest`; by default the smallest sum over
-    ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned value), then pool
-    order (a table's rows: the table's place, then the row's).  A higher-standing source's
-    nearest key so goes before a lower one's nearer key: distance decides only among
-    sources of one standing.  An entry the family's rule answers ``None`` for is left out.
-    A family with its own ``key_distance`` may name ``relaxed_axes``: entries that differ
-    from ``key`` on those are offered too (a table's rows among them: its rows are grouped
-    by the exact axes less the relaxed ones).  Entries of one standing whose distances
-    share their first element (equally near) are ordered by the family's ``tie_rank``
-    where it gives one (:mod:`flyconfigs.registry.ties`; a table's row keeps its table
-    and row index there)."""
+    with their distance, in :func:`~flyconfigs.registry.preference.rank_key` order (then
+    the pool's order: a table's rows by the table's place, then the row's), equally near
+    keys in the family's ``tie_rank`` order; an entry the family's ``key_distance``
+    answers ``None`` for is left out."""
     decl = family.decl
     ordinal = tuple(a.name for a in decl.key_axes if a.ordinal)
     relaxed = family.relaxed_axes
@@ -126,20 +102,20 @@ def nearest_ranked(pool: Pool | list[Entry], key: dict[str, KeyValue],
         return []
     if not group or not all(type(v) is int for v in asked):
         return []
-    scored: list[tuple[int, tuple[float, ...], tuple[int, int], Entry]] = []
+    scored: list[tuple[tuple[object, ...], tuple[int, int], tuple[float, ...], Entry]] = []
     if family.own_distance:
-        for _, _, rank, entry in group:
+        for _, _, place, entry in group:
             distance = family.distance(key, entry.key)
             if distance is not None:
-                scored.append((entry.source.tier, distance, rank, entry))
+                scored.append((rank_key(entry, distance), place, distance, entry))
     else:
         wanted = [_log2(v) for v in asked]
-        for logs, larger, rank, entry in group:
-            total = sum(abs(t - w) for t, w in zip(logs, wanted, strict=True))
-            scored.append((entry.source.tier, (total, *larger), rank, entry))
-    # Ranks are unique, so the tuples never compare two entries.
-    scored.sort(key=lambda item: item[:3])
-    ranked = [(item[3], item[1]) for item in scored]
+        for logs, larger, place, entry in group:
+            distance = (sum(abs(t - w) for t, w in zip(logs, wanted, strict=True)), *larger)
+            scored.append((rank_key(entry, distance), place, distance, entry))
+    # Places are unique, so the tuples never compare two entries.
+    scored.sort(key=lambda item: item[:2])
+    ranked = [(item[3], item[2]) for item in scored]
     return ties_ordered(family, key, ranked)
 
 
@@ -244,7 +220,7 @@ def _prepared(pool: Pool | list[Entry]) -> _Prepared:
     if isinstance(pool, Pool):
         if pool.prepared is None or pool.prepared.size != len(pool.units):
             with bulk_allocation():
-                ordered = in_precedence([u for u in pool.units if not isinstance(u, TableBlock) or u.ready()])
+                ordered = in_preference([u for u in pool.units if not isinstance(u, TableBlock) or u.ready()])
                 pool.prepared = _Prepared(ordered if pool.order is None else pool.order(ordered), len(pool.units))
         return pool.prepared
     with bulk_allocation():

@@ -1,60 +1,17 @@
 """Resolution: which config a kernel gets for a key on a device, and why.
 
-Precedence (the one place it is written down; :mod:`flyconfigs.registry.search` is it
-in code, and ``resolve``, ``explain``, ``doctor`` and ``validate`` all call it):
-
-1. the in-process memo (a dictionary lookup; negative results are memoized too), keyed
-   by the kernel's loaded record (never its name: a declaration passed in is a record of
-   its own, so two of one name that differ in ``device_match`` never share answers), the
-   device and the typed key;
-2. the steps, most specific first —
-
-   a. the same product (vendor, arch, product, compute units, features), exact key;
-   b. the same arch and compute-unit count, exact key;
-   c. layers a and b with the nearest key (the family's ``key_distance``, equally near
-      keys in its ``tie_rank`` order), never across exact axes (``dtype``) but the
-      family's ``relaxed_axes``;
-   d. the same arch only (*borrowed*: the record names the device it came from), exact
-      key, then the nearest key;
-
-   a family whose ``own_device_first`` is true (vLLM's: it reads only the running GPU's
-   own file) takes a's nearest key before b: a, a nearest, b, b nearest, d;
-
-   and **within each step standing first** (below): a source of a higher standing
-   serves before a lower one even when the lower one's key is nearer; distance decides
-   only among sources of one standing; then measured before predicted, then the user's
-   order, then (in a step that accepts other products) the nearer product name.  A
-   kernel whose ``device_match`` is ``product`` (FlyDSL's identity) is served only
-   artifacts of the asked product, arch and compute units: the other products of steps
-   b and c, and step d, are passed over.  The steps come before standing: an exact key
-   of any standing serves before a nearest key of a higher one (a measurement of the
-   asked key beats a guess from a neighbour), and ``explain`` says when a higher
-   standing had a nearer key;
-3. the kernel's default heuristic, checked like any served config.
-
-Standing of a source, for one kernel family (``flyconfigs explain`` prints it):
-
-- ``FLYCONFIGS_PATH`` directories, in the order listed;
-- the data packages ``FLYCONFIGS_PACKAGES`` lists, in its order;
-- the family **owner's** packages: the distribution that declares the family through
-  the ``flyconfigs.kernels`` entry point, and the data packages its declaration names
-  (``data_packages``);
-- the **official** package of the target, ``flyconfigs-<target>``;
-- every other (**third-party**) package.
-
-Only the user's settings and the family's own declaration move a source: never its name
-(no alphabetical order) nor a label its artifacts carry.  A measured artifact of a lower
-standing never outranks a higher one's prediction.  When several sources hold an
-artifact for the same family, device and key, the best ranked serves and the collision
-is reported (``flyconfigs doctor``, which fails on one nobody chose: between packages
-``FLYCONFIGS_PACKAGES`` does not both rank); two packages of one standing (two third
-parties, say) **contest** the slot, and neither serves it until the user ranks them in
-``FLYCONFIGS_PACKAGES``.  Two artifacts of one slot in one source (two tuning runs of a
-key in one folder) are duplicates: the more recently made serves (its provenance's
-``created``), and ``doctor`` and ``validate`` report the other.
-
-What may serve, and the nearest-key rule, are written in
-:mod:`flyconfigs.registry.search`, with the code that applies them.
+A :class:`Resolver` answers from its memo (a dictionary lookup; negative results are
+memoized too), keyed by the kernel's loaded record (never its name: a declaration passed
+in is a record of its own, so two of one name that differ in ``device_match`` never share
+answers), the device and the typed key.  Otherwise it runs the one search
+(:func:`~flyconfigs.registry.search.search`) that ``explain``, ``doctor`` and
+``validate`` run too, so they cannot disagree.  The order the search serves in is written
+once, in :func:`flyconfigs.registry.preference.rank_key`'s docstring (``docs/resolution.md``
+explains it); where nothing serves, the family's default heuristic does, checked like any
+served config.  When several sources hold an artifact for one family, device and key,
+the best ranked serves and the collision is reported (:mod:`flyconfigs.registry.contest`;
+``doctor`` fails on one nobody chose); two artifacts of one slot in one source are
+duplicates, the more recently made serving.
 """
 
 from __future__ import annotations

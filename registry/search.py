@@ -1,45 +1,16 @@
 """The precedence rule in code: one search for a kernel at a key on a device over one
 catalog index.  ``resolve``, ``explain``, ``doctor`` and ``validate`` all call
-:func:`search`, so they cannot disagree; the rule is written out in
-:mod:`flyconfigs.registry.resolve`'s docstring.
-
-Steps first — exact key, then nearest key, on the device, then on a sibling of the same
-arch — and within each step standing first: a source of a higher standing serves before
-a lower one even when the lower one's key is nearer; distance decides only among sources
-of one standing, then measured before predicted, then the user's order.  A kernel whose
-``device_match`` is ``product`` (FlyDSL's identity) is served only artifacts of the asked
-product, arch and compute units: the other products of the first two layers are passed
-over (``explain`` says how many) and the sibling steps are skipped.
-
-Nearest key: the family's ``key_distance(asked, tuned)`` over tuned keys equal to the
-asked one on every exact axis but the family's ``relaxed_axes``, the smaller tuple first
-(keys equally near by its first element in the order of the family's ``tie_rank``, where
-it gives one: :mod:`flyconfigs.registry.ties`), ``None`` never served (by default the
-smallest sum over ordinal axes of ``|log2 a - log2 b|``, a tie to the larger tuned
-value; :mod:`flyconfigs.registry.nearest`); a neighbour whose winner the family's
-``pass_over_neighbour`` gives a reason against is passed over.  A config is served only
-when :func:`~flyconfigs.registry.check.refusal` accepts it — its artifact bound to the
-installed family (:func:`~flyconfigs.registry.binding.binding_problem`: its family
-version and source), the config one of the declared tunables and accepted by the
-kernel's own ``check_config`` for the asked key and device, and never from an artifact a
-test double made to a real device.  A nearer key's winner that does not fit the asked
-key (a vector width that does not divide the row, say) is adapted by the kernel's
-optional ``adapt_config(config, key, device)`` and served if the check accepts the
-result (the record's ``adapted_from`` keeps the winner as tuned); else the next nearest
-key is tried.  Where a nearer key's winner would serve, a family's optional
-``choose_from_neighbours`` may choose another config from the timings recorded at the
-tuned keys of that step and standing (:mod:`flyconfigs.registry.neighbourhood`); it is
-served only when the same checks accept it, and the record's ``neighbourhood`` says why
-and where it came from.  Passing over such a key is routine (one DEBUG line per resolve, the
-reasons in the record); a missing, corrupt, mismatched or invalid artifact, or a winner
-its kernel refuses for the artifact's own key, is skipped with one warning per cause and
-the search goes on; the reasons are kept in the record.
-
-A family's ``relaxed_axes`` are the exception to "equal on every exact axis": tuned keys
-that differ from the asked one on those are offered to its ``key_distance`` too, equally
-near ones of one standing in its ``tie_rank`` order (:mod:`flyconfigs.registry.ties`);
-what is served from one says, in the record's reasons and on its step, which asked value
-no tuned key had.
+:func:`search`, so they cannot disagree.  It walks the steps and, within each, the
+candidates in :func:`~flyconfigs.registry.preference.rank_key` order, applying the filters
+that docstring lists; a config is served only when
+:func:`~flyconfigs.registry.check.refusal` accepts it.  A nearer key's winner that does
+not fit the asked key is adapted by the family's ``adapt_config`` and served if the check
+accepts the result (the record's ``adapted_from`` keeps the winner as tuned); a family's
+``choose_from_neighbours`` may choose another config from the timings of that step and
+standing (:mod:`flyconfigs.registry.neighbourhood`).  Passing over such a key is routine
+(one DEBUG line per resolve); a missing, corrupt, mismatched or invalid artifact, or a
+winner its kernel refuses for the artifact's own key, is skipped with one warning per cause.
+Every reason is kept in the record.
 """
 
 from __future__ import annotations
@@ -165,7 +136,7 @@ class _Search:
                 # compute units (the same silicon, e.g. an MI325X for an MI300X) outranks a
                 # prediction made for this one, from a source of the same standing or a
                 # higher one.  A borrowed same-arch measurement does not.
-                better = self.step(1, mode, measured_only=True, within=found.entry.source.rank[0])
+                better = self.step(1, mode, measured_only=True, within=found.entry.source.tier)
                 if better is not None:
                     self._say(what, f"{found.entry.path}: predicted, not served: {better.entry.path} was measured "
                                     f"on {better.entry.device.describe()}, of the same arch and compute units")
@@ -179,7 +150,7 @@ class _Search:
             if relaxed:
                 self.reasons.append(relaxed)
                 adapted += f"; {relaxed}"
-            if mode == "exact" and self.trace and entry.source.rank[0] > 0:
+            if mode == "exact" and self.trace and entry.source.tier > 0:
                 self._higher_had_nearer(found, layer)
             self.trace.append(Step(f"{LAYER_NAMES[layer]} device, {mode} key",
                                    f"found {entry.path} ({entry.source.describe()})"
@@ -210,11 +181,10 @@ class _Search:
         self.trace.append(Step(what, reason))
 
     def step(self, layer: int, mode: str, measured_only: bool = False, within: int | None = None) -> Found | None:
-        """What one step serves: its candidates standing first (then distance, for the
-        nearest key, then the source's order); within a standing the first usable
-        measured artifact, else (unless ``measured_only``) the first usable predicted
-        one; ``within`` admits standings of that tier or better only.  A contested entry
-        is never served."""
+        """What one step serves: the first usable candidate in
+        :func:`~flyconfigs.registry.preference.rank_key` order, measured before predicted
+        within a tier (none predicted when ``measured_only``); ``within`` admits that tier
+        or better only.  A contested entry is never served."""
         token = self.tokens[layer]
         what = f"{LAYER_NAMES[layer]} device, {mode} key"
         if token is None:
@@ -240,10 +210,10 @@ class _Search:
             return None
         predicted: Found | None = None
         for entry, distance in ranked:
-            tier = entry.source.rank[0]
+            tier = entry.source.tier
             if within is not None and tier > within:
                 continue
-            if predicted is not None and tier > predicted.entry.source.rank[0]:
+            if predicted is not None and tier > predicted.entry.source.tier:
                 break  # a label a source wrote never lifts it above a source of a better standing
             rivals = sorted(self.index.claimants(layer, token, entry) - {entry.source.name})
             if rivals:
@@ -289,14 +259,14 @@ class _Search:
         (the steps come before standing: an exact measurement of the asked key is served
         before any nearest key).  Only asked while explaining: it weighs the nearest-key
         step's neighbours, which a resolve never needs once an exact key serves."""
-        tier = found.entry.source.rank[0]
+        tier = found.entry.source.tier
         for near_layer in range(layer + 1):
             token = self.tokens[near_layer]
             if token is None:
                 continue
             pool = self.index.pool(near_layer, token, self.query.product)
             nearer = next((e for e, _ in nearest_ranked(pool, self.key, self.family)
-                           if e.source.rank[0] < tier and not self._asked(e)), None)
+                           if e.source.tier < tier and not self._asked(e)), None)
             if nearer is not None:
                 self.trace.append(Step(f"{LAYER_NAMES[layer]} device, exact key",
                                        f"{nearer.path} ({nearer.source.describe()}) has a nearer key "
@@ -308,8 +278,8 @@ class _Search:
         """Say when a source of a lower standing had a nearer key than the one served."""
         if self._asked(found.entry):
             return
-        tier = found.entry.source.rank[0]
-        nearer = next((e for e, d in ranked if e.source.rank[0] > tier and d < found.distance), None)
+        tier = found.entry.source.tier
+        nearer = next((e for e, d in ranked if e.source.tier > tier and d < found.distance), None)
         if nearer is not None:
             self._say(what, f"{nearer.path} ({nearer.source.describe()}) has a nearer key {dict(nearer.key)}, but "
                             f"{found.entry.source.describe()} ranks above it: within a step standing comes first")

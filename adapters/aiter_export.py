@@ -70,7 +70,7 @@ def _rows(table: Table, family: AiterFamily, header: list[str], seen: set[tuple[
 
 def export_aiter(tables: Iterable[Table], out: str | Path, problems: ProblemLog | None = None) -> list[ExportedFile]:
     """Write every aiter table of ``tables`` (in precedence order, as
-    :func:`~flyconfigs.registry.tables.installed_tables` gives them) into ``out`` as
+    :func:`~flyconfigs.registry.installed.installed_tables` gives them) into ``out`` as
     aiter's CSVs (module docstring), each atomically; the files written, sorted by path.
     A table of another kernel is left out.  Tables of one upstream file are merged as the
     search serves them: of rows with one device and key, the first table's; the rest

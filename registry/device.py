@@ -28,6 +28,7 @@ from flyconfigs.registry.entrypoints import FoundEntryPoint
 from flyconfigs.registry.environment import Environment
 from flyconfigs.registry.guard import Raised, guarded
 from flyconfigs.registry.names import canonical_name
+from flyconfigs.registry.packages import find_packages
 from flyconfigs.registry.problems import Problem, ProblemLog
 from flyconfigs.registry.settings import DETECTOR_ENV, DEVICE_ENV, NO_DETECT_ENV, Settings, read_settings
 from flyconfigs.schema.models import DeviceIdentity, wave_size_of_arch
@@ -211,8 +212,6 @@ def detect_with(detector: Detector | None, problems: ProblemLog | None = None,
 
 def _runtime_advice(exc: GPURuntimeMissingError, problems: ProblemLog) -> str:
     """What to install so that the GPU is detected."""
-    from flyconfigs.registry.packages import find_packages
-
     wanted = {"hip" if ref.target.startswith("gfx") else "cuda" for ref in find_packages(problems=problems)}
     missing = [extra for extra in ("hip", "cuda") if extra in exc.extras and (extra in wanted or not wanted)]
     if missing:

@@ -8,7 +8,7 @@ import math
 import re
 
 from flyconfigs.errors import InvalidKeyError
-from flyconfigs.registry.contract import KeyValue
+from flyconfigs.registry.axes import KeyValue
 
 __all__ = ["parse_key_items", "parse_spelled_items", "parse_value", "split_spelled_items"]
 

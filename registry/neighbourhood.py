@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
 from flyconfigs.errors import FlyconfigsError
+from flyconfigs.registry.axes import KeyValue
 from flyconfigs.registry.check import refusal
-from flyconfigs.registry.contract import KeyValue
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.family import Family
+from flyconfigs.registry.offers import Neighbour, Timings, _lookup, _Slot, slot_of
 from flyconfigs.registry.records import Neighbourhood
 from flyconfigs.registry.serving import Found
 from flyconfigs.registry.sources import Entry
@@ -40,59 +41,9 @@ __all__ = ["FINAL_SAMPLES", "MEMBER", "Neighbour", "Offer", "Timings", "choose",
 MEMBER = "choose_from_neighbours"
 
 
-Timings = tuple[tuple[Mapping[str, KeyValue], float], ...]
-_Slot = tuple[tuple[str, str, KeyValue], ...]
-
 FINAL_SAMPLES = 15
 """The sample count of the tuner's final protocol (its screen takes 5): a timing of at
 least this many samples is a final one where the artifact does not say its protocol's."""
-
-
-@dataclass(frozen=True)
-class Neighbour:
-    """One tuned key offered to a family's neighbourhood rule: its key, its distance from
-    the asked key (the family's ``key_distance``), its winner, and every candidate its
-    artifact timed (status ``ok``) as ``(config, median µs)``, fastest first; configs are
-    as recorded (a tunable added later may be left out: ``tunable_defaults`` says what
-    that means, and :meth:`time_of` applies it).  ``file`` is the artifact it was read
-    from."""
-
-    key: Mapping[str, KeyValue]
-    distance: tuple[float, ...]
-    winner: Mapping[str, KeyValue]
-    timings: Timings
-    file: str
-    lookup: Mapping[_Slot, float] = field(default_factory=dict, repr=False, compare=False)
-    defaults: Mapping[str, KeyValue] = field(default_factory=dict, repr=False, compare=False)
-    finals: frozenset[_Slot] | None = field(default=None, repr=False, compare=False)
-    """The configs whose timing is a final one (the tuner's full protocol, which times the
-    winner and the default together); ``None``: every timing counts as final (made by
-    hand)."""
-    tuned_default: Mapping[str, KeyValue] | None = field(default=None, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if not self.lookup and self.timings:  # made by hand (the registry passes the lookup it keeps)
-            object.__setattr__(self, "lookup", _lookup(self.timings, self.defaults))
-
-    def time_of(self, config: Mapping[str, KeyValue]) -> float | None:
-        """The median µs this key timed ``config`` at (the family's ``tunable_defaults``
-        filling what either leaves out), or ``None`` where it did not time it."""
-        return self.lookup.get(slot_of(config, self.defaults))
-
-    def timed_in(self, config: Mapping[str, KeyValue]) -> str | None:
-        """``final`` or ``screen``: which of the tuner's protocols timed ``config`` here
-        (a screen is a few samples, read against a final it is no paired comparison);
-        ``None`` where it was not timed."""
-        slot = slot_of(config, self.defaults)
-        if slot not in self.lookup:
-            return None
-        return "final" if self.finals is None or slot in self.finals else "screen"
-
-
-def slot_of(config: Mapping[str, KeyValue], defaults: Mapping[str, KeyValue]) -> _Slot:
-    """``config`` completed with ``defaults`` as a hashable value that tells ``1`` from
-    ``True`` and ``1.0`` (JSON types differ)."""
-    return tuple(sorted((k, type(v).__name__, v) for k, v in {**defaults, **config}.items()))
 
 
 def measurements(artifact: Any) -> list[tuple[Mapping[str, Any], float, bool]]:
@@ -117,13 +68,6 @@ def timings_of(artifact: Any) -> Timings:
     (read-only configs); empty for a predicted artifact, which timed nothing."""
     timed = sorted(((config, median) for config, median, _ in measurements(artifact)), key=lambda item: item[1])
     return tuple((MappingProxyType(dict(config)), median) for config, median in timed)
-
-
-def _lookup(timings: Timings, defaults: Mapping[str, KeyValue]) -> dict[_Slot, float]:
-    lookup: dict[_Slot, float] = {}
-    for config, median in reversed(timings):  # a config timed twice keeps its faster time
-        lookup[slot_of(config, defaults)] = median
-    return lookup
 
 
 _TIMED: dict[int, tuple[weakref.ref[Any], str, Timings, Mapping[_Slot, float], frozenset[_Slot]]] = {}

@@ -12,9 +12,8 @@ family's declaration moves a source, never a name sorted or a label a package wr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-from flyconfigs.registry.family import Family
 from flyconfigs.registry.names import canonical_name
 
 __all__ = ["OFFICIAL_PREFIX", "TIERS", "Owner", "Standing", "is_official", "owner_of"]
@@ -53,7 +52,17 @@ class Owner:
         return who + (f" (with {', '.join(sorted(self.packages))})" if self.packages else "")
 
 
-def owner_of(family: Family | None, kernel: str) -> Owner:
+class _Declared(Protocol):
+    """What ownership reads of a family (:class:`~flyconfigs.registry.family.Family`)."""
+
+    @property
+    def distribution(self) -> str | None: ...
+
+    @property
+    def data_packages(self) -> frozenset[str]: ...
+
+
+def owner_of(family: _Declared | None, kernel: str) -> Owner:
     """The owner of ``kernel`` whose family is ``family`` (``None`` when this environment
     declares no such kernel: no package is its owner's).  A ``data_packages`` that raises
     or is not a collection of names is reported once, by the family, and names no package."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
-from flyconfigs.registry.contract import KeyValue
+from flyconfigs.registry.axes import KeyValue
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.schema.models import DeviceIdentity
 

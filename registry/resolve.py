@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from importlib import invalidate_caches
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from flyconfigs.errors import FlyconfigsError
-from flyconfigs.registry import inventory
-from flyconfigs.registry.catalog import Catalog, ranked_entries
+from flyconfigs.registry.catalog import Catalog
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.device import (
     Detector,
@@ -37,18 +35,15 @@ from flyconfigs.registry.device import (
     memo_token,
 )
 from flyconfigs.registry.family import Family
-from flyconfigs.registry.guard import Raised, guarded
+from flyconfigs.registry.inventory import Inventory, skipped_overrides
 from flyconfigs.registry.kernels import KernelTable, LoadedKernel
+from flyconfigs.registry.observers import Observed, Observer
 from flyconfigs.registry.ownership import Owner, owner_of
-from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.records import Collision, Resolution, Step
 from flyconfigs.registry.search import search, serve_default
-from flyconfigs.registry.sources import PATH_ENV, Entry, PackageInfo, Source
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.models import DeviceIdentity
-
-if TYPE_CHECKING:
-    from flyconfigs.registry.tables import TableRef
 
 __all__ = ["MEMO_LIMIT", "Collision", "Resolution", "Resolver", "Step"]
 
@@ -61,10 +56,7 @@ canonical form."""
 MEMO_LIMIT = 16384
 """Memoized resolutions kept per resolver; the oldest is dropped first beyond it."""
 
-Observer = Callable[[Resolution], None]
-
-
-class Resolver:
+class Resolver(Inventory, Observed):
     """Answers :meth:`resolve`; holds the memo, the kernel records, the source index and
     the problem log.
 
@@ -101,7 +93,6 @@ class Resolver:
         self.generation = 0
         """Incremented by :meth:`refresh`; callers that cache resolutions compare it."""
 
-
     def refresh(self) -> None:
         """Drop every cache of this resolver: the memo, its kernel records, the source
         index, the detected device (and the installed detector chosen) and the record
@@ -120,19 +111,6 @@ class Resolver:
             self._families = {}
             self._catalog = Catalog(self._paths, self.problems, self._packages, self.kernels.environment)
             self.generation += 1
-
-    def add_observer(self, observer: Observer) -> Callable[[], None]:
-        """Call ``observer`` with every resolution (memo hits too); returns a remover.
-        An observer that raises is logged once and never breaks a resolve."""
-        with self._lock:
-            self._observers = [*self._observers, observer]
-
-        def remove() -> None:
-            with self._lock:
-                self._observers = [o for o in self._observers if o is not observer]
-
-        return remove
-
 
     def resolve(
         self,
@@ -202,14 +180,6 @@ class Resolver:
             self._notify(hit)
         return hit
 
-    def _notify(self, resolution: Resolution) -> None:
-        for observer in self._observers:
-            failed = guarded(observer, resolution)  # an observer must not break serving
-            if isinstance(failed, Raised):
-                self.problems.report(Problem("observer-error", repr(observer),
-                                             f"raised {type(failed.exc).__name__}: {failed.exc}; resolve went on"))
-
-
     def family(self, record: LoadedKernel) -> Family:
         """``record``'s :class:`~flyconfigs.registry.family.Family` in this resolver (made
         once per record and refresh): its faults are reported to this resolver's log."""
@@ -272,7 +242,6 @@ class Resolver:
         index = self._catalog.index(owner_of(family, family.name), query.arch)
         return search(family, key, query, index, trace)
 
-
     def explain(
         self, kernel: str | KernelDecl, key: Mapping[str, object], device: DeviceIdentity | DeviceQuery | str | None = None
     ) -> tuple[Resolution, list[Step]]:
@@ -290,7 +259,7 @@ class Resolver:
                 trace.append(Step(f"owner of {record.name}", owner.describe()))
             trace.append(Step("sources, in precedence order",
                               ("; ".join(s.describe() for s in order) or "none")
-                              + _skipped_overrides(self._catalog.override_entries(), record.name, query.arch)))
+                              + skipped_overrides(self._catalog.override_entries(), record.name, query.arch)))
         if filled:
             trace.append(Step("key as spelled", "filled in " + " ".join(f"{k}={canonical_text(v)}" for k, v in filled.items())))
         return _with_filled(self._search(family, norm, query, why, trace), filled), trace
@@ -301,48 +270,6 @@ class Resolver:
         serves a slot several files claim."""
         family = self.family(self.kernels.record(kernel, self.problems))
         return self._search(family, family.check_key(key), DeviceQuery.of(device), "", [])
-
-    def sources_for(self, arch: str) -> list[Source]:
-        """The sources that can serve ``arch``, in precedence order."""
-        return self._catalog.sources_for(arch)
-
-
-    def packages(self) -> list[PackageInfo]:
-        """Installed data packages whose manifests are readable, in precedence order
-        (reads every manifest)."""
-        return self._catalog.packages()
-
-    def all_entries(self, tables: bool = True) -> Iterator[Entry]:
-        """Every entry of every source (the tables' rows too unless ``tables`` is
-        false), each ranked for its kernel's owner, in precedence order (reads every
-        manifest)."""
-        yield from self._catalog.all_entries(self._owner, tables)
-
-    def ranked(self, entries: list[Entry]) -> list[Entry]:
-        """``entries`` each ranked for its kernel's owner, in precedence order."""
-        return ranked_entries(entries, self._owner)
-
-    def all_tables(self) -> list[TableRef]:
-        """Every table of every source, rows not read (reads every manifest)."""
-        return self._catalog.all_tables()
-
-    def _owner(self, kernel: str) -> Owner:
-        try:
-            record: LoadedKernel | None = self.kernels.record(kernel, self.problems)
-        except FlyconfigsError:  # a kernel this environment does not declare has no owner
-            record = None
-        return owner_of(None if record is None else self.family(record), kernel)
-
-    def collisions(self) -> list[Collision]:
-        """Every collision between sources, each also logged once, its winner the
-        artifact the search serves for that slot (:mod:`flyconfigs.registry.inventory`)."""
-        return inventory.collisions(self)
-
-    def check_all(self) -> list[Problem]:
-        """Load every artifact, check each winner with its kernel's declaration and find
-        every collision, as doctor does; every problem seen so far
-        (:mod:`flyconfigs.registry.inventory`)."""
-        return inventory.check_all(self, self._detector_installed)
 
 
 def _with_filled(resolution: Resolution, filled: dict[str, KeyValue]) -> Resolution:
@@ -362,18 +289,3 @@ def _bounded_put(memo: dict[tuple[object, ...], Resolution], key: tuple[object, 
     if len(memo) >= MEMO_LIMIT:
         memo.pop(next(iter(memo)))
     memo[key] = value
-
-
-def _skipped_overrides(entries: list[Entry], kernel: str, arch: str) -> str:
-    """What ``FLYCONFIGS_PATH`` holds for ``kernel`` that cannot serve ``arch``, so that
-    a folder of such files is not mistaken for an empty one."""
-    other: dict[str, int] = {}
-    for entry in entries:
-        if entry.kernel == kernel and entry.device.arch != arch:
-            other[entry.device.arch] = other.get(entry.device.arch, 0) + 1
-    if not other:
-        return ""
-    parts = [f"{n} for {a}" + (" (made by the test backend: never served to a real device)" if a == "simulated" else "")
-             for a, n in sorted(other.items())]
-    return f" ({sum(other.values())} files of {PATH_ENV} skipped: {'; '.join(parts)})"
-

@@ -21,10 +21,10 @@ from types import MappingProxyType
 from typing import Any
 
 from flyconfigs.errors import FlyconfigsError, InvalidKeyError, KernelPluginError
+from flyconfigs.registry.axes import KeyValue
 from flyconfigs.registry.binding import binding_problem
 from flyconfigs.registry.catalog import Index
 from flyconfigs.registry.check import refusal
-from flyconfigs.registry.contract import KeyValue
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.family import Family
 from flyconfigs.registry.kernels import LoadedKernel

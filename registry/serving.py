@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from flyconfigs.registry.contract import KeyValue
+from flyconfigs.registry.axes import KeyValue
 from flyconfigs.registry.records import Neighbourhood
 from flyconfigs.registry.sources import Entry
 

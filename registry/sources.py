@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from flyconfigs.errors import ArtifactError, UnsupportedSchemaVersionError
-from flyconfigs.registry.contract import KeyValue
+from flyconfigs.registry.axes import KeyValue
 from flyconfigs.registry.ownership import TIERS, Owner, Standing
 from flyconfigs.registry.problems import Problem, ProblemKind, ProblemLog
 from flyconfigs.registry.settings import PACKAGES_ENV, PATH_ENV

@@ -39,7 +39,7 @@ from flyconfigs.schema.table import Table
 
 _Ref = TypeVar("_Ref", bound="TableRef")
 
-__all__ = ["PackRef", "TableRef", "TableRowEntry", "installed_tables", "override_table"]
+__all__ = ["PackRef", "TableRef", "TableRowEntry", "override_table"]
 
 
 @dataclass(eq=False)
@@ -338,28 +338,3 @@ def override_table(path: Path, data: object, source: Source, problems: ProblemLo
         problems.report(Problem("invalid-artifact", str(path), "; ".join(str(p) for p in exc.problems)))
         return None
     return TableRef(table.kernel.name, table.device.identity, str(path), source, rows=len(table.rows), table=table)
-
-
-
-def installed_tables(paths: list[str] | None, problems: ProblemLog) -> list[Table]:
-    """Every valid table the registry would serve from (``FLYCONFIGS_PATH``, or ``paths``
-    instead, and the installed data packages), read now, in precedence order (the first
-    source's first).  Tables of one file name (the same kernel, device and upstream file:
-    your own copy of a shipped CSV, say) are all returned: their rows are not copies of
-    each other, and the search serves each key from the first source that has it, the
-    other keys from the others.  Broken ones are reported to ``problems`` and left out."""
-    from flyconfigs.registry.catalog import Catalog
-
-    catalog = Catalog(paths, problems)
-    found: list[tuple[tuple[int, int], Table]] = []
-    seen: set[int] = set()
-    for target in catalog.all_targets():
-        for ref in catalog.tables_for(target):
-            if isinstance(ref, PackRef):  # a pack is tuned artifacts, not an upstream table
-                continue
-            ref.read(problems)
-            if isinstance(ref.table, Table) and id(ref.table) not in seen:
-                seen.add(id(ref.table))
-                found.append((ref.source.rank, ref.table))
-    found.sort(key=lambda pair: pair[0])  # stable: one source's tables keep their order
-    return [table for _, table in found]

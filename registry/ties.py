@@ -27,64 +27,19 @@ A ``tie_rank`` that raises or answers anything but a tuple of numbers is reporte
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from flyconfigs.registry.contract import KernelDecl, KeyValue
 from flyconfigs.registry.family import Family
+from flyconfigs.registry.offers import Tie, file_order
 from flyconfigs.registry.problems import ProblemLog
 from flyconfigs.registry.sources import Entry
 from flyconfigs.schema.canonical import canonical_text
 
 if TYPE_CHECKING:
-    from flyconfigs.schema.models import Artifact
+    pass
 
 __all__ = ["Tie", "file_order", "has_own_tie_rank", "ties_ordered"]
-
-
-class Tie:
-    """One of several tuned keys of one standing equally near the asked key, as a
-    family's ``tie_rank`` sees it.
-
-    ``key`` is the tuned key, ``distance`` its ``key_distance`` from the asked one;
-    ``file`` says which of the tie's files it comes from, numbered from 0 in the order the
-    default meets them (by distance, then the sources' order): the rows of one table share
-    one number, every artifact file has its own; ``row`` is its row in that table (an
-    imported table keeps its upstream file's order), ``None`` for an artifact file.
-    ``artifact`` is read on first use only."""
-
-    __slots__ = ("_artifact", "_entry", "_problems", "_read", "distance", "file", "key", "row")
-
-    def __init__(self, entry: Entry, distance: tuple[float, ...], file: int, problems: ProblemLog) -> None:
-        self.key: Mapping[str, KeyValue] = entry.key
-        self.distance = distance
-        self.file = file
-        self.row: int | None = entry.place()[1]
-        self._entry = entry
-        self._problems = problems
-        self._read = False
-        self._artifact: Artifact | None = None
-
-    @property
-    def artifact(self) -> Artifact | None:
-        """The key's artifact (its provenance and the figures its source reported), read
-        now if not yet and kept with its entry (the search does not read it again); ``None``
-        when it cannot be read, reported once as the search would."""
-        if not self._read:
-            self._artifact, self._read = self._entry.load(self._problems), True
-        return self._artifact
-
-    def __repr__(self) -> str:
-        return f"Tie(key={dict(self.key)!r}, distance={self.distance!r}, file={self.file}, row={self.row})"
-
-
-def file_order(tie: Tie) -> tuple[float, ...]:
-    """The rank that serves equally near keys in their upstream file's order: the rows of
-    one table by row, the earlier first; keys of different files (another table, an
-    artifact beside it) in the default order of their files' first keys, never by row
-    numbers of two files.  A framework that takes the first of its file's equally near
-    entries (vLLM's ``min`` over the dict it read) answers this."""
-    return (float(tie.file), float(tie.row if tie.row is not None else 0))
 
 
 def has_own_tie_rank(decl: KernelDecl) -> bool:

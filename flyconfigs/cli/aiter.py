@@ -120,8 +120,8 @@ def export_files(args: argparse.Namespace) -> int:
     """Write every aiter table installed or on ``FLYCONFIGS_PATH`` as aiter's CSVs; exit 1
     when none was found or something could not be read (listed; ``problems`` in ``--json``)."""
     from flyconfigs.adapters.aiter_export import aiter_environment, export_aiter
+    from flyconfigs.registry.installed import installed_tables
     from flyconfigs.registry.problems import ProblemLog
-    from flyconfigs.registry.tables import installed_tables
 
     log = ProblemLog()
     written = export_aiter(installed_tables(None, log), args.out, log)

@@ -116,7 +116,7 @@ class Catalog:
             tables: list[TableRef] = []
 
             def on_table(path: Path, data: object, source: Source) -> None:
-                from flyconfigs.registry.tables import override_table
+                from flyconfigs.registry.packs import override_table
 
                 found = override_table(path, data, source, self.problems)
                 if found is not None:
@@ -143,14 +143,16 @@ class Catalog:
             found = [t for t in self._override_tables if t.device.arch == arch]
             heads = [head for head in self._table_heads if head[2].arch == arch]
             if heads:
-                from flyconfigs.registry.tables import PackRef, TableRef
+                from flyconfigs.registry.packs import PackRef
+                from flyconfigs.registry.tables import TableRef
 
                 found.extend((PackRef if form == "pack" else TableRef)(kernel, device, path, source)
                              for path, kernel, device, source, form in heads)
                 found.sort(key=lambda t: t.source.rank)  # stable: in the folders' order
             for package in self.packages_for(arch):
                 if package.source is not None and (package.tables or package.packs):
-                    from flyconfigs.registry.tables import PackRef, TableRef
+                    from flyconfigs.registry.packs import PackRef
+                    from flyconfigs.registry.tables import TableRef
 
                     found.extend(TableRef.of_manifest(row, package.source, package.info.location)
                                  for row in package.tables)

@@ -155,7 +155,8 @@ def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:
     target, each winner its kernel refuses), and notes."""
     # Here, not at the top: the resolver imports this module for refusal(), and a
     # resolve from FLYCONFIGS_PATH reads no manifest or table.
-    from flyconfigs.registry.tables import PackRef, TableRef
+    from flyconfigs.registry.packs import PackRef
+    from flyconfigs.registry.tables import TableRef
     from flyconfigs.schema.load import parse_manifest_report
     from flyconfigs.schema.manifest import MANIFEST_FILE
 

@@ -50,6 +50,7 @@ from flyconfigs.registry.plugin import (
     spelled_key,
 )
 from flyconfigs.registry.problems import ProblemLog
+from flyconfigs.registry.registrations import registered_names
 
 __all__ = [
     "KERNEL_GROUP",
@@ -112,7 +113,7 @@ def check_kernel_choices(problems: ProblemLog | None = None) -> list[str]:
     entry points and this process's registrations; no declaration is loaded); those
     names (what ``doctor`` asks)."""
     log = problems if problems is not None else TABLE.problems
-    names = {*_kernels.registered_names(), *(f.entry_point.name for f in find_entry_points(KERNEL_GROUP, log))}
+    names = {*registered_names(), *(f.entry_point.name for f in find_entry_points(KERNEL_GROUP, log))}
     return unknown_choices(names, log)
 
 
@@ -142,7 +143,7 @@ def declared_kernels(problems: ProblemLog | None = None) -> list[DeclaredKernel]
     log = problems if problems is not None else TABLE.problems
     found = TABLE.environment.entry_points(KERNEL_GROUP, log)
     rows = []
-    for name in sorted({*_kernels.registered_names(), *(f.entry_point.name for f in found)}):
+    for name in sorted({*registered_names(), *(f.entry_point.name for f in found)}):
         try:
             record = TABLE.record(name, log)
         except FlyconfigsError as exc:

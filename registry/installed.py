@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from flyconfigs.registry.catalog import Catalog
+from flyconfigs.registry.packs import PackRef
 from flyconfigs.registry.problems import ProblemLog
-from flyconfigs.registry.tables import PackRef
 from flyconfigs.schema.table import Table
 
 __all__ = ["installed_tables"]

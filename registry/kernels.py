@@ -19,12 +19,13 @@ from functools import cached_property
 from typing import Any, Literal
 
 from flyconfigs.errors import FlyconfigsError, KernelPluginError, UnknownKernelError
-from flyconfigs.registry.contract import NAME_PATTERN, REQUIRED, KernelDecl
+from flyconfigs.registry.contract import KernelDecl
 from flyconfigs.registry.entrypoints import FoundEntryPoint
 from flyconfigs.registry.environment import Environment
 from flyconfigs.registry.guard import Raised, guarded, guarded_load
 from flyconfigs.registry.kernel_choice import KERNEL_OWNERS_ENV, choose
 from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.registrations import _REGISTRATIONS, check_members, register_kernel, unregister_kernel
 
 __all__ = ["KERNEL_GROUP", "KERNEL_OWNERS_ENV", "TABLE", "KernelTable", "LoadedKernel", "kernel_name", "origin_of",
            "register_kernel", "unregister_kernel"]
@@ -56,28 +57,6 @@ class LoadedKernel:
         """The declaration's ``source_sha256()``, asked once (hashing a source on every
         lookup would make each miss read files); raises what it raises."""
         return self.decl.source_sha256()
-
-
-def _check_members(decl: object, kernel: str, where: str) -> str:
-    """``decl``'s name once it is proven a declaration with every required member;
-    :class:`UnknownKernelError` saying what is wrong, :class:`KernelPluginError` when a
-    member raises."""
-    if not isinstance(decl, KernelDecl):
-        raise UnknownKernelError(f"kernel {kernel!r}: {where} is not a KernelDecl: a plugin's object must be an "
-                                 f"instance of a subclass of flyconfigs.registry.KernelDecl (got {type(decl).__name__})")
-    missing = []
-    for member in REQUIRED:
-        value = guarded(getattr, decl, member)
-        if isinstance(value, Raised) and isinstance(value.exc, AttributeError):
-            missing.append(member)
-        elif isinstance(value, Raised):
-            raise KernelPluginError(kernel, where, member, str(value))
-    if missing:
-        raise UnknownKernelError(f"kernel {kernel!r}: {where} gives no {', '.join(missing)}")
-    name = decl.name
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise UnknownKernelError(f"kernel {kernel!r}: {where} has name {name!r}, not a kernel name")
-    return name
 
 
 class KernelTable:
@@ -187,49 +166,8 @@ class KernelTable:
             return named
 
 
-class _Registrations:
-    """The declarations registered in this process, by name, and a generation that
-    every change increments (each table copies them when it differs from its own)."""
-
-    def __init__(self) -> None:
-        self.declared: dict[str, KernelDecl] = {}
-        self.generation = 0
-
-    def change(self, name: str, decl: KernelDecl | None) -> None:
-        if decl is None:
-            if self.declared.pop(name, None) is None:
-                return
-        else:
-            self.declared[name] = decl
-        self.generation += 1
-
-
-_REGISTRATIONS = _Registrations()
 TABLE = KernelTable()
 """The process-wide table (the default resolver's, and :func:`kernel_declaration`'s)."""
-
-
-def register_kernel(decl: KernelDecl) -> KernelDecl:
-    """Declare ``decl`` in this process; it is served under its name instead of an
-    entry point's declaration.  When another distribution declares that name, the first
-    lookup reports it (``kernel-collision``); a declaration that is its entry point's
-    own object keeps its distribution (and so its owner's packages).
-
-    Raises :class:`TypeError` for an object that is not a
-    :class:`~flyconfigs.registry.KernelDecl` with a kernel name and every required
-    member."""
-    try:
-        name = _check_members(decl, getattr(decl, "name", "?") if isinstance(decl, KernelDecl) else "?",
-                              f"a {type(decl).__name__} registered in this process")
-    except FlyconfigsError as exc:
-        raise TypeError(str(exc)) from None
-    _REGISTRATIONS.change(name, decl)
-    return decl
-
-
-def unregister_kernel(name: str) -> None:
-    """Forget an in-process declaration (tests use this)."""
-    _REGISTRATIONS.change(name, None)
 
 
 def _settle(record: LoadedKernel, log: ProblemLog, environment: Environment) -> None:
@@ -262,11 +200,6 @@ def _object_of(item: FoundEntryPoint) -> object:
     return target if module is not None else None
 
 
-def registered_names() -> list[str]:
-    """The names of the kernels registered in this process."""
-    return list(_REGISTRATIONS.declared)
-
-
 def _load(kernel: str, log: ProblemLog, environment: Environment) -> LoadedKernel:
     found = environment.entry_points(KERNEL_GROUP, log)
     matching = [f for f in found if f.entry_point.name == kernel]
@@ -281,7 +214,7 @@ def _load(kernel: str, log: ProblemLog, environment: Environment) -> LoadedKerne
     if isinstance(decl, Raised):
         raise UnknownKernelError(f"kernel {kernel!r}: {where} cannot be loaded ({type(decl.exc).__name__}: {decl.exc})")
     try:
-        name = _check_members(decl, kernel, where)
+        name = check_members(decl, kernel, where)
     except KernelPluginError as exc:
         log.report(Problem("kernel-error", where, f"{exc.member} {exc.what}; kernel {kernel!r} cannot be served",
                            chosen.distribution))

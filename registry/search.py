@@ -20,14 +20,12 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from flyconfigs.errors import FlyconfigsError, InvalidKeyError, KernelPluginError
+from flyconfigs.errors import KernelPluginError
 from flyconfigs.registry.axes import KeyValue
-from flyconfigs.registry.binding import binding_problem
+from flyconfigs.registry.candidate import Judge
 from flyconfigs.registry.catalog import Index
-from flyconfigs.registry.check import refusal
 from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.family import Family
-from flyconfigs.registry.kernels import LoadedKernel
 from flyconfigs.registry.matching import exact_matches, nearest_ranked
 from flyconfigs.registry.neighbourhood import Offer, choose, said
 from flyconfigs.registry.problems import Problem
@@ -35,7 +33,6 @@ from flyconfigs.registry.records import LAYER_NAMES, Resolution, Step
 from flyconfigs.registry.serving import ROUTINE, Found, changes, how, selection_of
 from flyconfigs.registry.sources import PACKAGES_ENV, Entry
 from flyconfigs.schema.canonical import canonical_text
-from flyconfigs.schema.models import KernelRef
 
 __all__ = ["search", "serve_default"]
 
@@ -121,7 +118,7 @@ class _Search:
         self.product_only = family.device_match == "product"
         self.tried: set[int] = set()
         self.reasons: list[str] = []
-        self.text = canonical_text(key)
+        self.judge = Judge(family, key, query)
 
     def run(self) -> tuple[Found, int, str] | None:
         """What the search serves and the layer and key match it was found at, or ``None``."""
@@ -240,7 +237,7 @@ class _Search:
         """``found``, or at a nearer key the config the family's neighbourhood rule
         chooses from the neighbours of this step and ``found``'s standing
         (:mod:`flyconfigs.registry.neighbourhood`), with why."""
-        if self._asked(found.entry):
+        if self.judge.asked(found.entry):
             return found
 
         def contested(entry: Entry) -> bool:
@@ -266,7 +263,7 @@ class _Search:
                 continue
             pool = self.index.pool(near_layer, token, self.query.product)
             nearer = next((e for e, _ in nearest_ranked(pool, self.key, self.family)
-                           if e.source.tier < tier and not self._asked(e)), None)
+                           if e.source.tier < tier and not self.judge.asked(e)), None)
             if nearer is not None:
                 self.trace.append(Step(f"{LAYER_NAMES[layer]} device, exact key",
                                        f"{nearer.path} ({nearer.source.describe()}) has a nearer key "
@@ -276,7 +273,7 @@ class _Search:
 
     def _lower_was_nearer(self, found: Found, ranked: list[tuple[Entry, tuple[float, ...]]], what: str) -> None:
         """Say when a source of a lower standing had a nearer key than the one served."""
-        if self._asked(found.entry):
+        if self.judge.asked(found.entry):
             return
         tier = found.entry.source.tier
         nearer = next((e for e, d in ranked if e.source.tier > tier and d < found.distance), None)
@@ -286,110 +283,8 @@ class _Search:
 
     def _usable(self, entry: Entry, what: str, distance: tuple[float, ...]) -> Found | None:
         self.tried.add(id(entry))
-        refused = self._key_refusal(entry)
-        if refused is not None:
-            self._say(what, f"{entry.path}: {self.decl.name} refuses its key: {refused}")
-            return None
-        stale = self._stale_by_tail(entry)
-        if stale is not None:
-            self._say(what, f"{entry.path}: stale: {stale}")
-            return None
-        artifact = entry.load(self.problems)
-        if artifact is None:
-            self._say(what, f"{entry.path}: unusable ({self._last_problem(entry)})")
-            return None
-        found = self._serve(artifact, entry, distance)
+        found = self.judge.usable(entry, distance)
         if isinstance(found, Found):
             return found
-        self._say(what, f"{entry.path}: {found}")
+        self._say(what, found)
         return None
-
-    def _stale_by_tail(self, entry: Entry) -> str | None:
-        """Why ``entry`` is stale for the installed family by the kernel version and
-        source its file's tail records (reported once, as :meth:`_serve` reports it), or
-        ``None``: after a version bump a folder of stale files is passed over without
-        reading each one whole.  The file is still judged in full when it is read."""
-        if entry.binding is None:
-            return None
-        version, sha = entry.binding
-        kernel = self.family.kernel
-        digest = (lambda: kernel.digest) if isinstance(kernel, LoadedKernel) else None
-        why = binding_problem(self.decl, KernelRef.model_construct(name=entry.kernel, version=version, source_sha256=sha),
-                              entry.rule, digest)
-        if why is not None:
-            dist = entry.source.name if entry.source.kind == "package" else None
-            self.problems.report(Problem("stale-artifact", str(entry.path), why, dist))
-        return why
-
-    def _key_refusal(self, entry: Entry) -> str | None:
-        """Why the kernel's own ``check_key`` refuses ``entry``'s tuned key (reported
-        once: a problem of the file), or ``None``.  A tuned key is judged as an asked one,
-        so a file keyed ``M=-64`` never serves as the nearest key to ``M=1``; the asked
-        key passed the check already, and a check that fails in the plugin is its fault,
-        reported by :meth:`~flyconfigs.registry.family.Family.check_key`, not the file's."""
-        if self._asked(entry):
-            return None
-        try:
-            self.family.check_key(entry.key)
-        except InvalidKeyError as exc:
-            dist = entry.source.name if entry.source.kind == "package" else None
-            self.problems.report(Problem("invalid-key", str(entry.path),
-                                         f"{self.decl.name} refuses its key {dict(entry.key)}: {exc}", dist))
-            return str(exc)
-        except FlyconfigsError:
-            return None
-        return None
-
-    def _serve(self, artifact: Any, entry: Entry, distance: tuple[float, ...]) -> Found | str:
-        """What a loaded artifact serves for this call: its winner unless the one rule
-        :func:`~flyconfigs.registry.check.refusal` (which validate applies too) refuses
-        it for the key; at a nearer key's artifact whose winner the rule accepts for its
-        own key, the winner as the kernel adapts it to the key (its optional
-        ``adapt_config``), checked again, unless the family passes it over; else why
-        not.  A winner refused for the artifact's own key is a problem of the artifact
-        (logged once); one that only does not fit the key is routine."""
-        kernel, key, query = self.family.kernel, self.key, self.query
-        refused = refusal(kernel, artifact, key, query)
-        if refused is None:
-            return self._neighbour(Found(entry, artifact, dict(artifact.winner.config), None, distance))
-        kind, why = refused
-        dist = entry.source.name if entry.source.kind == "package" else None
-        if kind == "test-double":
-            self.problems.report(Problem(kind, str(entry.path), why, dist))
-            return "refused (made by a test double)"
-        if kind == "stale-artifact":
-            self.problems.report(Problem(kind, str(entry.path), why, dist))
-            return f"stale: {why}"
-        own = refused if self._asked(entry) else refusal(kernel, artifact, entry.key, query)
-        if own is None:
-            winner = dict(artifact.winner.config)
-            adapted = self.family.adapt(winner, key, query)
-            if adapted is not None and self.family.check_config(adapted, key, query) is None:
-                return self._neighbour(Found(entry, artifact, adapted, winner, distance))
-            return f"{ROUTINE} ({self.decl.name}: {why})"
-        # Reported for the artifact's own key, not the asked one: the problem is the
-        # artifact's, so every row asked gives the same problem and it is logged once.
-        self.problems.report(Problem(own[0], str(entry.path), f"{self.decl.name} refuses its winner for its own key "
-                                     f"{dict(entry.key)} on {query.describe()}: {own[1]}", dist))
-        return f"refused by {self.decl.name}: {why}"
-
-    def _neighbour(self, found: Found) -> Found | str:
-        """``found``, unless it is a nearer key's winner the family passes over for the
-        asked key (its optional ``pass_over_neighbour``): then why."""
-        if self._asked(found.entry):
-            return found
-        why = self.family.pass_over(self.key, found.entry.key, found.config, self.query)
-        return found if why is None else f"{ROUTINE} ({self.decl.name} passes it over: {why})"
-
-    def _asked(self, entry: Entry) -> bool:
-        """Whether ``entry``'s key is the asked one as JSON: a relaxed axis may hold a
-        value equal in Python but another key (``[1.0]`` for ``[1]``), a nearer key."""
-        return canonical_text(entry.key) == self.text
-
-    def _last_problem(self, entry: Entry) -> str:
-        for problem in reversed(self.problems.problems()):
-            if problem.where == str(entry.path):
-                return problem.kind
-        return "unreadable"
-
-

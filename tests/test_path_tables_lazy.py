@@ -104,7 +104,7 @@ def test_a_pack_on_the_path_is_read_only_when_its_kernel_is_resolved(
     heads, and read when RMSNorm is first resolved on sm90, not when another kernel is."""
     import shutil
 
-    from flyconfigs.registry.tables import PackRef
+    from flyconfigs.registry.packs import PackRef
     from flyconfigs.schema.pack import Pack
 
     committed = Path(__file__).resolve().parents[1] / "artifacts" / "sm90"

@@ -19,9 +19,10 @@ _FIELD_OF = {"test-double": "provenance.backend", "invalid-config": "winner.conf
 
 def _validate(args: argparse.Namespace) -> int:
     from flyconfigs.registry.check import check_entries, check_package_folder, check_table, check_winner
+    from flyconfigs.registry.packs import PackRef, override_table
     from flyconfigs.registry.problems import Problem, ProblemLog
     from flyconfigs.registry.sources import Source
-    from flyconfigs.registry.tables import PackRef, TableRef, override_table
+    from flyconfigs.registry.tables import TableRef
     from flyconfigs.schema import parse_artifact, read_document
     from flyconfigs.schema.load import parse_pack, parse_table
     from flyconfigs.schema.manifest import MANIFEST_FILE

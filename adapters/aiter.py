@@ -29,8 +29,8 @@ from flyconfigs.adapters.imported import UpstreamFile
 from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
 from flyconfigs.kernels.aiter_family import FALLBACK_AXIS, AiterFamily, cell_value
 from flyconfigs.kernels.aiter_gemm import family_of
-from flyconfigs.registry.contract import normalize_key
-from flyconfigs.registry.products import product_catalog
+from flyconfigs.registry.core.products import product_catalog
+from flyconfigs.registry.families.contract import normalize_key
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import read_file_bytes
 from flyconfigs.schema.load import parse_table

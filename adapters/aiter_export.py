@@ -23,7 +23,7 @@ from typing import Any
 from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.kernels.aiter_family import AiterFamily
 from flyconfigs.kernels.aiter_gemm import FAMILIES
-from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.core.problems import Problem, ProblemLog
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import write_atomic
 from flyconfigs.schema.table import Table

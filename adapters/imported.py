@@ -10,9 +10,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
-from flyconfigs.registry.check import refusal
+from flyconfigs.registry.checks.check import refusal
+from flyconfigs.registry.checks.replacing import replacement_refusal
 from flyconfigs.registry.declarations import KernelDecl, check_key
-from flyconfigs.registry.replacing import replacement_refusal
 from flyconfigs.schema.jsonio import write_atomic
 from flyconfigs.schema.load import parse_artifact
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, Device
@@ -60,7 +60,7 @@ def imported_artifact(decl: KernelDecl, device: Device, key: Mapping[str, object
 
     Raises :class:`ArtifactError` naming ``file`` and ``field`` (where the entry is in
     it) for a key the kernel refuses and for a winner the loader would not serve, by the
-    rule ``validate`` applies (:func:`~flyconfigs.registry.check.refusal`), and for a
+    rule ``validate`` applies (:func:`~flyconfigs.registry.checks.check.refusal`), and for a
     value the schema refuses (naming the field, once for the candidate and the winner)."""
     try:
         key = check_key(decl, key)
@@ -111,7 +111,7 @@ def write_imported(artifact: Artifact, folder: str | Path) -> Path:
     measured or predicted artifact, or one of a newer schema (whose label this
     flyconfigs may not know), is not overwritten (:class:`ArtifactError` naming it), so
     importing cannot turn that slot's label into ``imported`` nor lose its candidates
-    and provenance (:func:`~flyconfigs.registry.replacing.replacement_refusal`).  An
+    and provenance (:func:`~flyconfigs.registry.checks.replacing.replacement_refusal`).  An
     earlier import, or a file that is not an artifact, is replaced."""
     target = Path(folder) / artifact.file_name()
     payload = artifact.to_json_bytes()

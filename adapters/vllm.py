@@ -25,8 +25,8 @@ from flyconfigs.adapters.as_table import as_table
 from flyconfigs.adapters.imported import Imported, UpstreamFile, imported_artifact
 from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.kernels import vllm_flydsl_moe, vllm_fused_moe
+from flyconfigs.registry.core.products import find_product, product_catalog
 from flyconfigs.registry.declarations import KernelDecl
-from flyconfigs.registry.products import find_product, product_catalog
 from flyconfigs.schema.jsonio import read_document
 from flyconfigs.schema.models import Device
 

@@ -65,8 +65,9 @@ from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
 from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm.fit_default import KEEP, WITHIN
 from flyconfigs.registry import DeviceQuery, KernelDecl, Resolver
-from flyconfigs.registry.family import Family, check_config, default_config
-from flyconfigs.registry.neighbourhood import Neighbour, measurements, slot_of
+from flyconfigs.registry.families.family import Family
+from flyconfigs.registry.plugin import check_config, default_config
+from flyconfigs.registry.search.neighbourhood import Neighbour, config_token, measurements
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.pack import folder_artifacts
 
@@ -89,15 +90,15 @@ class Tuned:
 
 
 def tuned_of(path: Path, artifact: Artifact, spec: KernelDecl) -> Tuned:
-    """``artifact``'s timings (through :func:`~flyconfigs.registry.neighbourhood.measurements`,
+    """``artifact``'s timings (through :func:`~flyconfigs.registry.search.neighbourhood.measurements`,
     the one reader of its candidates) and the neighbour it is to a key it does not hold."""
     defaults = spec.tunable_defaults
     measured = measurements(artifact)
     times: dict[Any, float] = {}
     for config, median, _ in sorted(measured, key=lambda m: -m[1]):  # a config timed twice keeps its faster time
-        times[slot_of(config, defaults)] = median
+        times[config_token(config, defaults)] = median
     timings = tuple((MappingProxyType(dict(c)), t) for c, t, _ in sorted(measured, key=lambda m: m[1]))
-    finals = frozenset(slot_of(c, defaults) for c, _, final in measured if final)
+    finals = frozenset(config_token(c, defaults) for c, _, final in measured if final)
     neighbour = Neighbour(MappingProxyType(dict(artifact.key)), (0.0,), MappingProxyType(dict(artifact.winner.config)),
                           timings, str(path), dict(times), defaults, finals,
                           None if artifact.default is None else MappingProxyType(dict(artifact.default.config)))
@@ -246,7 +247,7 @@ def leave_one_out(spec: KernelDecl, tuned: list[Tuned], sibling: list[Tuned] | N
 
 
 def _figure(t: Tuned, config: Mapping[str, Any], how: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
-    found = t.times.get(slot_of(config, defaults))
+    found = t.times.get(config_token(config, defaults))
     return {"ratio": None if found is None else found / t.best, "from": how, "config": dict(config)}
 
 
@@ -303,7 +304,7 @@ def calibrate(spec: KernelDecl, tuned: list[Tuned]) -> dict[str, Any]:
                     continue
                 for config, _ in ta.timings:
                     if ta.timed_in(config) == "final" and tb.timed_in(config) == "final" and \
-                            slot_of(config, defaults) != slot_of(home, defaults):
+                            config_token(config, defaults) != config_token(home, defaults):
                         here = math.log(ta.time_of(config) / ta.time_of(home))  # type: ignore[operator]
                         there = math.log(tb.time_of(config) / tb.time_of(home))  # type: ignore[operator]
                         carried.append((here, there))
@@ -346,7 +347,7 @@ def check(spec: KernelDecl, tuned: list[Tuned], limit: int, mode: str) -> int:
             for name, decl in rules.items():
                 served = dict(resolver.resolve(decl, t.key, query).config)
                 replayed, _ = serve(decl, t.key, pool, query)
-                if slot_of(served, spec.tunable_defaults) != slot_of(replayed, spec.tunable_defaults):
+                if config_token(served, spec.tunable_defaults) != config_token(replayed, spec.tunable_defaults):
                     differ += 1
                     print(f"  differs: {name} at {t.key}: resolver {served}, replay {replayed}", flush=True)
     return differ

@@ -35,7 +35,7 @@ from collections.abc import Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
 from flyconfigs.errors import FlyconfigsError
-from flyconfigs.registry.plugin import DeviceQuery, KernelDecl, KeyValue, Neighbour, check_config, default_config, slot_of
+from flyconfigs.registry.plugin import DeviceQuery, KernelDecl, KeyValue, Neighbour, check_config, config_token, default_config
 
 __all__ = ["DefaultUnlessEvidence", "PairedEvidence"]
 
@@ -91,7 +91,7 @@ class PairedEvidence:
         defaults = decl.tunable_defaults
 
         def slot(config: Mapping[str, KeyValue]) -> Hashable:
-            return slot_of(config, defaults)
+            return config_token(config, defaults)
 
         home = slot(default)
         offered: dict[Hashable, dict[str, KeyValue]] = {}
@@ -211,7 +211,7 @@ def _space(decl: KernelDecl, asked: Mapping[str, KeyValue], device: DeviceQuery)
     if not callable(space):
         return None
     try:
-        return {slot_of(c, decl.tunable_defaults) for c in space(asked, device)}
+        return {config_token(c, decl.tunable_defaults) for c in space(asked, device)}
     except Exception:  # noqa: BLE001 - a family's space failing leaves the candidates as the checks accept them
         return None
 

@@ -131,7 +131,7 @@ class VLLMFusedMoESpec(KernelDecl):
         """vLLM takes the first of two equally near batch sizes in its file's order: the
         rows of one table (an imported file keeps its order) by row, the earlier first;
         keys of different files by :meth:`key_distance` (the smaller ``m``)
-        (:func:`~flyconfigs.registry.ties.file_order`)."""
+        (:func:`~flyconfigs.registry.search.ties.file_order`)."""
         return file_order(tie)
 
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],

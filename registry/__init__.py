@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from flyconfigs.registry.core.problems import Problem
 from flyconfigs.registry.declarations import (
     KernelDecl,
     KeyAxis,
@@ -16,11 +17,10 @@ from flyconfigs.registry.declarations import (
     register_kernel,
     unregister_kernel,
 )
-from flyconfigs.registry.device import DeviceQuery, parse_device_spec
-from flyconfigs.registry.kernels import TABLE
-from flyconfigs.registry.problems import Problem
+from flyconfigs.registry.families.loaded import RECORDS
 from flyconfigs.registry.resolve import Collision, Resolution, Resolver, Step
-from flyconfigs.registry.sources import ARTIFACT_GROUP, PATH_ENV, PackageInfo
+from flyconfigs.registry.sources.device import DeviceQuery, parse_device_spec
+from flyconfigs.registry.sources.entries import ARTIFACT_GROUP, PATH_ENV, PackageInfo
 from flyconfigs.schema.models import DeviceIdentity
 
 __all__ = [
@@ -47,7 +47,7 @@ __all__ = [
     "unregister_kernel",
 ]
 
-_DEFAULT = Resolver(kernels=TABLE)
+_DEFAULT = Resolver(kernels=RECORDS)
 
 
 def default_resolver() -> Resolver:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from flyconfigs.registry.catalog import Catalog
-from flyconfigs.registry.packs import PackRef
-from flyconfigs.registry.problems import ProblemLog
+from flyconfigs.registry.core.problems import ProblemLog
+from flyconfigs.registry.search.catalog import Catalog
+from flyconfigs.registry.sources.packs import PackRef
 from flyconfigs.schema.table import Table
 
 __all__ = ["installed_tables"]

@@ -11,23 +11,23 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from flyconfigs.errors import FlyconfigsError
-from flyconfigs.registry.catalog import Catalog, ranked_entries
-from flyconfigs.registry.check import check_table, check_winner
-from flyconfigs.registry.contest import find_collisions
-from flyconfigs.registry.device import chosen_detector
-from flyconfigs.registry.family import Family
-from flyconfigs.registry.kernels import KernelTable, LoadedKernel
-from flyconfigs.registry.ownership import Owner, owner_of
-from flyconfigs.registry.problems import Problem, ProblemLog
-from flyconfigs.registry.records import Collision, Resolution
-from flyconfigs.registry.settings import PATH_ENV
-from flyconfigs.registry.sources import Entry, PackageInfo, Source
+from flyconfigs.registry.checks.check import check_table, check_winner
+from flyconfigs.registry.core.problems import Problem, ProblemLog
+from flyconfigs.registry.core.settings import PATH_ENV
+from flyconfigs.registry.families.family import Family
+from flyconfigs.registry.families.loaded import KernelRecords, LoadedKernel
+from flyconfigs.registry.search.catalog import Catalog, ranked_entries
+from flyconfigs.registry.search.collisions import find_collisions
+from flyconfigs.registry.search.records import Collision, Resolution
+from flyconfigs.registry.sources.device import chosen_detector
+from flyconfigs.registry.sources.entries import Entry, PackageInfo, Source
+from flyconfigs.registry.sources.ownership import Owner, owner_of
 from flyconfigs.schema.canonical import key_texts
 from flyconfigs.schema.models import DeviceIdentity
 
 if TYPE_CHECKING:
-    from flyconfigs.registry.contract import KernelDecl
-    from flyconfigs.registry.tables import TableRef
+    from flyconfigs.registry.families.contract import KernelDecl
+    from flyconfigs.registry.sources.tables import TableRef
 
 __all__ = ["Inventory", "skipped_overrides"]
 
@@ -38,7 +38,7 @@ class Inventory:
 
     _catalog: Catalog
     _detector_installed: bool
-    kernels: KernelTable
+    kernels: KernelRecords
     problems: ProblemLog
 
     if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class Inventory:
     def check_all(self) -> list[Problem]:
         """Load every artifact, check each winner with its kernel's declaration (when this
         environment declares the kernel), each table a column at a time
-        (:func:`~flyconfigs.registry.check.check_table`), and find every collision, as
+        (:func:`~flyconfigs.registry.checks.check.check_table`), and find every collision, as
         doctor does; every problem seen so far.  A resolver with the installed detector
         also reports detectors of other distributions competing with flyconfigs' own."""
         if self._detector_installed:

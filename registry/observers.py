@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from flyconfigs.registry.guard import Raised, guarded
-from flyconfigs.registry.problems import Problem, ProblemLog
-from flyconfigs.registry.records import Resolution
+from flyconfigs.registry.core.guard import Raised, guarded
+from flyconfigs.registry.core.problems import Problem, ProblemLog
+from flyconfigs.registry.search.records import Resolution
 
 __all__ = ["Observed", "Observer"]
 

@@ -6,9 +6,9 @@ through the entry-point group ``flyconfigs.kernels`` or registered in this proce
 :func:`register_kernel`.  Its members meet the registry's types here: the device a call
 is for (:class:`DeviceQuery`), a tie of equally near keys (:class:`Tie`, and
 :func:`file_order`, a framework file's order), a neighbour offered to its neighbourhood
-rule (:class:`Neighbour`, :func:`slot_of`).  The functions below call a declaration's
+rule (:class:`Neighbour`, :func:`config_token`).  The functions below call a declaration's
 members as the registry does (a member that raises is reported once and never breaks a
-serving call; see :class:`~flyconfigs.registry.family.Family`), for a plugin that checks
+serving call; see :class:`~flyconfigs.registry.families.family.Family`), for a plugin that checks
 its own configs or asks another family.
 
 The tuner's members (:class:`~flyconfigs.kernels.plugin.TunableKernel`, which needs the
@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from flyconfigs.registry.check import refusal
-from flyconfigs.registry.contract import (
+from flyconfigs.registry.checks.check import refusal
+from flyconfigs.registry.core.problems import ProblemLog
+from flyconfigs.registry.families.contract import (
     NAME_PATTERN,
     Default,
     DeviceMatch,
@@ -34,14 +35,13 @@ from flyconfigs.registry.contract import (
     TunableVariants,
     normalize_key,
 )
-from flyconfigs.registry.device import DEVICE_ARGUMENT, DeviceQuery, as_query
-from flyconfigs.registry.family import Family
-from flyconfigs.registry.kernels import TABLE, register_kernel, unregister_kernel
-from flyconfigs.registry.nearest import log_distance
-from flyconfigs.registry.neighbourhood import Neighbour, slot_of
-from flyconfigs.registry.problems import ProblemLog
-from flyconfigs.registry.ties import Tie, file_order
-from flyconfigs.registry.tunables import check_tunables
+from flyconfigs.registry.families.family import Family
+from flyconfigs.registry.families.loaded import RECORDS, register_kernel, unregister_kernel
+from flyconfigs.registry.families.nearest import log_distance
+from flyconfigs.registry.families.tunables import check_tunables
+from flyconfigs.registry.search.neighbourhood import Neighbour, config_token
+from flyconfigs.registry.search.ties import Tie, file_order
+from flyconfigs.registry.sources.device import DEVICE_ARGUMENT, DeviceQuery, as_query
 
 __all__ = [
     "DEVICE_ARGUMENT",
@@ -71,7 +71,7 @@ __all__ = [
     "refusal",
     "register_kernel",
     "report_fault",
-    "slot_of",
+    "config_token",
     "spelled_key",
     "unregister_kernel",
 ]
@@ -86,19 +86,19 @@ def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> Ke
     the name and none was chosen; :class:`~flyconfigs.errors.KernelPluginError` naming
     the distribution when the declaration's ``name`` (or another required member) raises.
     """
-    return TABLE.record(kernel, problems).decl
+    return RECORDS.record(kernel, problems).decl
 
 
 def check_key(decl: KernelDecl, key: object, problems: ProblemLog | None = None) -> dict[str, KeyValue]:
     """``key`` checked by the kernel's own ``check_key`` (:class:`~flyconfigs.errors.InvalidKeyError`
-    for what it refuses); see :meth:`Family.check_key <flyconfigs.registry.family.Family.check_key>`."""
+    for what it refuses); see :meth:`Family.check_key <flyconfigs.registry.families.family.Family.check_key>`."""
     return Family.of_declaration(decl, problems).check_key(key)
 
 
 def spelled_key(decl: KernelDecl, key: object, device: DeviceQuery | None,
                 problems: ProblemLog | None = None) -> SpelledKey:
     """``key`` as the kernel reads its users' spelling; see :meth:`Family.spelled_key
-    <flyconfigs.registry.family.Family.spelled_key>`."""
+    <flyconfigs.registry.families.family.Family.spelled_key>`."""
     return Family.of_declaration(decl, problems).spelled_key(key, device)
 
 

@@ -4,12 +4,12 @@ A :class:`Resolver` answers from its memo (a dictionary lookup; negative results
 memoized too), keyed by the kernel's loaded record (never its name: a declaration passed
 in is a record of its own, so two of one name that differ in ``device_match`` never share
 answers), the device and the typed key.  Otherwise it runs the one search
-(:func:`~flyconfigs.registry.search.search`) that ``explain``, ``doctor`` and
+(:func:`~flyconfigs.registry.search.steps.search`) that ``explain``, ``doctor`` and
 ``validate`` run too, so they cannot disagree.  The order the search serves in is written
-once, in :func:`flyconfigs.registry.preference.rank_key`'s docstring (``docs/resolution.md``
+once, in :func:`flyconfigs.registry.search.preference.rank_key`'s docstring (``docs/resolution.md``
 explains it); where nothing serves, the family's default heuristic does, checked like any
 served config.  When several sources hold an artifact for one family, device and key,
-the best ranked serves and the collision is reported (:mod:`flyconfigs.registry.contest`;
+the best ranked serves and the collision is reported (:mod:`flyconfigs.registry.search.collisions`;
 ``doctor`` fails on one nobody chose); two artifacts of one slot in one source are
 duplicates, the more recently made serving.
 """
@@ -23,9 +23,16 @@ from importlib import invalidate_caches
 from types import MappingProxyType
 from typing import Any
 
-from flyconfigs.registry.catalog import Catalog
-from flyconfigs.registry.contract import KernelDecl, KeyValue
-from flyconfigs.registry.device import (
+from flyconfigs.registry.core.problems import ProblemLog
+from flyconfigs.registry.families.contract import KernelDecl, KeyValue
+from flyconfigs.registry.families.family import Family
+from flyconfigs.registry.families.loaded import KernelRecords, LoadedKernel
+from flyconfigs.registry.inventory import Inventory, skipped_overrides
+from flyconfigs.registry.observers import Observed, Observer
+from flyconfigs.registry.search.catalog import Catalog
+from flyconfigs.registry.search.records import Collision, Resolution, Step
+from flyconfigs.registry.search.steps import search, serve_default
+from flyconfigs.registry.sources.device import (
     Detector,
     DeviceQuery,
     as_query,
@@ -34,14 +41,7 @@ from flyconfigs.registry.device import (
     installed_detector,
     memo_token,
 )
-from flyconfigs.registry.family import Family
-from flyconfigs.registry.inventory import Inventory, skipped_overrides
-from flyconfigs.registry.kernels import KernelTable, LoadedKernel
-from flyconfigs.registry.observers import Observed, Observer
-from flyconfigs.registry.ownership import Owner, owner_of
-from flyconfigs.registry.problems import ProblemLog
-from flyconfigs.registry.records import Collision, Resolution, Step
-from flyconfigs.registry.search import search, serve_default
+from flyconfigs.registry.sources.ownership import Owner, owner_of
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.models import DeviceIdentity
 
@@ -68,7 +68,7 @@ class Resolver(Inventory, Observed):
     _UNSET: Any = object()
 
     def __init__(self, paths: list[str] | None = None, detector: Detector | None = _UNSET, *,
-                 packages: bool = True, kernels: KernelTable | None = None) -> None:
+                 packages: bool = True, kernels: KernelRecords | None = None) -> None:
         """``paths`` replaces ``FLYCONFIGS_PATH``; ``detector`` reports the current GPU
         (default: the one installed through the entry-point group
         ``flyconfigs.detectors``, looked up when first needed; ``None``: never detect);
@@ -84,7 +84,7 @@ class Resolver(Inventory, Observed):
         # The memo's answers again, keyed by the key and device exactly as a caller
         # passed them (filled on a memo hit), so a repeated call skips sorting the key.
         self._seen: dict[tuple[object, ...], Resolution] = {}
-        self.kernels = kernels if kernels is not None else KernelTable()
+        self.kernels = kernels if kernels is not None else KernelRecords()
         self.problems = ProblemLog(self.kernels.origin_of)
         self._families: dict[LoadedKernel, Family] = {}
         self._catalog = Catalog(paths, self.problems, packages, self.kernels.environment)
@@ -181,7 +181,7 @@ class Resolver(Inventory, Observed):
         return hit
 
     def family(self, record: LoadedKernel) -> Family:
-        """``record``'s :class:`~flyconfigs.registry.family.Family` in this resolver (made
+        """``record``'s :class:`~flyconfigs.registry.families.family.Family` in this resolver (made
         once per record and refresh): its faults are reported to this resolver's log."""
         family = self._families.get(record)
         if family is None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,7 +118,6 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
             if len(component) > 1:
                 out.append(sorted(component))
 
-    sys.setrecursionlimit(10000)
     for v in sorted(graph):
         if v not in index:
             connect(v)

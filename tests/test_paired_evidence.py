@@ -12,7 +12,7 @@ from typing import Any
 from flyconfigs.kernels.paired_evidence import PairedEvidence
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.registry import Resolver
-from flyconfigs.registry.neighbourhood import Neighbour, slot_of
+from flyconfigs.registry.search.neighbourhood import Neighbour, config_token
 from test_neighbour_vote import H200_SPEC, QUERY, _tuned, key
 
 ASKED = key(3000)
@@ -22,7 +22,7 @@ SLOW = {**DEFAULT, "occupancy": 4 if DEFAULT["occupancy"] != 4 else 2}
 
 
 def _slot(config: dict[str, Any]) -> Any:
-    return slot_of(config, SPEC.tunable_defaults)
+    return config_token(config, SPEC.tunable_defaults)
 
 
 def _near(m: int, distance: float, timed: list[tuple[dict[str, Any], float]], screened: tuple[dict[str, Any], ...] = (),
@@ -130,10 +130,9 @@ def test_the_between_preset_names_keys_no_other_preset_or_artifact_names() -> No
     import json
 
     from flyconfigs.kernels.fused_add_rmsnorm import SPEC as FUSED
+    from flyconfigs.schema.pack import folder_artifacts
     from flyconfigs.tuner.grid import parse_grids
     from test_neighbour_vote import SM90
-
-    from flyconfigs.schema.pack import folder_artifacts
 
     tuned = {(a.kernel.name, json.dumps(SPEC.complete_key(dict(a.key)), sort_keys=True))
              for kernel in ("rmsnorm", "fused_add_rmsnorm") for a in folder_artifacts(SM90, kernel)}

@@ -23,7 +23,7 @@ from flyconfigs.errors import KernelPluginError
 from flyconfigs.kernels.rmsnorm.declaration import RMSNormSpec
 from flyconfigs.registry import KernelDecl, KeyAxis, Resolver, default_resolver, explain, refresh, register_kernel
 from flyconfigs.registry.declarations import forget_loaded, unregister_kernel
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import Artifact, write_atomic
 
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}

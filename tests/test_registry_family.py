@@ -1,4 +1,4 @@
-"""A loaded kernel's :class:`~flyconfigs.registry.family.Family`: made once per loaded
+"""A loaded kernel's :class:`~flyconfigs.registry.families.family.Family`: made once per loaded
 kernel and resolver, it reads the declaration's data members once, and reports a faulty
 member into its own resolver's fault set, naming the family's origin; the registry
 catches what code it does not own raises in one module only."""
@@ -13,7 +13,7 @@ from typing import Any
 
 from factories import H200, make_artifact
 from flyconfigs.registry import KernelDecl, KeyAxis, Resolver
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,7 +91,7 @@ def test_what_code_the_registry_does_not_own_raises_is_caught_in_one_module() ->
     finally:
         del sys.modules[spec.name]
     broad = figures.figures(ROOT)["broad_except_modules"]
-    assert list(broad) == ["registry/guard.py"] and sum(broad.values()) <= 8
+    assert list(broad) == ["registry/core/guard.py"] and sum(broad.values()) <= 8
 
 
 def test_each_resolver_keeps_its_own_record_of_a_registration() -> None:

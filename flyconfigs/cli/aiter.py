@@ -68,7 +68,7 @@ def import_files(args: argparse.Namespace) -> int:
 
 def _import_files(args: argparse.Namespace) -> int:
     from flyconfigs.adapters.aiter import import_aiter_file
-    from flyconfigs.registry.replacing import replacement_refusal
+    from flyconfigs.registry.checks.replacing import replacement_refusal
     from flyconfigs.schema.jsonio import write_atomic
 
     files = _csv_files(args.paths)
@@ -120,8 +120,8 @@ def export_files(args: argparse.Namespace) -> int:
     """Write every aiter table installed or on ``FLYCONFIGS_PATH`` as aiter's CSVs; exit 1
     when none was found or something could not be read (listed; ``problems`` in ``--json``)."""
     from flyconfigs.adapters.aiter_export import aiter_environment, export_aiter
+    from flyconfigs.registry.core.problems import ProblemLog
     from flyconfigs.registry.installed import installed_tables
-    from flyconfigs.registry.problems import ProblemLog
 
     log = ProblemLog()
     written = export_aiter(installed_tables(None, log), args.out, log)

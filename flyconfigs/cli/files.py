@@ -14,15 +14,15 @@ __all__ = ["register"]
 
 _FIELD_OF = {"test-double": "provenance.backend", "invalid-config": "winner.config", "kernel-name-clash": "key",
              "stale-artifact": "kernel"}
-"""The artifact field each refusal of :func:`flyconfigs.registry.check.check_winner` is about."""
+"""The artifact field each refusal of :func:`flyconfigs.registry.checks.check.check_winner` is about."""
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from flyconfigs.registry.check import check_entries, check_package_folder, check_table, check_winner
-    from flyconfigs.registry.packs import PackRef, override_table
-    from flyconfigs.registry.problems import Problem, ProblemLog
-    from flyconfigs.registry.sources import Source
-    from flyconfigs.registry.tables import TableRef
+    from flyconfigs.registry.checks.check import check_entries, check_package_folder, check_table, check_winner
+    from flyconfigs.registry.core.problems import Problem, ProblemLog
+    from flyconfigs.registry.sources.entries import Source
+    from flyconfigs.registry.sources.packs import PackRef, override_table
+    from flyconfigs.registry.sources.tables import TableRef
     from flyconfigs.schema import parse_artifact, read_document
     from flyconfigs.schema.load import parse_pack, parse_table
     from flyconfigs.schema.manifest import MANIFEST_FILE
@@ -100,7 +100,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _duplicates(paths: list[str]) -> list[Any]:
     """Artifacts of one slot twice in one folder named: which one serves is what the
-    loader's search (:mod:`flyconfigs.registry.search`) serves from that folder alone."""
+    loader's search (:mod:`flyconfigs.registry.search.steps`) serves from that folder alone."""
     import logging
     from pathlib import Path
 
@@ -131,7 +131,7 @@ def _schema(args: argparse.Namespace) -> int:
             if args.kind != "artifact":
                 raise Usage("--kernel narrows the artifact schema; it takes no manifest")
             from flyconfigs.registry import kernel_declaration
-            from flyconfigs.registry.kernel_schema import kernel_artifact_schema
+            from flyconfigs.registry.checks.kernel_schema import kernel_artifact_schema
 
             document = kernel_artifact_schema(kernel_declaration(args.kernel), version)
         else:

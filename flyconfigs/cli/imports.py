@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callabl
 def _devices(specs: Sequence[str] | None) -> list[Any]:
     """``--device`` values as full device descriptors; :class:`Usage` for one that does
     not name an arch, a CU count and a product."""
-    from flyconfigs.registry.device import parse_device_spec
+    from flyconfigs.registry.sources.device import parse_device_spec
     from flyconfigs.schema.models import Device, wave_size_of_arch
 
     out = []

@@ -120,7 +120,7 @@ def _check_device_env(given: str | None) -> None:
 
     from flyconfigs.cli._common import Usage
     from flyconfigs.errors import ArtifactError
-    from flyconfigs.registry.device import DEVICE_ENV, parse_device_spec
+    from flyconfigs.registry.sources.device import DEVICE_ENV, parse_device_spec
 
     spec = os.environ.get(DEVICE_ENV)
     if given is not None or not spec:
@@ -167,9 +167,9 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _doctor(args: argparse.Namespace) -> int:
     from flyconfigs.registry import declarations, default_resolver
-    from flyconfigs.registry.device import DeviceQuery, parse_device_spec
-    from flyconfigs.registry.folders import override_directories
-    from flyconfigs.registry.sources import PACKAGES_ENV
+    from flyconfigs.registry.sources.device import DeviceQuery, parse_device_spec
+    from flyconfigs.registry.sources.entries import PACKAGES_ENV
+    from flyconfigs.registry.sources.folders import override_directories
 
     resolver = default_resolver()
     device: DeviceQuery | None

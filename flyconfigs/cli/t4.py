@@ -80,8 +80,8 @@ def _export(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from flyconfigs.adapters.t4 import t4_to_artifact
     from flyconfigs.registry import kernel_declaration
-    from flyconfigs.registry.device import parse_device_spec
-    from flyconfigs.registry.products import find_product
+    from flyconfigs.registry.core.products import find_product
+    from flyconfigs.registry.sources.device import parse_device_spec
     from flyconfigs.schema.jsonio import read_document, write_atomic
 
     kernel = key = device = default = None

@@ -18,7 +18,7 @@ from flyconfigs.schema.load import parse_artifact
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, Device
 from flyconfigs.schema.table import Table
 
-__all__ = ["Imported", "UpstreamFile", "imported_artifact", "write_imported", "write_imported_table"]
+__all__ = ["Imported", "UpstreamFile", "imported_artifact", "write_imported"]
 
 
 @dataclass(frozen=True)
@@ -111,45 +111,14 @@ def write_imported(artifact: Artifact, folder: str | Path) -> Path:
     measured or predicted artifact, or one of a newer schema (whose label this
     flyconfigs may not know), is not overwritten (:class:`ArtifactError` naming it), so
     importing cannot turn that slot's label into ``imported`` nor lose its candidates
-    and provenance (:func:`~flyconfigs.registry.checks.replacing.replacement_refusal`).  An
-    earlier import, or a file that is not an artifact, is replaced."""
+    and provenance (:func:`flyconfigs.registry.replacement_refusal`, by ``artifact``'s
+    own selection rule: a measurement a T4 file holds replaces an import).  An earlier
+    import, or a file that is not an artifact, is replaced.  The write of every importer
+    (:func:`flyconfigs.adapters.importing.write_imports`)."""
     target = Path(folder) / artifact.file_name()
     payload = artifact.to_json_bytes()
-    why = replacement_refusal(target, "imported")
+    why = replacement_refusal(target, artifact.selection.rule)
     if why is not None:
         field = "schema_version" if "schema" in why else "selection.rule"
         raise ArtifactError(str(target), [FieldProblem(field, why)])
     return write_atomic(target, payload)
-
-
-def write_imported_table(table: Table, folder: str | Path, file: str) -> tuple[Path | None, list[ArtifactError]]:
-    """Write an imported ``table`` into ``folder`` under its own file name (atomically),
-    less the rows whose slot (kernel, device, key) ``folder`` holds a measured or
-    predicted artifact for: those are refused (naming ``file`` and the row's entry), as
-    :func:`write_imported` refuses to replace such an artifact; a file of the table's
-    name written by a newer schema is never replaced (nothing is written, and that is the
-    one refusal).  The path written (``None`` when no row is left) and the refusals."""
-    target = Path(folder) / table.file_name()
-    why = replacement_refusal(target, "imported")
-    if why is not None:
-        return None, [ArtifactError(str(target), [FieldProblem("schema_version", why)])]
-    keep: list[int] = []
-    refused: list[ArtifactError] = []
-    for index in range(len(table.rows)):
-        row = Artifact.model_validate(table.row_artifact_data(index))
-        target = Path(folder) / row.file_name()
-        why = replacement_refusal(target, "imported") if target.is_file() else None
-        if why is not None:
-            refused.append(ArtifactError(file, [FieldProblem(table.entry_of(index), f"{target}: {why}; an import "
-                                                             "never shadows it (row not written)")]))
-        else:
-            keep.append(index)
-    if not keep:
-        return None, refused
-    if len(keep) < len(table.rows):
-        data = table.model_dump(mode="json")
-        data["rows"] = [data["rows"][i] for i in keep]
-        if data.get("entries") is not None:
-            data["entries"] = [data["entries"][i] for i in keep]
-        table = Table.model_validate(data)
-    return write_atomic(Path(folder) / table.file_name(), table.to_json_bytes()), refused

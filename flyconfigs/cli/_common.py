@@ -38,8 +38,8 @@ def add_command(sub: Any, name: str, handler: Handler, help_text: str, json_flag
 
 def parse_key(pairs: Sequence[str]) -> dict[str, object]:
     """``AXIS=VALUE`` items as a key, items joined by commas as a file name joins them
-    (see :func:`flyconfigs.registry.declarations.parse_spelled_items`)."""
-    from flyconfigs.registry.declarations import parse_spelled_items
+    (see :func:`flyconfigs.registry.parse_spelled_items`)."""
+    from flyconfigs.registry import parse_spelled_items
 
     return dict(parse_spelled_items(list(pairs)))
 
@@ -84,7 +84,7 @@ def key_grids(args: argparse.Namespace) -> list[str]:
     if args.key_grid:
         return list(args.key_grid)
     from flyconfigs.kernels.plugin import key_presets
-    from flyconfigs.registry.declarations import kernel_declaration
+    from flyconfigs.registry import kernel_declaration
 
     presets = key_presets(kernel_declaration(args.kernel))
     if DEFAULT_PRESET not in presets:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from flyconfigs.cli._common import Usage, emit_json, iter_json_files
+from flyconfigs.cli._reports import existing_paths, render_import
 from flyconfigs.errors import ArtifactError
 
 __all__ = ["add_import_options", "import_files", "register"]
@@ -29,60 +29,24 @@ def _report(args: argparse.Namespace, command: str, done: list[dict[str, str]], 
 
 def _kernel_map(items: list[str] | None) -> dict[str, str]:
     """``--kernel FLYDSL_NAME=KERNEL`` values; :class:`Usage` for one of another form."""
-    from flyconfigs.schema.flydsl import NAMESPACE
-
     mapped: dict[str, str] = {}
     for item in items or []:
         name, sep, kernel = item.partition("=")
         if not sep or not name or not kernel:
             raise Usage(f"--kernel {item!r}: expected FLYDSL_NAME=KERNEL")
-        mapped[NAMESPACE + name] = kernel
+        mapped[name] = kernel
     return mapped
-
-
-def _as_kernel(artifact: Any, kernel: str, file: str) -> Any:
-    """``artifact`` as an artifact of the declared kernel ``kernel`` (``--kernel``), checked
-    by that kernel's declaration where this environment has it."""
-    from flyconfigs.errors import FlyconfigsError
-    from flyconfigs.kernels.flydsl import refuse_unservable
-    from flyconfigs.registry.declarations import kernel_declaration
-    from flyconfigs.schema.load import parse_artifact
-
-    data = artifact.model_dump(mode="json")
-    data["kernel"]["name"] = kernel
-    renamed = parse_artifact(data, file)[0]
-    try:
-        decl = kernel_declaration(kernel)
-    except FlyconfigsError:
-        return renamed  # declared where it is served: the loader checks it there
-    refuse_unservable(decl, renamed, file, f"{kernel} cannot serve it")
-    return renamed
 
 
 def import_files(args: argparse.Namespace) -> int:
     """FlyDSL files -> artifacts in ``args.out`` (``flydsl import``, also ``import flydsl``).
     A FlyDSL kernel ``X`` is ``flydsl.X`` unless ``--kernel X=KERNEL`` names a kernel of
     another name whose configs these are."""
-    from flyconfigs.adapters.imported import write_imported
-    from flyconfigs.kernels.flydsl import check_flydsl_artifact
-    from flyconfigs.schema.flydsl import import_flydsl_file
+    from flyconfigs.adapters.importing import write_imports
 
-    out = Path(args.out)
-    mapped = _kernel_map(getattr(args, "kernel", None))
-    done, failed = [], []
-    for path in iter_json_files(args.paths):
-        try:
-            artifact = import_flydsl_file(path)
-            if artifact.kernel.name in mapped:
-                artifact = _as_kernel(artifact, mapped[artifact.kernel.name], str(path))
-            else:
-                check_flydsl_artifact(artifact, str(path))  # what FlyDSL's own loader would refuse is not imported
-            written = write_imported(artifact, out)
-        except ArtifactError as exc:  # every file that can be imported is, each failure reported
-            failed.append({"from": str(path), "error": str(exc)})
-            continue
-        done.append({"from": str(path), "to": str(written)})
-    return _report(args, "flydsl import", done, failed)
+    report = write_imports("flydsl", existing_paths(args.paths), args.out,
+                           flydsl_kernels=_kernel_map(getattr(args, "kernel", None)))
+    return render_import(report, args.paths, args.json)
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -1,93 +1,35 @@
 """``flyconfigs import vllm|aiter|flydsl``: the config files other projects ship, as
-``imported`` artifacts.
+``imported`` artifacts, through :func:`flyconfigs.adapters.importing.write_imports`.
 
 ``vllm`` and ``aiter`` write each artifact under ``OUT/<arch>/`` (one folder per publish
 target, ready for ``flyconfigs publish OUT/<arch> --target <arch>``); ``flydsl`` writes into
 ``OUT`` as ``flyconfigs flydsl import`` always has (it stays as the older spelling).  An
 entry that cannot be represented is reported with its file, entry and field; everything
 else is imported, never over a measured or predicted artifact of the same kernel, device
-and key, and the exit status is 1 if anything was refused.
+and key, and the exit status is 1 if anything was refused.  This module parses the
+arguments and renders the :class:`~flyconfigs.adapters.importing.ImportReport`
+(:func:`~flyconfigs.cli._reports.render_import`).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from flyconfigs.cli import aiter, flydsl
-from flyconfigs.cli._common import Usage, emit_json, iter_json_files
-from flyconfigs.errors import ArtifactError
+from flyconfigs.cli._common import Usage
+from flyconfigs.cli._reports import existing_paths, render_import
+
+if TYPE_CHECKING:
+    from flyconfigs.schema.models import Device
 
 __all__ = ["register"]
 
-
-def _run(args: argparse.Namespace, command: str, files: list[Path], one: Callable[[Path], Any], wanted: str) -> int:
-    from flyconfigs.adapters.imported import write_imported, write_imported_table
-
-    if not files:
-        # Folders named that hold nothing to import are a problem found (exit 1), said as one.
-        print(f"flyconfigs: error: no {wanted} in {', '.join(args.paths)}", file=sys.stderr)
-    out = Path(args.out)
-    done: list[dict[str, str]] = []
-    refused: list[dict[str, str]] = []
-    written: dict[Path, tuple[bytes, str]] = {}
-    for path in files:
-        try:
-            result = one(path)
-        except ArtifactError as exc:
-            refused.extend({"file": str(path), "field": p.field, "message": p.message} for p in exc.problems)
-            continue
-        for error in result.refused:
-            refused.extend({"file": str(path), "field": p.field, "message": p.message} for p in error.problems)
-        for artifact in result.artifacts:
-            entry = artifact.provenance.source.entry if artifact.provenance.source else ""
-            target = out / artifact.device.arch / artifact.file_name()
-            data = artifact.to_json_bytes()
-            if target in written and written[target][0] != data:
-                refused.append({"file": str(path), "field": entry or "", "message": f"the same kernel, device and key "
-                                f"as {written[target][1]}, with another config; not written"})
-                continue
-            try:
-                # An import never replaces a measured or predicted artifact of the same slot.
-                to = write_imported(artifact, target.parent)
-            except ArtifactError as exc:
-                refused.extend({"file": str(path), "field": entry or "", "message": str(p)} for p in exc.problems)
-                continue
-            written[target] = (data, f"{path}: {entry}")
-            done.append({"from": str(path), "entry": entry or "", "to": str(to)})
-        for table in result.tables:
-            target = out / table.device.arch / table.file_name()
-            data = table.to_json_bytes()
-            if target in written and written[target][0] != data:
-                refused.append({"file": str(path), "field": "", "message": f"the same table as {written[target][1]}, "
-                                f"with other rows; not written"})
-                continue
-            written[target] = (data, str(path))
-            table_to, shadowing = write_imported_table(table, target.parent, str(path))
-            for error in shadowing:
-                refused.extend({"file": str(path), "field": p.field, "message": p.message} for p in error.problems)
-            if table_to is not None:
-                rows = len(table.rows) - len(shadowing)
-                done.append({"from": str(path), "entry": f"table of {rows} row{'' if rows == 1 else 's'}",
-                             "to": str(table_to)})
-    if args.json:
-        emit_json({"command": command, "files": done, "refused": refused})
-    else:
-        for row in done:
-            print(f"{row['from']} {row['entry']} -> {row['to']}")
-        for bad in refused:
-            print(f"flyconfigs: refused: {bad['file']}: {bad['field'] or '<document>'}: {bad['message']}", file=sys.stderr)
-        print(f"{len(done)} imported, {len(refused)} refused", file=sys.stderr)
-    return 1 if refused or not files else 0
-
-
-def _devices(specs: Sequence[str] | None) -> list[Any]:
+def _devices(specs: Sequence[str] | None) -> list[Device]:
     """``--device`` values as full device descriptors; :class:`Usage` for one that does
     not name an arch, a CU count and a product."""
-    from flyconfigs.registry.sources.device import parse_device_spec
+    from flyconfigs.registry import parse_device_spec
     from flyconfigs.schema.models import Device, wave_size_of_arch
 
     out = []
@@ -101,40 +43,12 @@ def _devices(specs: Sequence[str] | None) -> list[Any]:
     return out
 
 
-def upstream_paths(args: argparse.Namespace, opener: Callable[[Path], Any]) -> list[Any]:
-    """Replace each of ``args.paths`` that is an upstream release (a wheel, an installed
-    package, a checkout: :func:`flyconfigs.adapters.upstream.is_upstream`) by its config
-    folder, and set ``args.revision`` from the release unless given; the trees opened, to close."""
-    from flyconfigs.adapters.upstream import is_upstream
-
-    trees = []
-    for index, raw in enumerate(args.paths):
-        if is_upstream(Path(raw)):
-            tree = opener(Path(raw))
-            trees.append(tree)
-            args.paths[index] = str(tree.folder)
-            if args.revision is None:
-                args.revision = tree.revision
-            print(f"{raw}: revision {tree.revision or 'unknown'}, read from {tree.how}", file=sys.stderr)
-    return trees
-
-
 def _vllm(args: argparse.Namespace) -> int:
-    from flyconfigs.adapters.upstream import vllm_tree
-    from flyconfigs.adapters.vllm import import_vllm_file, tabulated
+    from flyconfigs.adapters.importing import write_imports
 
-    devices = _devices(args.device)
-
-    def one(path: Path) -> Any:
-        imported = import_vllm_file(path, args.revision, devices)
-        return imported if args.artifacts else tabulated(imported)
-
-    trees = upstream_paths(args, vllm_tree)
-    try:
-        return _run(args, "import vllm", iter_json_files(args.paths), one, "vLLM config file (*.json)")
-    finally:
-        for tree in trees:
-            tree.close()
+    report = write_imports("vllm", existing_paths(args.paths), args.out, revision=args.revision,
+                           devices=_devices(args.device), artifacts=args.artifacts)
+    return render_import(report, args.paths, args.json)
 
 
 def register(sub: Any) -> None:

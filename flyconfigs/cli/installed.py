@@ -28,8 +28,7 @@ def _tunable(name: str) -> bool:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from flyconfigs.registry import default_resolver
-    from flyconfigs.registry.declarations import declared_kernels
+    from flyconfigs.registry import declared_kernels, default_resolver
 
     kernels = declared_kernels(default_resolver().problems)
     packages = default_resolver().packages()
@@ -120,7 +119,7 @@ def _check_device_env(given: str | None) -> None:
 
     from flyconfigs.cli._common import Usage
     from flyconfigs.errors import ArtifactError
-    from flyconfigs.registry.sources.device import DEVICE_ENV, parse_device_spec
+    from flyconfigs.registry import DEVICE_ENV, parse_device_spec
 
     spec = os.environ.get(DEVICE_ENV)
     if given is not None or not spec:
@@ -166,48 +165,28 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from flyconfigs.registry import declarations, default_resolver
-    from flyconfigs.registry.sources.device import DeviceQuery, parse_device_spec
-    from flyconfigs.registry.sources.entries import PACKAGES_ENV
-    from flyconfigs.registry.sources.folders import override_directories
+    from flyconfigs.gpu import backend_for_vendor
+    from flyconfigs.registry import doctor, parse_device_spec
 
-    resolver = default_resolver()
-    device: DeviceQuery | None
-    if args.device is not None:
-        device, how = parse_device_spec(args.device, "--device"), "given by --device"
-    else:
-        device, how = _quietly(resolver.current_device)
-    declarations.check_kernel_choices(resolver.problems)
-    problems = resolver.check_all()
-    collisions = resolver.collisions()
-    packages = resolver.packages()
-    real_problems = [p for p in [*problems, *declarations.PROBLEMS.problems()] if p.kind != "collision"]
-    unexpected = [c for c in collisions if not c.expected]
-    # Errors (exit 1): bad data and collisions nobody chose.  Warnings (exit 0): what
-    # makes calls get the default heuristic here, which is no fault of what is installed.
-    errors = [f"contested: {c.winner} and {', '.join(c.shadowed)} claim {c.kernel} {dict(c.key)} at the same "
-              f"precedence, so neither serves it; rank the packages with {PACKAGES_ENV} to choose"
-              if c.contested else
-              f"unexpected collision: {c.winner} ({c.standings[0]}) shadows {', '.join(c.shadowed)}; "
-              f"rank the packages with {PACKAGES_ENV} to choose" for c in unexpected]
-    warnings = []
-    if device is None:
-        # Why it is unknown is on the device line (text) or device_source (JSON): said once.
-        warnings.append("no device known (see the device line): every call gets the default heuristic")
-    elif not resolver.sources_for(device.arch):
-        warnings.append(f"nothing installed serves {device.arch}: every call gets the default heuristic")
-    notes = _predicted_notes(resolver, device)
+    given = None if args.device is None else parse_device_spec(args.device, "--device")
+    report = doctor(given)
+    device, how = report.device, "given by --device" if given is not None else report.device_source
+    notes = [f"{p.count} {p.kernel} artifacts for {device.describe()} are predicted (compiled and ranked by a model, "
+             f"never measured on this device): measure them here with `flyconfigs tune {p.kernel} --backend "
+             f"{backend_for_vendor(device.vendor)} --key-grid … --out DIR` and publish the result as a newer version; "
+             f"measured beats predicted" for p in report.predicted if device is not None]
+    collisions = report.collisions
     if args.json:
         emit_json(
             {
                 "command": "doctor",
                 "device": None if device is None else device.describe(),
                 "device_source": how,
-                "override_directories": [str(p) for p in override_directories()],
-                "packages": [p.__dict__ for p in packages],
-                "problems": [p.__dict__ for p in real_problems],
-                "errors": errors,
-                "warnings": warnings,
+                "override_directories": [str(p) for p in report.override_directories],
+                "packages": [p.__dict__ for p in report.packages],
+                "problems": [p.__dict__ for p in report.problems],
+                "errors": list(report.errors),
+                "warnings": list(report.warnings),
                 "notes": notes,
                 "collisions": [
                     {"kernel": c.kernel, "key": dict(c.key), "device": c.device.describe(), "winner": c.winner,
@@ -219,9 +198,9 @@ def _doctor(args: argparse.Namespace) -> int:
         )
     else:
         print(f"device: {device.describe() if device else 'unknown'} ({how})")
-        for folder in override_directories():
+        for folder in report.override_directories:
             print(f"override directory: {folder}{'' if folder.is_dir() else ' (missing)'}")
-        for p in packages:
+        for p in report.packages:
             print(f"package: {p.distribution} {p.version} target {p.target}, {p.size()}")
         for c in collisions:
             if c.contested:
@@ -230,60 +209,17 @@ def _doctor(args: argparse.Namespace) -> int:
                 continue
             print(f"collision: {c.kernel} {dict(c.key)} on {c.device.describe()}: {c.winner} ({c.standings[0]}) shadows "
                   f"{', '.join(c.shadowed)}{'' if c.expected else ' (unexpected)'}")
-        for problem in real_problems:
+        for problem in report.problems:
             print(f"problem: {problem}")
-        for error in errors:
+        for error in report.errors:
             print(f"error: {error}")
-        for warning in warnings:
+        for warning in report.warnings:
             print(f"warning: {warning}")
         for note in notes:
             print(f"note: {note}")
-        failed = len(real_problems) + len(errors)
-        print("ok" if not failed and not warnings else f"{failed} problem(s), {len(warnings)} warning(s)")
-    return 1 if real_problems or errors else 0
-
-
-def _quietly(detect: Any) -> Any:
-    """``detect()`` without the registry's own warning that the GPU is not detected:
-    doctor prints why on its device line, once."""
-    import logging
-
-    def drop(record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("the GPU is not detected")
-
-    log = logging.getLogger("flyconfigs.registry")
-    log.addFilter(drop)
-    try:
-        return detect()
-    finally:
-        log.removeFilter(drop)
-
-
-def _predicted_notes(resolver: Any, device: Any) -> list[str]:
-    """A line per kernel whose artifacts for ``device`` were predicted, not measured,
-    with the command that measures them."""
-    if device is None:
-        return []
-    by_kernel: dict[str, int] = {}
-    for entry in resolver.all_entries(tables=False):
-        if entry.device.arch != device.arch:
-            continue
-        artifact = entry.load(resolver.problems)
-        if artifact is not None and artifact.selection.rule == "predicted" and (
-                device.product is None or artifact.device.product == device.product):
-            by_kernel[artifact.kernel.name] = by_kernel.get(artifact.kernel.name, 0) + 1
-    for ref in resolver.all_tables():  # a table's rows share its selection: counted, not loaded
-        table = ref.read(resolver.problems) if ref.device.arch == device.arch else None
-        if table is not None and table.selection.rule == "predicted" and (
-                device.product is None or table.device.product == device.product):
-            by_kernel[table.kernel.name] = by_kernel.get(table.kernel.name, 0) + len(table.rows)
-    from flyconfigs.gpu import backend_for_vendor
-
-    backend = backend_for_vendor(device.vendor)
-    return [f"{count} {kernel} artifacts for {device.describe()} are predicted (compiled and ranked by a model, "
-            f"never measured on this device): measure them here with `flyconfigs tune {kernel} --backend {backend} "
-            f"--key-grid … --out DIR` and publish the result as a newer version; measured beats predicted"
-            for kernel, count in sorted(by_kernel.items())]
+        failed = len(report.problems) + len(report.errors)
+        print("ok" if not failed and not report.warnings else f"{failed} problem(s), {len(report.warnings)} warning(s)")
+    return 0 if report.ok else 1
 
 
 def register(sub: Any) -> None:

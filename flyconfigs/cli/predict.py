@@ -16,7 +16,7 @@ __all__ = ["register"]
 def _predict(args: argparse.Namespace) -> int:
     from flyconfigs.gpu import backend_for_vendor
     from flyconfigs.kernels.plugin import tunable_kernel
-    from flyconfigs.registry.core.products import find_product, product_catalog
+    from flyconfigs.registry import find_product, product_catalog
     from flyconfigs.tuner.grid import parse_grids
     from flyconfigs.tuner.predict import predict
     from flyconfigs.tuner.toolchain import GPUToolchain

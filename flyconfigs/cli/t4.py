@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flyconfigs.cli._common import Usage, add_command, emit_json, iter_json_files, parse_key
+from flyconfigs.cli._common import Usage, add_command, emit_json, parse_key
+from flyconfigs.cli._reports import existing_paths, render_import
 from flyconfigs.errors import ArtifactError
 
 if TYPE_CHECKING:
@@ -78,42 +79,23 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from flyconfigs.adapters.t4 import t4_to_artifact
-    from flyconfigs.registry import kernel_declaration
-    from flyconfigs.registry.core.products import find_product
-    from flyconfigs.registry.sources.device import parse_device_spec
-    from flyconfigs.schema.jsonio import read_document, write_atomic
+    from flyconfigs.adapters.importing import T4Identity, write_imports
+    from flyconfigs.registry import find_product, kernel_declaration, parse_device_spec
 
-    kernel = key = device = default = None
+    given = None
     if args.kernel is not None:
         if not args.key or args.device is None:
             raise Usage("--kernel needs the key items (AXIS=VALUE) and --device: a T4 file names neither")
         decl = kernel_declaration(args.kernel)
-        kernel, key = {"name": decl.name, "version": decl.version}, decl.check_key(parse_key(args.key))
+        key = decl.check_key(parse_key(args.key))
         product = find_product(args.device)
         if product is None:
             query = parse_device_spec(args.device, "--device")
             raise Usage(f"--device {args.device!r}: name a product of the catalog (got {query.describe()})")
-        device = product.device
-        default = decl.default_config(key, None)
-    done: list[dict[str, str]] = []
-    refused: list[dict[str, str]] = []
-    for path in iter_json_files(args.paths):
-        try:
-            artifact = t4_to_artifact(read_document(path), str(path), kernel, key, device, default)
-        except ArtifactError as exc:
-            refused.extend({"file": str(path), "field": p.field, "message": p.message} for p in exc.problems)
-            continue
-        target = write_atomic(Path(args.out) / artifact.device.arch / artifact.file_name(), artifact.to_json_bytes())
-        done.append({"from": str(path), "to": str(target)})
-    if args.json:
-        emit_json({"command": "t4 import", "files": done, "refused": refused})
-    else:
-        for row in done:
-            print(f"{row['from']} -> {row['to']}")
-        for bad in refused:
-            print(f"flyconfigs: refused: {bad['file']}: {bad['field'] or '<document>'}: {bad['message']}", file=sys.stderr)
-    return 1 if refused or not done else 0
+        given = T4Identity({"name": decl.name, "version": decl.version}, key, product.device,
+                           decl.default_config(key, None))
+    report = write_imports("t4", existing_paths(args.paths), args.out, t4=given)
+    return render_import(report, args.paths, args.json)
 
 
 def register(sub: Any) -> None:

@@ -105,7 +105,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
 def _fleet(args: argparse.Namespace) -> Any:
     """The Ray fleet ``--ray``/``--target`` ask for, or None for this host's GPUs."""
     from flyconfigs.errors import TuneError
-    from flyconfigs.registry.sources.device import parse_device_spec
+    from flyconfigs.registry import parse_device_spec
     from flyconfigs.tuner.fleet import ray_address
     from flyconfigs.tuner.session import RayFleet
 

@@ -1,7 +1,8 @@
 """flyconfigs.registry: discovery, resolution, fallback and explanation.
 
-The module-level functions use one process-wide :class:`Resolver`; see
-:mod:`flyconfigs.registry.resolve` for the precedence rule.  Checking what is installed
+The module-level functions use one process-wide :class:`Resolver`; the order of
+preference is :func:`flyconfigs.registry.search.preference.rank_key`'s docstring, and
+``docs/architecture.md`` shows the rooms of this package.  Checking what is installed
 and what a file holds are reports: :func:`doctor` (a :class:`DoctorReport`) and
 :func:`validate_path` (a :class:`ValidationReport`), which ``flyconfigs doctor`` and
 ``flyconfigs validate`` render.  The names in ``__all__`` are the registry's public face,

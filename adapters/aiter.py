@@ -27,8 +27,8 @@ from flyconfigs.adapters.spelling import csv_line, csv_records, line_ending
 from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
 from flyconfigs.kernels.aiter_family import FALLBACK_AXIS, PUBLISHED_TARGETS, AiterFamily, cell_value
 from flyconfigs.kernels.aiter_gemm import family_of
-from flyconfigs.registry.contract import normalize_key
-from flyconfigs.registry.products import product_catalog
+from flyconfigs.registry.core.products import product_catalog
+from flyconfigs.registry.families.contract import normalize_key
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import read_file_bytes
 from flyconfigs.schema.load import parse_table

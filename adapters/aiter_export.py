@@ -24,7 +24,7 @@ from flyconfigs.adapters.spelling import csv_line, csv_text_reads_as, with_endin
 from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.kernels.aiter_family import AiterFamily
 from flyconfigs.kernels.aiter_gemm import FAMILIES
-from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.core.problems import Problem, ProblemLog
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import write_atomic
 from flyconfigs.schema.table import Table
@@ -107,7 +107,7 @@ def _text(file: _File) -> str:
 
 def export_aiter(tables: Iterable[Table], out: str | Path, problems: ProblemLog | None = None) -> list[ExportedFile]:
     """Write every aiter table of ``tables`` (in precedence order, as
-    :func:`~flyconfigs.registry.tables.installed_tables` gives them) into ``out`` as
+    :func:`~flyconfigs.registry.installed.installed_tables` gives them) into ``out`` as
     aiter's CSVs (module docstring), each atomically; the files written, sorted by path.
     A table of another kernel is left out.  Tables of one upstream file are merged as the
     search serves them: of rows with one device and key, the first table's; the rest

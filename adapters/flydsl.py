@@ -33,8 +33,8 @@ from flyconfigs.errors import ConfigurationError, FlyconfigsError, InvalidKeyErr
 from flyconfigs.kernels.flydsl import COMPILER_OPTIONS, FlyDSLKernel, kernel_name_of, knob_problem
 from flyconfigs.registry import default_resolver, kernel_declaration
 from flyconfigs.registry.declarations import KernelDecl, KeyValue
-from flyconfigs.registry.device import DeviceQuery, as_query
 from flyconfigs.registry.resolve import Resolution, Resolver
+from flyconfigs.registry.sources.device import DeviceQuery, as_query
 from flyconfigs.schema.models import DeviceIdentity
 
 __all__ = ["FlyDSLKernel", "RegistryDefault", "flydsl_key", "serve"]

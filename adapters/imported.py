@@ -10,9 +10,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from flyconfigs.errors import ArtifactError, FieldProblem, InvalidKeyError
-from flyconfigs.registry.check import refusal
+from flyconfigs.registry.checks.check import refusal
+from flyconfigs.registry.checks.replacing import replacement_refusal
 from flyconfigs.registry.declarations import KernelDecl, check_key
-from flyconfigs.registry.replacing import replacement_refusal
 from flyconfigs.schema.jsonio import write_atomic
 from flyconfigs.schema.load import parse_artifact
 from flyconfigs.schema.models import SCHEMA_VERSION, Artifact, Device
@@ -62,7 +62,7 @@ def imported_artifact(decl: KernelDecl, device: Device, key: Mapping[str, object
 
     Raises :class:`ArtifactError` naming ``file`` and ``field`` (where the entry is in
     it) for a key the kernel refuses and for a winner the loader would not serve, by the
-    rule ``validate`` applies (:func:`~flyconfigs.registry.check.refusal`), and for a
+    rule ``validate`` applies (:func:`~flyconfigs.registry.checks.check.refusal`), and for a
     value the schema refuses (naming the field, once for the candidate and the winner)."""
     try:
         key = check_key(decl, key)

@@ -27,8 +27,8 @@ from flyconfigs.adapters.imported import Imported, UpstreamFile, imported_artifa
 from flyconfigs.adapters.spelling import JSON_HEAD, JSON_TAIL, json_member_text, json_members
 from flyconfigs.errors import ArtifactError, FieldProblem
 from flyconfigs.kernels import vllm_flydsl_moe, vllm_fused_moe
+from flyconfigs.registry.core.products import find_product, product_catalog
 from flyconfigs.registry.declarations import KernelDecl
-from flyconfigs.registry.products import find_product, product_catalog
 from flyconfigs.schema.jsonio import parse_document, read_file_bytes
 from flyconfigs.schema.load import parse_table
 from flyconfigs.schema.models import Artifact, Device

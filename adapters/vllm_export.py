@@ -4,7 +4,7 @@
 resolver sees (installed packages and ``FLYCONFIGS_PATH``, in their precedence) into one
 file per device and key group, named as vLLM 0.34 names the file it reads
 (:func:`~flyconfigs.adapters.vllm.vllm_file_name`, the device as
-:func:`~flyconfigs.registry.products.vllm_device_name` writes it), each mapping the batch
+:func:`~flyconfigs.registry.core.products.vllm_device_name` writes it), each mapping the batch
 sizes to their configs, with the ``triton_version`` the configs were tuned with where
 they all say one.  The batch sizes are in the upstream file's order when they all come
 from one table (vLLM breaks a tie between two equally near batch sizes by that order),
@@ -26,8 +26,8 @@ from typing import Any
 from flyconfigs.adapters.spelling import JSON_HEAD, JSON_TAIL, json_member_text, json_text_reads_as
 from flyconfigs.adapters.vllm import TRITON_VERSION, vllm_file_name
 from flyconfigs.kernels import vllm_flydsl_moe, vllm_fused_moe
-from flyconfigs.registry.products import vllm_device_name
-from flyconfigs.registry.tables import TableRowEntry
+from flyconfigs.registry.core.products import vllm_device_name
+from flyconfigs.registry.sources.tables import TableRowEntry
 from flyconfigs.schema.jsonio import write_atomic
 from flyconfigs.schema.models import Artifact
 from flyconfigs.schema.table import Spelling, Table

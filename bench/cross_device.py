@@ -35,7 +35,7 @@ from flyconfigs.kernels.rmsnorm import SPEC, fit_default, fit_model, ridge
 from flyconfigs.kernels.rmsnorm import default as learned_default
 from flyconfigs.kernels.rmsnorm.model import RMSNormCostModel
 from flyconfigs.kernels.rmsnorm.ridge import KeyRows
-from flyconfigs.registry.products import find_product
+from flyconfigs.registry.core.products import find_product
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.canonical import canonical_text
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flyconfigs.registry import KernelDecl
-from flyconfigs.registry.nearest import neighbour_distance
-from flyconfigs.registry.neighbourhood import slot_of
+from flyconfigs.registry.families.family import Family
+from flyconfigs.registry.search.neighbourhood import config_token
 
 if TYPE_CHECKING:
     from bench.neighbour_vote import Tuned
@@ -40,7 +40,7 @@ def calibrate(spec: KernelDecl, tuned: list[Tuned]) -> dict[str, Any]:
     for group in by_exact.values():
         for a in group:
             for b in group:
-                if a is b or (distance := neighbour_distance(spec, a.key, b.key)) is None or distance[0] > 1.0:
+                if a is b or (distance := Family.of_declaration(spec).distance(a.key, b.key)) is None or distance[0] > 1.0:
                     continue
                 home = a.artifact.default.config if a.artifact.default is not None else None
                 if home is None:
@@ -50,7 +50,7 @@ def calibrate(spec: KernelDecl, tuned: list[Tuned]) -> dict[str, Any]:
                     continue
                 for config, _ in ta.timings:
                     if ta.timed_in(config) == "final" and tb.timed_in(config) == "final" and \
-                            slot_of(config, defaults) != slot_of(home, defaults):
+                            config_token(config, defaults) != config_token(home, defaults):
                         here = math.log(ta.time_of(config) / ta.time_of(home))  # type: ignore[operator]
                         there = math.log(tb.time_of(config) / tb.time_of(home))  # type: ignore[operator]
                         carried.append((here, there))

@@ -68,10 +68,9 @@ from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
 from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm.fit_default import KEEP, WITHIN
 from flyconfigs.registry import DeviceQuery, KernelDecl, Resolver
-from flyconfigs.registry.calls import check_config, default_config
-from flyconfigs.registry.nearest import neighbour_distance, passed_over
-from flyconfigs.registry.neighbourhood import Neighbour, measurements, slot_of
-from flyconfigs.registry.serving import adapt
+from flyconfigs.registry.families.family import Family
+from flyconfigs.registry.plugin import check_config, default_config
+from flyconfigs.registry.search.neighbourhood import Neighbour, config_token, measurements
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.pack import folder_artifacts
 
@@ -101,15 +100,15 @@ class Tuned:
 
 
 def tuned_of(path: Path, artifact: Artifact, spec: KernelDecl) -> Tuned:
-    """``artifact``'s timings (through :func:`~flyconfigs.registry.neighbourhood.measurements`,
+    """``artifact``'s timings (through :func:`~flyconfigs.registry.search.neighbourhood.measurements`,
     the one reader of its candidates) and the neighbour it is to a key it does not hold."""
     defaults = spec.tunable_defaults
     measured = measurements(artifact)
     times: dict[Any, float] = {}
     for config, median, _ in sorted(measured, key=lambda m: -m[1]):  # a config timed twice keeps its faster time
-        times[slot_of(config, defaults)] = median
+        times[config_token(config, defaults)] = median
     timings = tuple((MappingProxyType(dict(c)), t) for c, t, _ in sorted(measured, key=lambda m: m[1]))
-    finals = frozenset(slot_of(c, defaults) for c, _, final in measured if final)
+    finals = frozenset(config_token(c, defaults) for c, _, final in measured if final)
     neighbour = Neighbour(MappingProxyType(dict(artifact.key)), (0.0,), MappingProxyType(dict(artifact.winner.config)),
                           timings, str(path), dict(times), defaults, finals,
                           None if artifact.default is None else MappingProxyType(dict(artifact.default.config)))
@@ -208,18 +207,18 @@ def serve(decl: KernelDecl, asked: dict[str, Any], pool: Sequence[Tuned], query:
     for i, t in enumerate(pool):
         if _exact(decl, t.key) != exact:
             continue
-        distance = neighbour_distance(decl, asked, t.key)
+        distance = Family.of_declaration(decl).distance(asked, t.key)
         if distance is not None:
             ranked.append((distance, i, t))
     ranked.sort(key=lambda r: (r[0], r[1]))
     for _, _, t in ranked:
         config = dict(t.artifact.winner.config)
         if check_config(decl, config, asked, query) is not None:
-            adapted = adapt(decl, config, asked, query)
+            adapted = Family.of_declaration(decl).adapt(config, asked, query)
             if adapted is None or check_config(decl, adapted, asked, query) is not None:
                 continue
             config = adapted
-        if passed_over(decl, asked, t.key, config, query) is not None:
+        if Family.of_declaration(decl).pass_over(asked, t.key, config, query) is not None:
             continue
 
         def offer() -> Iterator[Neighbour]:
@@ -261,7 +260,7 @@ def leave_one_out(spec: KernelDecl, tuned: list[Tuned], sibling: list[Tuned] | N
 
 
 def _figure(t: Tuned, config: Mapping[str, Any], how: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
-    found = t.times.get(slot_of(config, defaults))
+    found = t.times.get(config_token(config, defaults))
     return {"ratio": None if found is None else found / t.best, "from": how, "config": dict(config)}
 
 
@@ -318,7 +317,7 @@ def check(spec: KernelDecl, tuned: list[Tuned], limit: int, mode: str) -> int:
             for name, decl in rules.items():
                 served = dict(resolver.resolve(decl, t.key, query).config)
                 replayed, _ = serve(decl, t.key, pool, query)
-                if slot_of(served, spec.tunable_defaults) != slot_of(replayed, spec.tunable_defaults):
+                if config_token(served, spec.tunable_defaults) != config_token(replayed, spec.tunable_defaults):
                     differ += 1
                     print(f"  differs: {name} at {t.key}: resolver {served}, replay {replayed}", flush=True)
     return differ

@@ -47,12 +47,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from flyconfigs.errors import InvalidKeyError
-from flyconfigs.registry.contract import KernelDecl, KeyAxis, KeyValue, SpelledKey, normalize_key
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.plugin import DeviceQuery, KernelDecl, KeyAxis, KeyValue, SpelledKey, normalize_key
 from flyconfigs.schema.canonical import canonical_text
 
 if TYPE_CHECKING:
-    from flyconfigs.registry.ties import Tie
+    from flyconfigs.registry.plugin import Tie
 
 __all__ = ["COLUMN_TYPES", "MEASURED", "PUBLISHED_TARGETS", "RULES", "AiterFamily", "batched_padded_m", "moe_padded_token",
            "padded_m"]

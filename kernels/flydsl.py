@@ -29,9 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from flyconfigs.errors import ArtifactError, ConfigurationError, FieldProblem, FlyconfigsError, InvalidKeyError
-from flyconfigs.registry.check import refusal
-from flyconfigs.registry.declarations import DeviceMatch, KernelDecl, KeyAxis, KeyValue, kernel_declaration
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.plugin import DeviceMatch, DeviceQuery, KernelDecl, KeyAxis, KeyValue, kernel_declaration, refusal
 from flyconfigs.schema.flydsl import NAMESPACE
 from flyconfigs.schema.models import Artifact
 

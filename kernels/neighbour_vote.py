@@ -27,9 +27,7 @@ import math
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
-from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, default_config
-from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.neighbourhood import Neighbour, slot_of
+from flyconfigs.registry.plugin import DeviceQuery, KernelDecl, KeyValue, Neighbour, check_config, config_token, default_config
 
 __all__ = ["NeighbourVote", "VotesAmongNeighbours"]
 
@@ -59,7 +57,7 @@ class NeighbourVote:
         defaults = decl.tunable_defaults
 
         def slot(config: Mapping[str, KeyValue]) -> Hashable:
-            return slot_of(config, defaults)
+            return config_token(config, defaults)
 
         bests = [n.timings[0][1] for n in near]
         weights = [1.0 / (_first(n) + self.soften) for n in near]

@@ -40,9 +40,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
 from flyconfigs.errors import FlyconfigsError
-from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_config, default_config
-from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.neighbourhood import Neighbour, slot_of
+from flyconfigs.registry.plugin import DeviceQuery, KernelDecl, KeyValue, Neighbour, check_config, config_token, default_config
 
 __all__ = ["DefaultUnlessEvidence", "PairedEvidence"]
 
@@ -112,7 +110,7 @@ class PairedEvidence:
         defaults = decl.tunable_defaults
 
         def slot(config: Mapping[str, KeyValue]) -> Hashable:
-            return slot_of(config, defaults)
+            return config_token(config, defaults)
 
         home = slot(default)
         offered: dict[Hashable, dict[str, KeyValue]] = {}
@@ -287,7 +285,7 @@ def _space(decl: KernelDecl, asked: Mapping[str, KeyValue], device: DeviceQuery)
     if not callable(space):
         return None
     try:
-        return {slot_of(c, decl.tunable_defaults) for c in space(asked, device)}
+        return {config_token(c, decl.tunable_defaults) for c in space(asked, device)}
     except Exception:  # noqa: BLE001 - a family's space failing leaves the candidates as the checks accept them
         return None
 

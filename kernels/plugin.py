@@ -14,7 +14,9 @@ one config).
 
 The tuner sees a kernel only through these classes and loads it by its entry-point
 name in every process it starts, so a package outside this repository is tuned exactly
-like the kernels shipped here.  This module imports neither torch nor a GPU runtime.
+like the kernels shipped here.  This module also re-exports every name of
+:mod:`flyconfigs.registry.plugin` (the serving contract), so a tunable family imports
+this one module.  It imports neither torch nor a GPU runtime.
 ``docs/plugins.md`` says where each member runs.
 """
 
@@ -26,16 +28,85 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from flyconfigs.errors import TuneError
-from flyconfigs.registry.declarations import Default, KernelDecl, KeyValue, kernel_declaration
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.plugin import (
+    DEVICE_ARGUMENT,
+    NAME_PATTERN,
+    Default,
+    DeviceMatch,
+    DeviceQuery,
+    KernelDecl,
+    KeyAxis,
+    KeyValue,
+    Neighbour,
+    SourceBinding,
+    SpelledKey,
+    Tie,
+    TunableVariants,
+    as_query,
+    check_config,
+    check_key,
+    check_tunables,
+    config_token,
+    default_config,
+    device_match,
+    file_order,
+    kernel_declaration,
+    log_distance,
+    normalize_key,
+    own_check_config,
+    refusal,
+    register_kernel,
+    report_fault,
+    spelled_key,
+    unregister_kernel,
+)
 from flyconfigs.schema.models import Config
 
 if TYPE_CHECKING:
     from flyconfigs.gpu import Backend, CompileRequest
     from flyconfigs.schema.models import Device, Resources
 
-__all__ = ["Config", "CostModel", "TunableKernel", "Workload", "complete_key", "cost_model", "key_presets",
-           "tool_versions", "tunable_kernel"]
+__all__ = [
+    "Config",
+    "CostModel",
+    "DEVICE_ARGUMENT",
+    "Default",
+    "DeviceMatch",
+    "DeviceQuery",
+    "KernelDecl",
+    "KeyAxis",
+    "KeyValue",
+    "NAME_PATTERN",
+    "Neighbour",
+    "SourceBinding",
+    "SpelledKey",
+    "Tie",
+    "TunableKernel",
+    "TunableVariants",
+    "Workload",
+    "as_query",
+    "check_config",
+    "check_key",
+    "check_tunables",
+    "complete_key",
+    "cost_model",
+    "default_config",
+    "device_match",
+    "file_order",
+    "kernel_declaration",
+    "key_presets",
+    "log_distance",
+    "normalize_key",
+    "own_check_config",
+    "refusal",
+    "register_kernel",
+    "report_fault",
+    "config_token",
+    "spelled_key",
+    "tool_versions",
+    "tunable_kernel",
+    "unregister_kernel",
+]
 
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from importlib import resources
 
 from flyconfigs.errors import InvalidKeyError
-from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue, normalize_key
+from flyconfigs.registry.plugin import KernelDecl, KeyAxis, KeyValue, normalize_key
 
 __all__ = [
     "DTYPES",

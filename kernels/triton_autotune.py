@@ -40,8 +40,7 @@ from flyconfigs.errors import FlyconfigsError, TuneError
 from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.triton_family import Ref, load_ref, same_config, triton_versions, tunable_values
 from flyconfigs.registry import Resolution, register_kernel, resolve
-from flyconfigs.registry.declarations import NAME_PATTERN, KeyAxis, KeyValue, normalize_key
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.plugin import NAME_PATTERN, DeviceQuery, KeyAxis, KeyValue, normalize_key
 
 if TYPE_CHECKING:
     from flyconfigs.gpu import Backend

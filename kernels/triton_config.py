@@ -33,8 +33,7 @@ from typing import Any
 
 from flyconfigs.errors import FieldProblem, InvalidDeviceError
 from flyconfigs.registry import DeviceQuery, Resolution, default_resolver, resolve
-from flyconfigs.registry.declarations import KernelDecl, KeyValue, check_key, default_config, kernel_declaration
-from flyconfigs.registry.device import DEVICE_ARGUMENT, as_query
+from flyconfigs.registry.plugin import DEVICE_ARGUMENT, KernelDecl, KeyValue, as_query, check_key, default_config, kernel_declaration
 
 __all__ = ["LAUNCH_OPTIONS", "TritonConfigs", "TritonLaunch", "device_query"]
 

@@ -37,8 +37,7 @@ from flyconfigs.kernels.plugin import TunableKernel
 from flyconfigs.kernels.rownorm import DTYPES, ELEMENT_BYTES, MAX_INDEX
 from flyconfigs.kernels.triton_source import distribution_digest, source_digest
 from flyconfigs.kernels.triton_traffic import meta_traffic
-from flyconfigs.registry.declarations import KeyAxis, KeyValue, normalize_key
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.plugin import DeviceQuery, KeyAxis, KeyValue, normalize_key
 
 if TYPE_CHECKING:
     from flyconfigs.gpu import Backend

@@ -38,9 +38,7 @@ from collections.abc import Mapping
 
 from flyconfigs.errors import InvalidKeyError
 from flyconfigs.kernels.vllm_spelling import vllm_spelled_key
-from flyconfigs.registry.declarations import KernelDecl, KeyAxis, KeyValue, SpelledKey, normalize_key
-from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.ties import Tie, file_order
+from flyconfigs.registry.plugin import DeviceQuery, KernelDecl, KeyAxis, KeyValue, SpelledKey, Tie, file_order, normalize_key
 from flyconfigs.schema.models import wave_size_of_arch
 
 __all__ = ["OPTIONAL_TUNABLES", "REQUIRED_TUNABLES", "SPEC", "VLLMFusedMoESpec", "launch_config"]
@@ -133,7 +131,7 @@ class VLLMFusedMoESpec(KernelDecl):
         """vLLM takes the first of two equally near batch sizes in its file's order: the
         rows of one table (an imported file keeps its order) by row, the earlier first;
         keys of different files by :meth:`key_distance` (the smaller ``m``)
-        (:func:`~flyconfigs.registry.ties.file_order`)."""
+        (:func:`~flyconfigs.registry.search.ties.file_order`)."""
         return file_order(tie)
 
     def check_config(self, config: Mapping[str, object], key: Mapping[str, KeyValue],

@@ -4,7 +4,7 @@ vLLM names its fused-MoE config files
 ``E=<E>,N=<N>,device_name=<device>[,dtype=<dtype>][,block_shape=[<n>,<k>]][_down].json``
 (and ``…,dtype=int4_w4a16,backend=flydsl.json`` for the FlyDSL int4 kernel), and its
 ``get_moe_configs`` takes ``block_shape`` as one ``[n, k]`` list.  :func:`vllm_spelled_key`
-reads such a key (split into items by :func:`flyconfigs.registry.keys.split_spelled_items`:
+reads such a key (split into items by :func:`flyconfigs.registry.families.keys.split_spelled_items`:
 ``_down`` ends up as ``down=true``, or at the end of ``dtype`` or ``device_name`` when no
 bracket precedes it) into the families' own axes:
 
@@ -22,9 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from flyconfigs.errors import InvalidKeyError
-from flyconfigs.registry.declarations import KeyValue, SpelledKey
-from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.products import find_product, product_catalog, vllm_device_name
+from flyconfigs.registry.core.products import find_product, product_catalog, vllm_device_name
+from flyconfigs.registry.plugin import DeviceQuery, KeyValue, SpelledKey
 
 __all__ = ["DOWN_SUFFIX", "vllm_spelled_key"]
 

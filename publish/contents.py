@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flyconfigs.errors import ArtifactError, PublishError
-from flyconfigs.registry.check import winner_refusal
+from flyconfigs.registry.checks.check import winner_refusal
 from flyconfigs.schema.canonical import canonical_text, sha256_hex
 from flyconfigs.schema.jsonio import MAX_DOCUMENT_BYTES, json_files_under, read_document, read_file_bytes
 from flyconfigs.schema.load import parse_artifact, parse_measurements, parse_pack, parse_table, refuse_if_partial

@@ -1,7 +1,8 @@
 """flyconfigs.registry: discovery, resolution, fallback and explanation.
 
-The module-level functions use one process-wide :class:`Resolver`; see
-:mod:`flyconfigs.registry.resolve` for the precedence rule.  Checking what is installed
+The module-level functions use one process-wide :class:`Resolver`; the order of
+preference is :func:`flyconfigs.registry.search.preference.rank_key`'s docstring, and
+``docs/architecture.md`` shows the rooms of this package.  Checking what is installed
 and what a file holds are reports: :func:`doctor` (a :class:`DoctorReport`) and
 :func:`validate_path` (a :class:`ValidationReport`), which ``flyconfigs doctor`` and
 ``flyconfigs validate`` render.  The names in ``__all__`` are the registry's public face,
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from flyconfigs.registry.core.problems import Problem, ProblemLog
 from flyconfigs.registry.declarations import (
     DeclaredKernel,
     KernelDecl,
@@ -25,19 +27,18 @@ from flyconfigs.registry.declarations import (
     register_kernel,
     unregister_kernel,
 )
-from flyconfigs.registry.device import DEVICE_ENV, DeviceQuery, parse_device_spec
-from flyconfigs.registry.kernels import TABLE
-from flyconfigs.registry.problems import Problem, ProblemLog
+from flyconfigs.registry.families.loaded import RECORDS
 from flyconfigs.registry.resolve import Collision, Resolution, Resolver, Step
-from flyconfigs.registry.sources import ARTIFACT_GROUP, PACKAGES_ENV, PATH_ENV, PackageInfo
+from flyconfigs.registry.sources.device import DEVICE_ENV, DeviceQuery, parse_device_spec
+from flyconfigs.registry.sources.entries import ARTIFACT_GROUP, PACKAGES_ENV, PATH_ENV, PackageInfo
 from flyconfigs.schema.models import DeviceIdentity
 
 if TYPE_CHECKING:
+    from flyconfigs.registry.checks.kernel_schema import kernel_artifact_schema
+    from flyconfigs.registry.checks.replacing import replacement_refusal
     from flyconfigs.registry.checkup import DoctorReport, Predicted
-    from flyconfigs.registry.kernel_schema import kernel_artifact_schema
-    from flyconfigs.registry.products import find_product, product_catalog
-    from flyconfigs.registry.replacing import replacement_refusal
-    from flyconfigs.registry.tables import installed_tables
+    from flyconfigs.registry.core.products import find_product, product_catalog
+    from flyconfigs.registry.installed import installed_tables
     from flyconfigs.registry.validation import FileValidation, ValidationReport, validate_path
 
 __all__ = [
@@ -87,11 +88,11 @@ _LAZY = {
     "FileValidation": "flyconfigs.registry.validation",
     "ValidationReport": "flyconfigs.registry.validation",
     "validate_path": "flyconfigs.registry.validation",
-    "find_product": "flyconfigs.registry.products",
-    "product_catalog": "flyconfigs.registry.products",
-    "installed_tables": "flyconfigs.registry.tables",
-    "kernel_artifact_schema": "flyconfigs.registry.kernel_schema",
-    "replacement_refusal": "flyconfigs.registry.replacing",
+    "find_product": "flyconfigs.registry.core.products",
+    "product_catalog": "flyconfigs.registry.core.products",
+    "installed_tables": "flyconfigs.registry.installed",
+    "kernel_artifact_schema": "flyconfigs.registry.checks.kernel_schema",
+    "replacement_refusal": "flyconfigs.registry.checks.replacing",
 }
 """Names of the public face whose modules are imported when first used: the loader's
 first resolve reads none of them."""
@@ -109,7 +110,7 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
-_DEFAULT = Resolver(kernels=TABLE)
+_DEFAULT = Resolver(kernels=RECORDS)
 
 
 def default_resolver() -> Resolver:

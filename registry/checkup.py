@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flyconfigs.registry import declarations
+from flyconfigs.registry.core.problems import Problem
 from flyconfigs.registry.declarations import check_kernel_choices
-from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.folders import override_directories
-from flyconfigs.registry.problems import Problem
-from flyconfigs.registry.records import Collision
-from flyconfigs.registry.sources import PACKAGES_ENV, PackageInfo
+from flyconfigs.registry.search.records import Collision
+from flyconfigs.registry.sources.device import DeviceQuery
+from flyconfigs.registry.sources.entries import PACKAGES_ENV, PackageInfo
+from flyconfigs.registry.sources.folders import override_directories
 
 if TYPE_CHECKING:
     from flyconfigs.registry.resolve import Resolver

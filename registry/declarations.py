@@ -1,9 +1,10 @@
-"""What the registry knows about kernel families, in one import: the contract
-(:mod:`~flyconfigs.registry.contract`), the loaded records
-(:mod:`~flyconfigs.registry.kernels`), the safe calls of a family's members
-(:mod:`~flyconfigs.registry.calls`) and key parsing (:mod:`~flyconfigs.registry.keys`),
-plus the list ``flyconfigs list`` prints.  The registry never imports a kernel library
-except through the entry-point group ``flyconfigs.kernels``.
+"""What the registry knows about the kernel families of this environment: the list
+``flyconfigs list`` prints, the process-wide records (:func:`kernel_record`,
+:func:`forget_loaded`) and the choices ``FLYCONFIGS_KERNELS`` makes, with key parsing
+(:mod:`~flyconfigs.registry.families.keys`).  It also re-exports the plugin contract of
+:mod:`flyconfigs.registry.plugin`, the module a plugin imports, so that code written
+against this one keeps working.  The registry never imports a kernel library except
+through the entry-point group ``flyconfigs.kernels``.
 """
 
 from __future__ import annotations
@@ -12,17 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from flyconfigs.errors import FlyconfigsError
-from flyconfigs.registry import kernels as _kernels
-from flyconfigs.registry.calls import (
-    check_config,
-    check_key,
-    check_tunables,
-    default_config,
-    device_match,
-    report_fault,
-    spelled_key,
-)
-from flyconfigs.registry.contract import (
+from flyconfigs.registry.core.entrypoints import find_entry_points
+from flyconfigs.registry.core.guard import Raised, guarded
+from flyconfigs.registry.core.problems import ProblemLog
+from flyconfigs.registry.families import loaded as _kernels
+from flyconfigs.registry.families.contract import (
     NAME_PATTERN,
     Default,
     DeviceMatch,
@@ -34,20 +29,28 @@ from flyconfigs.registry.contract import (
     TunableVariants,
     normalize_key,
 )
-from flyconfigs.registry.entrypoints import find_entry_points
-from flyconfigs.registry.kernel_choice import unknown_choices
-from flyconfigs.registry.kernels import (
+from flyconfigs.registry.families.kernel_choice import unknown_choices
+from flyconfigs.registry.families.keys import parse_key_items, parse_spelled_items, parse_value
+from flyconfigs.registry.families.loaded import (
     KERNEL_GROUP,
     KERNEL_OWNERS_ENV,
-    TABLE,
+    RECORDS,
     LoadedKernel,
     kernel_name,
-    raised,
     register_kernel,
     unregister_kernel,
 )
-from flyconfigs.registry.keys import parse_key_items, parse_spelled_items, parse_value
-from flyconfigs.registry.problems import ProblemLog
+from flyconfigs.registry.families.registrations import registered_names
+from flyconfigs.registry.plugin import (
+    check_config,
+    check_key,
+    check_tunables,
+    default_config,
+    device_match,
+    kernel_declaration,
+    report_fault,
+    spelled_key,
+)
 
 __all__ = [
     "KERNEL_GROUP",
@@ -88,7 +91,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "PROBLEMS":  # the process-wide table's problems, replaced by forget_loaded()
-        return TABLE.problems
+        return RECORDS.problems
     raise AttributeError(name)
 
 
@@ -96,33 +99,21 @@ def forget_loaded() -> None:
     """Forget the declarations the process-wide table loaded from entry points and the
     problems met finding them (after an install or uninstall; the default resolver's
     :meth:`~flyconfigs.registry.Resolver.refresh` calls this)."""
-    TABLE.clear()
+    RECORDS.clear()
 
 
 def kernel_record(kernel: object, problems: ProblemLog | None = None) -> LoadedKernel:
     """The process-wide record of ``kernel`` (a name or a declaration); see
-    :meth:`~flyconfigs.registry.kernels.KernelTable.record` for what it raises."""
-    return TABLE.record(kernel, problems)
-
-
-def kernel_declaration(kernel: object, problems: ProblemLog | None = None) -> KernelDecl:
-    """The declaration of ``kernel`` (a name, or a declaration returned as is).
-
-    Raises :class:`~flyconfigs.errors.UnknownKernelError` naming the kernels that are
-    declared, or saying why a declared one cannot be loaded;
-    :class:`~flyconfigs.errors.AmbiguousKernelError` when several distributions declare
-    the name and none was chosen; :class:`~flyconfigs.errors.KernelPluginError` naming
-    the distribution when the declaration's ``name`` (or another required member) raises.
-    """
-    return TABLE.record(kernel, problems).decl
+    :meth:`~flyconfigs.registry.families.loaded.KernelRecords.record` for what it raises."""
+    return RECORDS.record(kernel, problems)
 
 
 def check_kernel_choices(problems: ProblemLog | None = None) -> list[str]:
     """Report each kernel ``FLYCONFIGS_KERNELS`` names that nothing declares (the
     entry points and this process's registrations; no declaration is loaded); those
     names (what ``doctor`` asks)."""
-    log = problems if problems is not None else TABLE.problems
-    names = {*_kernels._REGISTERED, *(f.entry_point.name for f in find_entry_points(KERNEL_GROUP, log))}
+    log = problems if problems is not None else RECORDS.problems
+    names = {*registered_names(), *(f.entry_point.name for f in find_entry_points(KERNEL_GROUP, log))}
     return unknown_choices(names, log)
 
 
@@ -149,21 +140,20 @@ def declared_kernels(problems: ProblemLog | None = None) -> list[DeclaredKernel]
     """Every kernel declared through the ``flyconfigs.kernels`` entry points or in this
     process, by name, each loaded (as :func:`kernel_declaration` loads it) to read its
     version; one that cannot be loaded is listed with the reason."""
-    log = problems if problems is not None else TABLE.problems
-    found = TABLE.environment.entry_points(KERNEL_GROUP, log)
+    log = problems if problems is not None else RECORDS.problems
+    found = RECORDS.environment.entry_points(KERNEL_GROUP, log)
     rows = []
-    for name in sorted({*_kernels._REGISTERED, *(f.entry_point.name for f in found)}):
+    for name in sorted({*registered_names(), *(f.entry_point.name for f in found)}):
         try:
-            record = TABLE.record(name, log)
+            record = RECORDS.record(name, log)
         except FlyconfigsError as exc:
             dists = sorted({f.distribution for f in found if f.entry_point.name == name})
             rows.append(DeclaredKernel(name, None, ", ".join(dists) or None, None, str(exc)))
             continue
         dist, dist_version = record.distribution, record.distribution_version
-        try:
-            version = record.decl.version
-        except Exception as exc:  # noqa: BLE001 - a plugin's property failing is its error, named
-            rows.append(DeclaredKernel(name, None, dist, dist_version, f"version {raised(exc)}"))
+        version = guarded(getattr, record.decl, "version")
+        if isinstance(version, Raised):
+            rows.append(DeclaredKernel(name, None, dist, dist_version, f"version {version}"))
             continue
         rows.append(DeclaredKernel(name, version, dist, dist_version))
     return rows

@@ -1,116 +1,56 @@
 """Resolution: which config a kernel gets for a key on a device, and why.
 
-Precedence (the one place it is written down; :mod:`flyconfigs.registry.search` is it
-in code, and ``resolve``, ``explain``, ``doctor`` and ``validate`` all call it):
-
-1. the in-process memo (a dictionary lookup; negative results are memoized too), keyed
-   by the kernel's loaded record (never its name: a declaration passed in is a record of
-   its own, so two of one name that differ in ``device_match`` never share answers), the
-   device and the typed key; a call repeated exactly as given, by a kernel's name, is
-   found first with one lookup of the call as given, trusted only while no kernel was
-   registered, unregistered or forgotten in the process since (the name still means
-   the record it meant);
-2. the steps, most specific first —
-
-   a. the same product (vendor, arch, product, compute units, features), exact key;
-   b. the same arch and compute-unit count, exact key;
-   c. layers a and b with the nearest key (the family's ``key_distance``, equally near
-      keys in its ``tie_rank`` order), never across exact axes (``dtype``) but the
-      family's ``relaxed_axes``;
-   d. the same arch only (*borrowed*: the record names the device it came from), exact
-      key, then the nearest key;
-
-   a family whose ``own_device_first`` is true (vLLM's: it reads only the running GPU's
-   own file) takes a's nearest key before b: a, a nearest, b, b nearest, d;
-
-   and **within each step standing first** (below): a source of a higher standing
-   serves before a lower one even when the lower one's key is nearer; distance decides
-   only among sources of one standing; then measured before predicted, then the user's
-   order, then (in a step that accepts other products) the nearer product name.  A
-   kernel whose ``device_match`` is ``product`` (FlyDSL's identity) is served only
-   artifacts of the asked product, arch and compute units: the other products of steps
-   b and c, and step d, are passed over.  The steps come before standing: an exact key
-   of any standing serves before a nearest key of a higher one (a measurement of the
-   asked key beats a guess from a neighbour), and ``explain`` says when a higher
-   standing had a nearer key;
-3. the kernel's default heuristic, checked like any served config.
-
-Standing of a source, for one kernel family (``flyconfigs explain`` prints it):
-
-- ``FLYCONFIGS_PATH`` directories, in the order listed;
-- the data packages ``FLYCONFIGS_PACKAGES`` lists, in its order;
-- the family **owner's** packages: the distribution that declares the family through
-  the ``flyconfigs.kernels`` entry point, and the data packages its declaration names
-  (``data_packages``);
-- the **official** package of the target, ``flyconfigs-<target>``;
-- every other (**third-party**) package.
-
-Only the user's settings and the family's own declaration move a source: never its name
-(no alphabetical order) nor a label its artifacts carry.  A measured artifact of a lower
-standing never outranks a higher one's prediction.  When several sources hold an
-artifact for the same family, device and key, the best ranked serves and the collision
-is reported (``flyconfigs doctor``, which fails on one nobody chose: between packages
-``FLYCONFIGS_PACKAGES`` does not both rank); two packages of one standing (two third
-parties, say) **contest** the slot, and neither serves it until the user ranks them in
-``FLYCONFIGS_PACKAGES``.  Two artifacts of one slot in one source (two tuning runs of a
-key in one folder) are duplicates: the more recently made serves (its provenance's
-``created``), and ``doctor`` and ``validate`` report the other.
-
-What may serve, and the nearest-key rule, are written in
-:mod:`flyconfigs.registry.search`, with the code that applies them.
+A :class:`Resolver` answers from its memo (a dictionary lookup; negative results are
+memoized too), keyed by the kernel's loaded record (never its name: a declaration passed
+in is a record of its own, so two of one name that differ in ``device_match`` never share
+answers), the device and the typed key; a call repeated exactly as given, by a kernel's
+name, is found first with one lookup of the call as given, trusted only while no kernel
+was registered, unregistered or forgotten in the process since.  Otherwise it runs the one search
+(:func:`~flyconfigs.registry.search.steps.search`) that ``explain``, ``doctor`` and
+``validate`` run too, so they cannot disagree.  The order the search serves in is written
+once, in :func:`flyconfigs.registry.search.preference.rank_key`'s docstring (``docs/resolution.md``
+explains it); where nothing serves, the family's default heuristic does, checked like any
+served config.  When several sources hold an artifact for one family, device and key,
+the best ranked serves and the collision is reported (:mod:`flyconfigs.registry.search.collisions`;
+``doctor`` fails on one nobody chose); two artifacts of one slot in one source are
+duplicates, the more recently made serving.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from importlib import invalidate_caches
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from flyconfigs.errors import FlyconfigsError
-from flyconfigs.registry import inventory
-from flyconfigs.registry import kernels as _kernels
-from flyconfigs.registry.calls import check_key, spelled_key
-from flyconfigs.registry.catalog import Catalog, ranked_entries
-from flyconfigs.registry.contract import KernelDecl, KeyValue
-from flyconfigs.registry.device import (
+from flyconfigs.registry.core.memo import MEMO_LIMIT, PLAIN, UNHASHABLE, bounded_put, call_as_given, plain
+from flyconfigs.registry.core.problems import ProblemLog
+from flyconfigs.registry.detecting import UNSET, Detecting
+from flyconfigs.registry.families import registrations as _registrations
+from flyconfigs.registry.families.contract import KernelDecl, KeyValue
+from flyconfigs.registry.families.family import Family
+from flyconfigs.registry.families.loaded import KernelRecords, LoadedKernel
+from flyconfigs.registry.inventory import Inventory, skipped_overrides
+from flyconfigs.registry.observers import Observed, Observer
+from flyconfigs.registry.search.catalog import Catalog
+from flyconfigs.registry.search.records import Collision, Resolution, Step
+from flyconfigs.registry.search.steps import search, serve_default
+from flyconfigs.registry.sources.device import (
     Detector,
     DeviceQuery,
     as_query,
-    detect_with,
-    device_from_env,
-    installed_detector,
     memo_token,
 )
-from flyconfigs.registry.kernels import KernelTable, LoadedKernel
-from flyconfigs.registry.ownership import Owner, owner_of
-from flyconfigs.registry.problems import Problem, ProblemLog
-from flyconfigs.registry.records import Collision, Resolution, Step
-from flyconfigs.registry.search import search, serve_default
-from flyconfigs.registry.sources import PATH_ENV, Entry, PackageInfo, Source
+from flyconfigs.registry.sources.ownership import Owner, owner_of
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.models import DeviceIdentity
 
-if TYPE_CHECKING:
-    from flyconfigs.registry.tables import TableRef
-
 __all__ = ["MEMO_LIMIT", "Collision", "Resolution", "Resolver", "Step"]
 
-_PLAIN = frozenset({int, str, bool, type(None)})
-"""Key value types whose Python equality is JSON equality (a float's is not: ``-0.0``)."""
-_unhashable: list[object] = []
-"""Stands for any other value in a memo key, so that hashing it sends the key to the
-canonical form."""
 
-MEMO_LIMIT = 16384
-"""Memoized resolutions kept per resolver; the oldest is dropped first beyond it."""
-
-Observer = Callable[[Resolution], None]
-
-
-class Resolver:
+class Resolver(Inventory, Observed, Detecting):
     """Answers :meth:`resolve`; holds the memo, the kernel records, the source index and
     the problem log.
 
@@ -119,10 +59,10 @@ class Resolver:
     :func:`flyconfigs.resolve` and shares the process-wide kernel table; every other
     resolver has its own, so refreshing one never resets another's."""
 
-    _UNSET: Any = object()
+    _UNSET: Any = UNSET
 
     def __init__(self, paths: list[str] | None = None, detector: Detector | None = _UNSET, *,
-                 packages: bool = True, kernels: KernelTable | None = None) -> None:
+                 packages: bool = True, kernels: KernelRecords | None = None) -> None:
         """``paths`` replaces ``FLYCONFIGS_PATH``; ``detector`` reports the current GPU
         (default: the one installed through the entry-point group
         ``flyconfigs.detectors``, looked up when first needed; ``None``: never detect);
@@ -139,17 +79,18 @@ class Resolver:
         # passed them (filled on a memo hit), so a repeated call skips sorting the key.
         self._seen: dict[tuple[object, ...], Resolution] = {}
         # The same for calls by a kernel's name, valid while ``_named_at`` is the
-        # process's count of registrations (``kernels.changes``): one hash, no record looked up.
+        # process's count of registrations (``registrations.changes``): one hash, no
+        # record looked up.
         self._named: dict[tuple[object, ...], Resolution] = {}
-        self._named_at = _kernels.changes
-        self.kernels = kernels if kernels is not None else KernelTable()
+        self._named_at = _registrations.changes
+        self.kernels = kernels if kernels is not None else KernelRecords()
         self.problems = ProblemLog(self.kernels.origin_of)
+        self._families: dict[LoadedKernel, Family] = {}
         self._catalog = Catalog(paths, self.problems, packages, self.kernels.environment)
         self._device: tuple[DeviceQuery | None, str] | None = None
         self._observers: list[Observer] = []
         self.generation = 0
         """Incremented by :meth:`refresh`; callers that cache resolutions compare it."""
-
 
     def refresh(self) -> None:
         """Drop every cache of this resolver: the memo, its kernel records, the source
@@ -167,21 +108,9 @@ class Resolver:
             if self._detector_installed:  # the detectors installed, or FLYCONFIGS_DETECTOR, may have changed
                 self._detector = Resolver._UNSET
             self.problems = ProblemLog(self.kernels.origin_of)
+            self._families = {}
             self._catalog = Catalog(self._paths, self.problems, self._packages, self.kernels.environment)
             self.generation += 1
-
-    def add_observer(self, observer: Observer) -> Callable[[], None]:
-        """Call ``observer`` with every resolution (memo hits too); returns a remover.
-        An observer that raises is logged once and never breaks a resolve."""
-        with self._lock:
-            self._observers = [*self._observers, observer]
-
-        def remove() -> None:
-            with self._lock:
-                self._observers = [o for o in self._observers if o is not observer]
-
-        return remove
-
 
     def resolve(
         self,
@@ -204,10 +133,10 @@ class Resolver:
                 # A call repeated exactly as given (the kernel's name, the key with each
                 # value's type, in the caller's order, and the device): one hash, answered
                 # while this name still means the record it meant (no registration since).
-                hit = self._named.get((kernel, device, *key, *key.values(), *map(type, key.values())))
+                hit = self._named.get(call_as_given(kernel, key, device))
             except (TypeError, AttributeError):  # unhashable or not a mapping: the memo's own forms
                 hit = None
-            if hit is not None and self._named_at == _kernels.changes:
+            if hit is not None and self._named_at == _registrations.changes:
                 if self._observers:
                     self._notify(hit)
                 return hit
@@ -216,7 +145,7 @@ class Resolver:
     def _resolve(self, kernel: str | KernelDecl, key: Mapping[str, object],
                  device: DeviceIdentity | DeviceQuery | str | None) -> Resolution:
         """:meth:`resolve` past the memo of calls by name: the memos by record, then the search."""
-        changes = _kernels.changes
+        changes = _registrations.changes
         record = self.kernels.known(kernel)
         seen: tuple[object, ...] | None = None
         if record is not None and kernel.__class__ is not str:
@@ -238,7 +167,7 @@ class Resolver:
             # but a scalar (a tuple of floats is equal as ``(0.0,)`` and ``(-0.0,)``) takes
             # the canonical form below.
             memo_key = (record, memo_token(device), *[
-                (k, v.__class__, v if v.__class__ in _PLAIN else repr(v) if v.__class__ is float else _unhashable)
+                (k, v.__class__, v if v.__class__ in PLAIN else repr(v) if v.__class__ is float else UNHASHABLE)
                 for k, v in sorted(key.items())])
             hash(memo_key)  # before the kernel is known too: a list value must take the canonical form
             hit = self._memo.get(memo_key) if record is not None else None
@@ -257,10 +186,10 @@ class Resolver:
             if memo_key is not None:
                 with self._lock:
                     if self.generation == generation:  # a refresh() since makes the answer stale
-                        _bounded_put(self._memo, (record, *memo_key[1:]), hit)
-                        if _plain(key):
+                        bounded_put(self._memo, (record, *memo_key[1:]), hit)
+                        if plain(key):
                             self._remember(kernel, key, device, record, seen, changes, hit)
-        elif _plain(key):
+        elif plain(key):
             with self._lock:
                 if self.generation == generation:
                     self._remember(kernel, key, device, record, seen, changes, hit)
@@ -273,87 +202,66 @@ class Resolver:
         """Keep ``hit`` for the call as given, its key's values all plain (the lock held),
         while the kernel's name or object still means ``record``."""
         if kernel.__class__ is str:
-            if _kernels.changes != changes or self.kernels.known(kernel) is not record:
+            if _registrations.changes != changes or self.kernels.known(kernel) is not record:
                 return  # a registration since: the name may mean another record now
             if self._named_at != changes:
                 self._named.clear()
                 self._named_at = changes
             try:
-                _bounded_put(self._named, (kernel, device, *key, *key.values(), *map(type, key.values())), hit)
+                bounded_put(self._named, call_as_given(kernel, key, device), hit)
             except TypeError:  # an unhashable device: the typed memo answers it
                 pass
         elif seen is not None and seen[0] is record:
-            _bounded_put(self._seen, seen, hit)
+            bounded_put(self._seen, seen, hit)
 
-    def _notify(self, resolution: Resolution) -> None:
-        for observer in self._observers:
-            try:
-                observer(resolution)
-            except Exception as exc:  # noqa: BLE001 - an observer must not break serving
-                self.problems.report(
-                    Problem("observer-error", repr(observer), f"raised {type(exc).__name__}: {exc}; resolve went on")
-                )
-
+    def family(self, record: LoadedKernel) -> Family:
+        """``record``'s :class:`~flyconfigs.registry.families.family.Family` in this resolver (made
+        once per record and refresh): its faults are reported to this resolver's log."""
+        family = self._families.get(record)
+        if family is None:
+            with self._lock:
+                family = self._families.setdefault(record, Family.of(record, self.problems))
+        return family
 
     def _resolve_slow(self, record: LoadedKernel, key: object, device: object) -> Resolution:
-        norm, filled, query, why = self._spelled(record, key, device)
-        return _with_filled(self._search(record, norm, query, why, []), filled)
+        family = self.family(record)
+        norm, filled, query, why = self._spelled(family, key, device)
+        return _with_filled(self._search(family, norm, query, why, []), filled)
 
-    def _spelled(self, record: LoadedKernel, key: object,
+    def _spelled(self, family: Family, key: object,
                  device: object) -> tuple[dict[str, KeyValue], dict[str, KeyValue], DeviceQuery | None, str]:
         """``key`` as its user spelled it, made the family's and checked, the axes filled
         in, and the device: the caller's, else the one the key names, else the current one."""
         query, why = self._device_query(device) if device is not None else (None, "")
-        spelled = spelled_key(record.decl, key, query, self.problems)
+        spelled = family.spelled_key(key, query)
         if device is None:
             if spelled.device is not None:
                 query, why = as_query(spelled.device, "the key's device"), "named by the key"
             else:
                 query, why = self._device_query(None)
                 if query is not None:  # the family may fill in what the device implies
-                    spelled = spelled_key(record.decl, key, query, self.problems)
-        return check_key(record.decl, spelled.key, self.problems), spelled.filled, query, why
-
-    def current_device(self) -> tuple[DeviceQuery | None, str]:
-        """The device resolve uses when none is given, and how it was found."""
-        return self._device_query(None)
-
-    def _device_query(self, device: object) -> tuple[DeviceQuery | None, str]:
-        if device is not None:
-            return as_query(device), "given by the caller"  # type: ignore[arg-type]
-        with self._lock:
-            if self._device is None:
-                self._device = self._detect()
-            return self._device
-
-    def _detect(self) -> tuple[DeviceQuery | None, str]:
-        environment = self.kernels.environment
-        from_env = device_from_env(self.problems, environment.settings)
-        if from_env is not None:
-            return from_env
-        if self._detector is Resolver._UNSET:
-            self._detector = installed_detector(self.problems, environment)
-        return detect_with(self._detector, self.problems, environment.settings)
+                    spelled = family.spelled_key(key, query)
+        return family.check_key(spelled.key), spelled.filled, query, why
 
     def owner(self, record: LoadedKernel) -> Owner:
         """The owner of ``record``'s family (made once per record)."""
-        return owner_of(record, record.name, self.problems)
+        return owner_of(self.family(record), record.name)
 
-    def _search(self, record: LoadedKernel, key: dict[str, KeyValue], query: DeviceQuery | None, why: str,
+    def _search(self, family: Family, key: dict[str, KeyValue], query: DeviceQuery | None, why: str,
                 trace: list[Step]) -> Resolution:
         if query is None:
             trace.append(Step("the current device", f"no device known: {why}"))
-            return serve_default(record, key, None, [f"no device known: {why}"], self.problems)
-        catalog = self._catalog
-        return search(record, key, query, catalog.index(self.owner(record), query.arch), self.problems, trace)
-
+            return serve_default(family, key, None, [f"no device known: {why}"])
+        index = self._catalog.index(owner_of(family, family.name), query.arch)
+        return search(family, key, query, index, trace)
 
     def explain(
         self, kernel: str | KernelDecl, key: Mapping[str, object], device: DeviceIdentity | DeviceQuery | str | None = None
     ) -> tuple[Resolution, list[Step]]:
         """Resolve without the memo and return every step taken, in order."""
         record = self.kernels.record(kernel, self.problems)
-        norm, filled, query, why = self._spelled(record, key, device)
+        family = self.family(record)
+        norm, filled, query, why = self._spelled(family, key, device)
         trace = [Step("device", f"{query.describe() if query else 'unknown'} ({why})")]
         owner = self.owner(record)
         if query is not None:
@@ -364,90 +272,20 @@ class Resolver:
                 trace.append(Step(f"owner of {record.name}", owner.describe()))
             trace.append(Step("sources, in precedence order",
                               ("; ".join(s.describe() for s in order) or "none")
-                              + _skipped_overrides(self._catalog.override_entries(), record.name, query.arch)))
+                              + skipped_overrides(self._catalog.override_entries(), record.name, query.arch)))
         if filled:
             trace.append(Step("key as spelled", "filled in " + " ".join(f"{k}={canonical_text(v)}" for k, v in filled.items())))
-        return _with_filled(self._search(record, norm, query, why, trace), filled), trace
+        return _with_filled(self._search(family, norm, query, why, trace), filled), trace
 
     def serving(self, kernel: str | KernelDecl, key: Mapping[str, object], device: DeviceIdentity) -> Resolution:
         """What the search serves at ``key`` on exactly ``device`` (a tuned artifact's
         device), without the memo: how ``doctor`` and ``validate`` name the artifact that
         serves a slot several files claim."""
-        record = self.kernels.record(kernel, self.problems)
-        return self._search(record, check_key(record.decl, key, self.problems), DeviceQuery.of(device), "", [])
-
-    def sources_for(self, arch: str) -> list[Source]:
-        """The sources that can serve ``arch``, in precedence order."""
-        return self._catalog.sources_for(arch)
-
-
-    def packages(self) -> list[PackageInfo]:
-        """Installed data packages whose manifests are readable, in precedence order
-        (reads every manifest)."""
-        return self._catalog.packages()
-
-    def all_entries(self, tables: bool = True) -> Iterator[Entry]:
-        """Every entry of every source (the tables' rows too unless ``tables`` is
-        false), each ranked for its kernel's owner, in precedence order (reads every
-        manifest)."""
-        yield from self._catalog.all_entries(self._owner, tables)
-
-    def ranked(self, entries: list[Entry]) -> list[Entry]:
-        """``entries`` each ranked for its kernel's owner, in precedence order."""
-        return ranked_entries(entries, self._owner)
-
-    def all_tables(self) -> list[TableRef]:
-        """Every table of every source, rows not read (reads every manifest)."""
-        return self._catalog.all_tables()
-
-    def _owner(self, kernel: str) -> Owner:
-        try:
-            record: LoadedKernel | None = self.kernels.record(kernel, self.problems)
-        except FlyconfigsError:  # a kernel this environment does not declare has no owner
-            record = None
-        return owner_of(record, kernel, self.problems)
-
-    def collisions(self) -> list[Collision]:
-        """Every collision between sources, each also logged once, its winner the
-        artifact the search serves for that slot (:mod:`flyconfigs.registry.inventory`)."""
-        return inventory.collisions(self)
-
-    def check_all(self) -> list[Problem]:
-        """Load every artifact, check each winner with its kernel's declaration and find
-        every collision, as doctor does; every problem seen so far
-        (:mod:`flyconfigs.registry.inventory`)."""
-        return inventory.check_all(self, self._detector_installed)
+        family = self.family(self.kernels.record(kernel, self.problems))
+        return self._search(family, family.check_key(key), DeviceQuery.of(device), "", [])
 
 
 def _with_filled(resolution: Resolution, filled: dict[str, KeyValue]) -> Resolution:
     """``resolution`` recording the axes the family filled in (none: as it is)."""
     return dataclasses.replace(resolution, filled_in=MappingProxyType(filled)) if filled else resolution
-
-
-def _plain(key: object) -> bool:
-    """Whether every value of ``key`` is an int, str, bool or None: values whose Python
-    equality is their identity as JSON.  Only such keys enter the as-given memo (a float
-    would find ``0.0``'s answer for ``-0.0``)."""
-    return all(v.__class__ in _PLAIN for v in key.values())  # type: ignore[attr-defined]
-
-
-def _bounded_put(memo: dict[tuple[object, ...], Resolution], key: tuple[object, ...], value: Resolution) -> None:
-    """``memo[key] = value``, dropping the oldest entry first when it holds ``MEMO_LIMIT``."""
-    if len(memo) >= MEMO_LIMIT:
-        memo.pop(next(iter(memo)))
-    memo[key] = value
-
-
-def _skipped_overrides(entries: list[Entry], kernel: str, arch: str) -> str:
-    """What ``FLYCONFIGS_PATH`` holds for ``kernel`` that cannot serve ``arch``, so that
-    a folder of such files is not mistaken for an empty one."""
-    other: dict[str, int] = {}
-    for entry in entries:
-        if entry.kernel == kernel and entry.device.arch != arch:
-            other[entry.device.arch] = other.get(entry.device.arch, 0) + 1
-    if not other:
-        return ""
-    parts = [f"{n} for {a}" + (" (made by the test backend: never served to a real device)" if a == "simulated" else "")
-             for a, n in sorted(other.items())]
-    return f" ({sum(other.values())} files of {PATH_ENV} skipped: {'; '.join(parts)})"
 

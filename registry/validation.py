@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flyconfigs.errors import FieldProblem, FlyconfigsError
-from flyconfigs.registry.check import check_entries, check_package_folder, check_table, check_winner
-from flyconfigs.registry.problems import Problem, ProblemLog
-from flyconfigs.registry.sources import Source
-from flyconfigs.registry.tables import PackRef, TableRef, override_table
+from flyconfigs.registry.checks.check import check_entries, check_package_folder, check_table, check_winner
+from flyconfigs.registry.core.problems import Problem, ProblemLog
+from flyconfigs.registry.sources.entries import Source
+from flyconfigs.registry.sources.packs import PackRef, override_table
+from flyconfigs.registry.sources.tables import TableRef
 from flyconfigs.schema.jsonio import json_files_under, read_document
 from flyconfigs.schema.load import parse_artifact, parse_pack, parse_table
 from flyconfigs.schema.manifest import MANIFEST_FILE
@@ -30,7 +31,7 @@ __all__ = ["FileValidation", "ValidationReport", "validate_files", "validate_pat
 
 _FIELD_OF = {"test-double": "provenance.backend", "invalid-config": "winner.config", "kernel-name-clash": "key",
              "stale-artifact": "kernel"}
-"""The artifact field each refusal of :func:`~flyconfigs.registry.check.check_winner` is about."""
+"""The artifact field each refusal of :func:`~flyconfigs.registry.checks.check.check_winner` is about."""
 
 
 @dataclass(frozen=True)

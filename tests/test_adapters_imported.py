@@ -9,8 +9,8 @@ import pytest
 from flyconfigs.adapters.imported import UpstreamFile, imported_artifact
 from flyconfigs.errors import ArtifactError
 from flyconfigs.kernels.vllm_fused_moe import SPEC
-from flyconfigs.registry.check import refusal
-from flyconfigs.registry.products import find_product
+from flyconfigs.registry.checks.check import refusal
+from flyconfigs.registry.core.products import find_product
 from flyconfigs.schema import Artifact
 
 UPSTREAM = UpstreamFile("vllm-project/vllm", "vllm/model_executor/layers/fused_moe/configs/x.json")

@@ -20,8 +20,8 @@ from aiter_corpus import REVISION, Reference, fine, pow2, tuned_files
 from flyconfigs.adapters.aiter import import_aiter_file
 from flyconfigs.kernels.aiter_family import MEASURED, AiterFamily
 from flyconfigs.kernels.aiter_gemm import FAMILIES, family_of
-from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.registry.resolve import Resolver
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import write_atomic
 from flyconfigs.schema.table import Table
 

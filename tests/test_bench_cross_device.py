@@ -13,7 +13,7 @@ import pytest
 from bench.cross_device import METHODS, cross_check, summarize
 from bench.cross_device_gpu import wanted
 from flyconfigs.kernels.rmsnorm.ridge import KeyRows, key_rows
-from flyconfigs.registry.products import find_product
+from flyconfigs.registry.core.products import find_product
 from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.pack import folder_artifacts
 

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factories import H200
-from flyconfigs.registry.check import check_entries, check_table
-from flyconfigs.registry.kernels import TABLE
-from flyconfigs.registry.problems import ProblemLog
-from flyconfigs.registry.sources import Source
-from flyconfigs.registry.tables import TableRef
+from flyconfigs.registry.checks.check import check_entries, check_table
+from flyconfigs.registry.core.problems import ProblemLog
+from flyconfigs.registry.families.loaded import RECORDS
+from flyconfigs.registry.sources.entries import Source
+from flyconfigs.registry.sources.tables import TableRef
 from flyconfigs.schema.table import Table
 
 GOOD = [256, 1, 8, "reg", 0]
@@ -26,7 +26,7 @@ CONFIGS = [GOOD, [256, 1, 4, "reg", 0], [1024, 1, 16, "smem", 0], [256, 1, 8, "b
 def _table(rows: list[list[Any]], backend: str = "nvidia") -> Table:
     return Table.model_validate({
         "schema_version": "1.6", "form": "table",
-        "kernel": {"name": "rmsnorm", "version": TABLE.record("rmsnorm").decl.version, "source_sha256": None},
+        "kernel": {"name": "rmsnorm", "version": RECORDS.record("rmsnorm").decl.version, "source_sha256": None},
         "device": H200,
         "columns": {"key": ["M", "N", "dtype", "weight_dtype"],
                     "config": ["threads", "rows_per_block", "vector_bytes", "row_storage", "occupancy"]},

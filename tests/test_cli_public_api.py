@@ -44,9 +44,9 @@ def test_the_cli_imports_no_registry_internal() -> None:
 def test_the_check_sees_an_internal_import(tmp_path: Path) -> None:
     # The check fails on what it is meant to catch: a module of the registry, or a name
     # the registry does not export, imported in a function as the command modules import.
-    (tmp_path / "cmd.py").write_text("def f():\n    from flyconfigs.registry.device import parse_device_spec\n"
+    (tmp_path / "cmd.py").write_text("def f():\n    from flyconfigs.registry.sources.device import parse_device_spec\n"
                                      "    from flyconfigs.registry import TABLE, Resolver\n"
-                                     "    import flyconfigs.registry.tables\n")
-    assert registry_internals_of_cli(tmp_path) == {"flyconfigs.registry.device": ["cmd.py"],
+                                     "    import flyconfigs.registry.sources.tables\n")
+    assert registry_internals_of_cli(tmp_path) == {"flyconfigs.registry.sources.device": ["cmd.py"],
                                                    "flyconfigs.registry.TABLE": ["cmd.py"],
-                                                   "flyconfigs.registry.tables": ["cmd.py"]}
+                                                   "flyconfigs.registry.sources.tables": ["cmd.py"]}

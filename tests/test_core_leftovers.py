@@ -12,7 +12,7 @@ import pytest
 from flyconfigs.cli import main
 from flyconfigs.kernels.triton_config import TritonConfigs
 from flyconfigs.registry import default_resolver
-from flyconfigs.registry.device import parse_device_spec
+from flyconfigs.registry.sources.device import parse_device_spec
 
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
 
@@ -51,7 +51,7 @@ def test_the_current_device_without_torch_is_the_registrys(monkeypatch: pytest.M
 def test_a_test_doubles_artifact_whose_winner_its_family_refuses_is_not_written(tmp_path: Path) -> None:
     from factories import artifact_dict
     from flyconfigs.errors import TuneError
-    from flyconfigs.registry.check import winner_refusal
+    from flyconfigs.registry.checks.check import winner_refusal
     from flyconfigs.schema import Artifact
     from flyconfigs.tuner.emit import write_artifact
 

@@ -17,8 +17,7 @@ from factories import make_artifact
 from flyconfigs import resolve
 from flyconfigs.cli import main
 from flyconfigs.errors import AmbiguousKernelError, UnknownKernelError
-from flyconfigs.registry import default_resolver, refresh
-from flyconfigs.registry import declarations
+from flyconfigs.registry import declarations, default_resolver, refresh
 from flyconfigs.registry.declarations import forget_loaded, kernel_declaration
 
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}

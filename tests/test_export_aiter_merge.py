@@ -19,7 +19,7 @@ from aiter_corpus import CORPUS, REVISION
 from flyconfigs.adapters.aiter import import_aiter_file
 from flyconfigs.cli import main
 from flyconfigs.registry import Resolver
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import write_atomic
 
 A8W8 = CORPUS / "aiter" / "configs" / "a8w8_tuned_gemm.csv"

@@ -25,7 +25,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'flyconfigs[ray]')")
 
 from flyconfigs.kernels.plugin import tunable_kernel  # noqa: E402
-from flyconfigs.registry.device import DeviceQuery  # noqa: E402
+from flyconfigs.registry.sources.device import DeviceQuery  # noqa: E402
 from flyconfigs.schema import load_artifact  # noqa: E402
 from flyconfigs.schema.models import Device, DeviceIdentity  # noqa: E402
 from flyconfigs.tuner.crosscheck import reassign_check  # noqa: E402

@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from factories import H200, artifact_dict
-from flyconfigs.registry import folders
-from flyconfigs.registry.folders import scan_directory
-from flyconfigs.registry.problems import ProblemLog
+from flyconfigs.registry.core.problems import ProblemLog
+from flyconfigs.registry.sources import folders
+from flyconfigs.registry.sources.folders import scan_directory
 from flyconfigs.schema import canonical_bytes
 
 _ANCHOR = b',"device":{'

@@ -16,8 +16,8 @@ from flyconfigs.cli import main
 from flyconfigs.errors import InvalidKeyError
 from flyconfigs.kernels.fused_add_rmsnorm import SPEC, traffic_bytes
 from flyconfigs.kernels.fused_add_rmsnorm.declaration import TRITON_TUNABLES
-from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
 from flyconfigs.kernels.plugin import TunableKernel, tunable_kernel
+from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
 from flyconfigs.kernels.triton_config import TritonConfigs
 from flyconfigs.registry import DeviceQuery, default_resolver, kernel_declaration
 from flyconfigs.registry.declarations import check_config

@@ -24,8 +24,8 @@ from flyconfigs.kernels.fused_add_rmsnorm import SPEC, reference_fused_add_rms_n
 from flyconfigs.kernels.fused_add_rmsnorm.workload import launch, triton_arguments  # noqa: E402
 from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM  # noqa: E402
 from flyconfigs.registry import DeviceQuery, default_resolver, resolve  # noqa: E402
-from flyconfigs.registry.calls import check_tunables  # noqa: E402
 from flyconfigs.registry.declarations import check_config  # noqa: E402
+from flyconfigs.registry.families.family import check_tunables  # noqa: E402
 from flyconfigs.schema import write_atomic  # noqa: E402
 
 SM90 = DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ())

@@ -65,7 +65,7 @@ FUSED_SAMPLE = 3
 def _compile_space(sample: int | None, residual: bool = False) -> list[dict[str, object]]:
     return run_in_prefix(COMMON + f"""
 from flyconfigs.kernels.rmsnorm import SPEC
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 dev = DeviceQuery("amd", "gfx942", "AMD Instinct MI300X", 304, ("sramecc+", "xnack-"))
 keys = [{{"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}}, {{"M": 3, "N": 7, "dtype": "fp16", "weight_dtype": "fp32"}},
         {{"M": 64, "N": 1000, "dtype": "fp32", "weight_dtype": "fp32"}}, {{"M": 1, "N": 16384, "dtype": "bf16", "weight_dtype": "fp32"}}]

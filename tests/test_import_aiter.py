@@ -17,7 +17,7 @@ from flyconfigs.adapters.aiter import import_aiter_file
 from flyconfigs.errors import ArtifactError
 from flyconfigs.kernels.aiter_gemm import FLYDSL_GDR_DECODE
 from flyconfigs.registry import Resolver
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import write_atomic
 
 CONFIGS = CORPUS / "aiter" / "configs"

@@ -24,7 +24,7 @@ from flyconfigs.kernels.plugin import (
 from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM
 from flyconfigs.registry import KernelDecl, KeyAxis, Resolver, kernel_declaration
 from flyconfigs.registry.declarations import TunableVariants, check_config, forget_loaded
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 
 KEY = {"rows": 64, "dtype": "bf16"}
 

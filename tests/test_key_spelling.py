@@ -14,7 +14,7 @@ import pytest
 from flyconfigs.cli import main
 from flyconfigs.errors import InvalidKeyError
 from flyconfigs.registry import default_resolver
-from flyconfigs.registry.keys import parse_spelled_items, split_spelled_items
+from flyconfigs.registry.families.keys import parse_spelled_items, split_spelled_items
 from flyconfigs.registry.resolve import Resolver
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,7 +140,7 @@ def test_aiter_columns_take_cu_num_from_the_device(aiter_path: None, capsys: pyt
 
 def test_aiter_moe_fills_in_flydsl_fallback_and_reads_csv_bools() -> None:
     from flyconfigs.kernels.aiter_gemm import BF16, FMOE
-    from flyconfigs.registry.device import DeviceQuery
+    from flyconfigs.registry.sources.device import DeviceQuery
 
     mi300x = DeviceQuery("amd", "gfx942", "AMD Instinct MI300X", 304)
     key = {"token": 1, "model_dim": 1, "inter_dim": 1, "expert": 1, "topk": 1, "act_type": "a", "dtype": "d",

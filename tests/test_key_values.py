@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from factories import artifact_dict
 from flyconfigs.cli import main
 from flyconfigs.registry import Resolver
-from flyconfigs.registry.check import winner_refusal
+from flyconfigs.registry.checks.check import winner_refusal
 from flyconfigs.schema import Artifact, canonical_bytes
 
 H200_SPEC = "sm90:132:NVIDIA H200"

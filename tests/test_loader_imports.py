@@ -13,7 +13,7 @@ from pathlib import Path
 from factories import make_artifact
 from flyconfigs.schema import write_atomic
 
-DEFERRED = ["flyconfigs.schema.manifest", "flyconfigs.schema.table", "flyconfigs.registry.tables", "packaging.utils",
+DEFERRED = ["flyconfigs.schema.manifest", "flyconfigs.schema.table", "flyconfigs.registry.sources.tables", "packaging.utils",
             "packaging.tags"]
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ def test_a_table_in_flyconfigs_path_still_loads_the_table_model(tmp_path: Path) 
     write_atomic(folder / "table.json", json.dumps({"form": "table", "schema_version": "1.6"}).encode())
     out = _resolve_in_fresh_process(folder)
     assert out["source"] == "override", out
-    assert "flyconfigs.schema.table" in out["after_resolve"] and "flyconfigs.registry.tables" in out["after_resolve"]
+    assert "flyconfigs.schema.table" in out["after_resolve"] and "flyconfigs.registry.sources.tables" in out["after_resolve"]
     assert any("table.json" in p for p in out["problems"]), out["problems"]  # type: ignore[union-attr]
 
 

@@ -16,7 +16,7 @@ from factories import MI300X, artifact_dict, predicted_artifact_dict
 from flyconfigs import resolve
 from flyconfigs.cli import main
 from flyconfigs.registry import default_resolver
-from flyconfigs.registry.products import find_product
+from flyconfigs.registry.core.products import find_product
 from flyconfigs.schema import Artifact, write_atomic
 
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}

@@ -21,8 +21,8 @@ from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.kernels.rmsnorm.declaration import RMSNormSpec
 from flyconfigs.registry import Resolver, explain, resolve
 from flyconfigs.registry.declarations import check_config
-from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.neighbourhood import Neighbour
+from flyconfigs.registry.search.neighbourhood import Neighbour
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import Artifact, write_atomic
 
 H200_SPEC = "sm90:132:NVIDIA H200"

@@ -12,7 +12,7 @@ from typing import Any
 from flyconfigs.kernels.paired_evidence import PairedEvidence
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.registry import Resolver
-from flyconfigs.registry.neighbourhood import Neighbour, slot_of
+from flyconfigs.registry.search.neighbourhood import Neighbour, config_token
 from test_neighbour_vote import H200_SPEC, QUERY, _tuned, key
 
 ASKED = key(3000)
@@ -22,7 +22,7 @@ SLOW = {**DEFAULT, "occupancy": 4 if DEFAULT["occupancy"] != 4 else 2}
 
 
 def _slot(config: dict[str, Any]) -> Any:
-    return slot_of(config, SPEC.tunable_defaults)
+    return config_token(config, SPEC.tunable_defaults)
 
 
 def _near(m: int, distance: float, timed: list[tuple[dict[str, Any], float]], screened: tuple[dict[str, Any], ...] = (),

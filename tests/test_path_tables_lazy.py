@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flyconfigs.cli import main
-from flyconfigs.registry import Resolver, default_resolver, folders
-from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.tables import TableRef
+from flyconfigs.registry import Resolver, default_resolver
+from flyconfigs.registry.sources import folders
+from flyconfigs.registry.sources.device import DeviceQuery
+from flyconfigs.registry.sources.tables import TableRef
 from flyconfigs.schema import write_atomic
 from flyconfigs.schema.table import Table
 from test_schema_table import table_dict
@@ -104,7 +105,7 @@ def test_a_pack_on_the_path_is_read_only_when_its_kernel_is_resolved(
     heads, and read when RMSNorm is first resolved on sm90, not when another kernel is."""
     import shutil
 
-    from flyconfigs.registry.tables import PackRef
+    from flyconfigs.registry.sources.packs import PackRef
     from flyconfigs.schema.pack import Pack
 
     committed = Path(__file__).resolve().parents[1] / "artifacts" / "sm90"

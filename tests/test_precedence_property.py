@@ -28,7 +28,7 @@ from flyconfigs.cli import main
 from flyconfigs.kernels.rmsnorm.declaration import RMSNormSpec
 from flyconfigs.registry import Resolver, register_kernel
 from flyconfigs.registry.declarations import unregister_kernel
-from flyconfigs.registry.ownership import TIERS
+from flyconfigs.registry.sources.ownership import TIERS
 from flyconfigs.schema import Artifact, write_atomic
 
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}

@@ -83,7 +83,7 @@ def test_a_sample_of_gfx942_winners_recompiles_with_the_resources_recorded(tmp_p
 import json
 from flyconfigs.gpu import get_backend
 from flyconfigs.kernels.rmsnorm import SPEC
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import load_artifact
 backend = get_backend("hip", arch="gfx942")
 out = []

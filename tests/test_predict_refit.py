@@ -19,7 +19,7 @@ from flyconfigs.errors import FitError
 from flyconfigs.kernels.measured import artifacts_of
 from flyconfigs.kernels.rmsnorm import fit_model
 from flyconfigs.kernels.rmsnorm.model import MODEL, RMSNormCostModel
-from flyconfigs.registry.products import find_product
+from flyconfigs.registry.core.products import find_product
 from flyconfigs.schema import Artifact, load_artifact
 from flyconfigs.schema.pack import folder_artifacts
 from nvrtc_helpers import needs_nvrtc

@@ -18,7 +18,7 @@ from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.kernels.rmsnorm.declaration import PERF_GRID
 from flyconfigs.kernels.rmsnorm.model import MODEL
 from flyconfigs.registry import DeviceQuery
-from flyconfigs.registry.products import product_catalog
+from flyconfigs.registry.core.products import product_catalog
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.pack import folder_artifacts
 from flyconfigs.tuner.grid import parse_grids

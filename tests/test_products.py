@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from flyconfigs.cli import main
 from flyconfigs.errors import InvalidDeviceError
 from flyconfigs.registry import parse_device_spec
-from flyconfigs.registry.products import find_product, product_catalog, product_of
+from flyconfigs.registry.core.products import find_product, product_catalog, product_of
 from flyconfigs.schema.models import DeviceIdentity
 from flyconfigs.schema.products import ProductCatalog
 
@@ -46,11 +46,11 @@ def test_a_product_name_is_enough_for_a_device_spec() -> None:
 
 
 def test_a_figure_without_a_source_or_a_name_given_twice_is_refused() -> None:
-    data = json.loads(resources.files("flyconfigs.registry").joinpath("products.json").read_text())
+    data = json.loads(resources.files("flyconfigs.registry.core").joinpath("products.json").read_text())
     del data["products"][0]["sources"]["llc_bytes"]
     with pytest.raises(ValidationError, match="no source for llc_bytes"):
         ProductCatalog.model_validate_json(json.dumps(data))
-    data = json.loads(resources.files("flyconfigs.registry").joinpath("products.json").read_text())
+    data = json.loads(resources.files("flyconfigs.registry.core").joinpath("products.json").read_text())
     data["products"][1]["aliases"] = ["MI300X"]
     with pytest.raises(ValidationError, match="given twice"):
         ProductCatalog.model_validate_json(json.dumps(data))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from flyconfigs.registry import parse_device_spec
-from flyconfigs.registry.products import find_product, product_catalog, vllm_device_name
+from flyconfigs.registry.core.products import find_product, product_catalog, vllm_device_name
 
 # The device_name of every fused-MoE config file vLLM 0.34.0 ships, with the arch the
 # catalog must give it.
@@ -94,7 +94,7 @@ def test_a_null_figure_needs_a_source_that_says_it_is_not_published() -> None:
 
     from flyconfigs.schema.products import ProductCatalog
 
-    data = json.loads(resources.files("flyconfigs.registry").joinpath("products.json").read_text())
+    data = json.loads(resources.files("flyconfigs.registry.core").joinpath("products.json").read_text())
     data["products"][0]["llc_bytes"] = None
     with pytest.raises(ValidationError, match="llc_bytes is null but its source does not say it is not published"):
         ProductCatalog.model_validate_json(json.dumps(data))

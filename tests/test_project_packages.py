@@ -15,7 +15,7 @@ from flyconfigs.kernels.aiter_family import PUBLISHED_TARGETS
 from flyconfigs.kernels.aiter_gemm import FAMILIES
 from flyconfigs.kernels.vllm_fused_moe import VLLMFusedMoESpec
 from flyconfigs.registry import default_resolver
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema.table import Table
 from test_schema_table import table_dict
 

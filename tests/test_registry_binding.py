@@ -20,7 +20,7 @@ from flyconfigs.kernels.rmsnorm.declaration import RMSNormSpec
 from flyconfigs.kernels.vllm_flydsl_moe import SPEC as VLLM_FLYDSL_MOE
 from flyconfigs.kernels.vllm_fused_moe import SPEC as VLLM_MOE
 from flyconfigs.registry import Resolver, default_resolver, explain, resolve
-from flyconfigs.registry.binding import binding_problem
+from flyconfigs.registry.checks.binding import binding_problem
 from flyconfigs.registry.declarations import SourceBinding
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.models import KernelRef

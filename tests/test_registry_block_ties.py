@@ -16,13 +16,13 @@ from flyconfigs.adapters.aiter import import_aiter_file
 from flyconfigs.adapters.vllm import import_vllm_file, parse_file_name, tabulated
 from flyconfigs.kernels.aiter_gemm import FMOE
 from flyconfigs.kernels.vllm_fused_moe import VLLMFusedMoESpec
-from flyconfigs.registry.blocks import TableBlock
-from flyconfigs.registry.matching import Pool, nearest_matches, relaxed_axes
-from flyconfigs.registry.problems import ProblemLog
+from flyconfigs.registry.core.problems import ProblemLog
 from flyconfigs.registry.resolve import Resolver
-from flyconfigs.registry.sources import Source
-from flyconfigs.registry.tables import TableRef
-from flyconfigs.registry.ties import Tie
+from flyconfigs.registry.search.matching import Pool, nearest_matches, relaxed_axes
+from flyconfigs.registry.search.ties import Tie
+from flyconfigs.registry.sources.blocks import TableBlock
+from flyconfigs.registry.sources.entries import Source
+from flyconfigs.registry.sources.tables import TableRef
 from flyconfigs.schema import write_atomic
 from test_vllm_ties import N3200
 

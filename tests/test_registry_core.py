@@ -23,7 +23,7 @@ from flyconfigs.errors import KernelPluginError
 from flyconfigs.kernels.rmsnorm.declaration import RMSNormSpec
 from flyconfigs.registry import KernelDecl, KeyAxis, Resolver, default_resolver, explain, refresh, register_kernel
 from flyconfigs.registry.declarations import forget_loaded, unregister_kernel
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import Artifact, write_atomic
 
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
@@ -99,7 +99,7 @@ def test_a_registration_and_its_removal_are_seen_by_the_next_resolve(tmp_path: P
 
 
 def test_a_call_by_name_repeated_after_the_kernels_are_forgotten_is_searched_again(tmp_path: Path) -> None:
-    from flyconfigs.registry.kernels import TABLE
+    from flyconfigs.registry.families.loaded import RECORDS as TABLE
 
     resolver = Resolver([str(_folder(tmp_path / "tuned", make_artifact(key=KEY, winner_index=3)))], detector=None,
                         kernels=TABLE)

@@ -14,8 +14,8 @@ import pytest
 
 from factories import H200, make_artifact
 from flyconfigs.registry import KernelDecl, KeyAxis, Resolver, register_kernel, unregister_kernel
-from flyconfigs.registry.check import winner_refusal
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.checks.check import winner_refusal
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import write_atomic
 
 H100 = "sm90:132:NVIDIA H100 SXM5"  # H200's arch and SM count, another product

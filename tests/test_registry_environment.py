@@ -70,7 +70,7 @@ def _reads_environment(tree: ast.AST) -> list[int]:
 def test_the_settings_are_read_in_one_module() -> None:
     folder = Path(flyconfigs.registry.__file__).parent
     readers, named = {}, {}
-    for path in sorted(folder.glob("*.py")):
+    for path in sorted(folder.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         if lines := _reads_environment(tree):
             readers[path.name] = lines

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from factories import H200, MI300X, make_artifact
 from flyconfigs.kernels.rmsnorm import SPEC
-from flyconfigs.registry.contest import find_collisions
-from flyconfigs.registry.matching import by_product, exact_matches, nearest_matches
-from flyconfigs.registry.problems import ProblemLog
-from flyconfigs.registry.sources import Entry, Source
+from flyconfigs.registry.core.problems import ProblemLog
+from flyconfigs.registry.search.collisions import find_collisions
+from flyconfigs.registry.search.matching import by_product, exact_matches, nearest_matches
+from flyconfigs.registry.sources.entries import Entry, Source
 
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
 

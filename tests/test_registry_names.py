@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.utils import canonicalize_name
 
-from flyconfigs.registry.names import canonical_name
+from flyconfigs.registry.core.names import canonical_name
 
 _NAME_CHARS = "aAzZ09-_.İßé~ "
 # Any character but surrogates, with no codec: text()'s default asks for UTF-8 round trips,

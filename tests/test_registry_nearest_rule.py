@@ -12,8 +12,8 @@ import pytest
 
 from factories import H200, make_artifact
 from flyconfigs.registry import KernelDecl, KeyAxis, Resolver
-from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.nearest import log_distance
+from flyconfigs.registry.families.nearest import log_distance
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import write_atomic
 
 H200_SPEC = "sm90:132:NVIDIA H200"

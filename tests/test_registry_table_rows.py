@@ -18,11 +18,11 @@ import pytest
 from conftest import SiteDir
 from flyconfigs.errors import ArtifactError
 from flyconfigs.registry import default_resolver
-from flyconfigs.registry.bulk import bulk_allocation
-from flyconfigs.registry.problems import ProblemLog
+from flyconfigs.registry.core.collector import collector_paused
+from flyconfigs.registry.core.problems import ProblemLog
 from flyconfigs.registry.resolve import Resolver
-from flyconfigs.registry.sources import Source
-from flyconfigs.registry.tables import TableRef
+from flyconfigs.registry.sources.entries import Source
+from flyconfigs.registry.sources.tables import TableRef
 from flyconfigs.schema import Artifact, write_atomic
 from flyconfigs.schema.load import parse_table
 from flyconfigs.schema.table import Table
@@ -161,20 +161,20 @@ def test_a_corrupt_row_of_an_installed_table_is_reported_and_the_call_falls_back
 
 def test_the_collector_is_paused_while_rows_are_built_and_resumed_as_it_was() -> None:
     assert gc.isenabled()
-    with bulk_allocation():
+    with collector_paused():
         assert not gc.isenabled()
-        with bulk_allocation():
+        with collector_paused():
             assert not gc.isenabled()
         assert not gc.isenabled(), "an inner build resumed it inside an outer one"
     assert gc.isenabled()
     gc.disable()
     try:
-        with bulk_allocation():
+        with collector_paused():
             pass
         assert not gc.isenabled(), "the caller's choice was overridden"
     finally:
         gc.enable()
-    with pytest.raises(RuntimeError), bulk_allocation():
+    with pytest.raises(RuntimeError), collector_paused():
         raise RuntimeError
     assert gc.isenabled()
 
@@ -186,7 +186,7 @@ def test_the_collector_stays_paused_until_the_last_of_two_threads_builds_ends() 
     entered, leave = threading.Event(), threading.Event()
 
     def build() -> None:
-        with bulk_allocation():
+        with collector_paused():
             entered.set()
             leave.wait(10)
 
@@ -194,7 +194,7 @@ def test_the_collector_stays_paused_until_the_last_of_two_threads_builds_ends() 
     other.start()
     try:
         assert entered.wait(10)
-        with bulk_allocation():
+        with collector_paused():
             leave.set()
             other.join(10)
             assert not other.is_alive()
@@ -207,7 +207,7 @@ def test_the_collector_stays_paused_until_the_last_of_two_threads_builds_ends() 
 
 
 def test_nearest_key_groups_tell_typed_values_apart_and_leave_out_rows_without_int_ordinals() -> None:
-    from flyconfigs.registry.matching import _signature
+    from flyconfigs.registry.search.matching import _signature
 
     rows = [[304, 16, 1536, 7168, "ck", 1, 0, "int_n", None, None],
             [304, 32, 1536.0, 7168, "ck", 1, 0, "float_n", None, None],

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from factories import H200, make_artifact
 from flyconfigs.registry import KernelDecl, KeyAxis, Resolver
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import Artifact, write_atomic
 
 H200_SPEC = "sm90:132:NVIDIA H200"

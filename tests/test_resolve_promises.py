@@ -19,8 +19,9 @@ from factories import H200, MI300X, artifact_dict, make_artifact
 from flyconfigs import resolve
 from flyconfigs.errors import InvalidDeviceError, InvalidKeyError, UnknownKernelError
 from flyconfigs.registry import Resolver, default_resolver, explain, refresh
-from flyconfigs.registry.device import detect_with, installed_detector, parse_device_spec
+from flyconfigs.registry.detecting import detect_with, installed_detector
 from flyconfigs.registry.resolve import MEMO_LIMIT
+from flyconfigs.registry.sources.device import parse_device_spec
 from flyconfigs.schema import Artifact
 
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
@@ -310,7 +311,7 @@ def test_test_double_artifacts_are_never_served_to_a_real_device(site: SiteDir, 
     for spec in (H200_SPEC, "sm90:132:NVIDIA H100 80GB HBM3", "sm90"):
         r = resolve("rmsnorm", KEY, spec)
         assert r.source == "default", (spec, r.reasons)
-    from flyconfigs.registry.device import DeviceQuery
+    from flyconfigs.registry.sources.device import DeviceQuery
 
     simulated = DeviceQuery("nvidia", "simulated", SIMULATED_DEVICE["product"], 4, ())
     assert resolve("rmsnorm", KEY, simulated).source == "override"

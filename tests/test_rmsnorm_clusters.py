@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
 from flyconfigs.kernels.rmsnorm import SPEC, TUNABLES, max_cluster_of
+from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
+from flyconfigs.registry.checks.kernel_schema import config_schema
 from flyconfigs.registry.declarations import check_config
-from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.kernel_schema import config_schema
+from flyconfigs.registry.sources.device import DeviceQuery
 
 H200 = DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ())
 A100 = DeviceQuery("nvidia", "sm80", "NVIDIA A100", 108, ())

@@ -14,7 +14,7 @@ import pytest
 
 from flyconfigs.kernels.rmsnorm import SPEC
 from flyconfigs.kernels.rmsnorm import default as rmsnorm_default
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.pack import folder_artifacts
 

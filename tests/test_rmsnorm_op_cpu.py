@@ -50,7 +50,7 @@ def test_the_shared_memory_rule_matches_what_the_compiler_refused_on_the_h200() 
     from pathlib import Path
 
     from flyconfigs.kernels.rmsnorm import SPEC
-    from flyconfigs.registry.device import DeviceQuery
+    from flyconfigs.registry.sources.device import DeviceQuery
 
     device = DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ())
     refused = accepted = spilled = kept_in_registers = 0

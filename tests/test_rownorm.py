@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from flyconfigs.kernels.rmsnorm import SPEC
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 
 H200 = DeviceQuery("nvidia", "sm90", "NVIDIA H200", 132, ())
 

@@ -16,11 +16,11 @@ from factories import artifact_dict, staged_artifact_dict
 from flyconfigs.errors import ArtifactError
 from flyconfigs.publish.packing import pack_folder, unpack_folder
 from flyconfigs.registry import Resolver
-from flyconfigs.registry.check import check_package_folder
-from flyconfigs.registry.packages import read_package_folder
-from flyconfigs.registry.problems import ProblemLog
-from flyconfigs.registry.sources import Source
-from flyconfigs.registry.tables import PackRef
+from flyconfigs.registry.checks.check import check_package_folder
+from flyconfigs.registry.core.problems import ProblemLog
+from flyconfigs.registry.sources.entries import Source
+from flyconfigs.registry.sources.packages import read_package_folder
+from flyconfigs.registry.sources.packs import PackRef
 from flyconfigs.schema import Artifact, write_atomic
 from flyconfigs.schema.load import load_artifact, parse_artifact
 from flyconfigs.schema.pack import (

@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 
 from factories import artifact_dict
 from flyconfigs.cli import main
-from flyconfigs.registry import default_resolver, folders
-from flyconfigs.registry.folders import scan_directory
-from flyconfigs.registry.problems import ProblemLog
+from flyconfigs.registry import default_resolver
+from flyconfigs.registry.core.problems import ProblemLog
 from flyconfigs.registry.resolve import Resolver
+from flyconfigs.registry.sources import folders
+from flyconfigs.registry.sources.folders import scan_directory
 from flyconfigs.schema import canonical_bytes
 
 KEY = {"M": 4096, "N": 8192, "dtype": "bf16", "weight_dtype": "bf16"}
@@ -105,7 +106,7 @@ def test_concurrent_first_resolves_after_a_refresh_scan_each_folder_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from flyconfigs.registry import catalog
+    from flyconfigs.registry.search import catalog
 
     folders_ = [tmp_path / f"f{i}" for i in range(3)]
     for folder in folders_:
@@ -145,7 +146,7 @@ def test_concurrent_first_resolves_after_a_refresh_scan_each_folder_once(
 def test_a_folder_of_stale_files_is_passed_over_without_reading_them(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from flyconfigs.registry import kernel_declaration
-    from flyconfigs.registry.sources import Entry
+    from flyconfigs.registry.sources.entries import Entry
 
     version = kernel_declaration("rmsnorm").version
     for m in (64, 256, 1024, 4096):

@@ -19,9 +19,9 @@ from factories import MI300X, artifact_dict, make_artifact
 from flyconfigs.errors import InvalidKeyError, PublishError, TuneError
 from flyconfigs.gpu.cache import CompileCache
 from flyconfigs.kernels.rmsnorm import SPEC
-from flyconfigs.registry.device import DeviceQuery
 from flyconfigs.publish import build as publish_module
 from flyconfigs.publish.build import publish, publish_all, upload_files
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import Artifact, write_atomic
 from flyconfigs.tuner.crosscheck import spread_cross_checks
 from flyconfigs.tuner.run import TuneOptions, tune

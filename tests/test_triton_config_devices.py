@@ -9,7 +9,7 @@ import pytest
 
 from flyconfigs.errors import InvalidDeviceError
 from flyconfigs.kernels.triton_config import TritonConfigs, device_query
-from flyconfigs.registry.device import parse_device_spec
+from flyconfigs.registry.sources.device import parse_device_spec
 
 torch = pytest.importorskip("torch")
 

@@ -13,7 +13,7 @@ import pytest
 from flyconfigs.cli import main
 from flyconfigs.errors import InvalidKeyError, TuneError
 from flyconfigs.kernels.rmsnorm import SPEC
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import Timing, load_artifact
 from flyconfigs.tuner.grid import parse_grid, parse_grids
 from flyconfigs.tuner.run import TuneOptions, tune

@@ -10,7 +10,7 @@ import pytest
 
 from flyconfigs.cli import main
 from flyconfigs.kernels.rmsnorm import SPEC
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema import load_artifact
 from flyconfigs.tuner.run import TuneOptions, tune
 from flyconfigs.tuner.simulated import SIMULATED_DEVICE, SimulatedToolchain, config_name

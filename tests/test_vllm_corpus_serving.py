@@ -16,7 +16,7 @@ import pytest
 from flyconfigs.adapters.vllm import import_vllm_file, parse_file_name
 from flyconfigs.cli import main
 from flyconfigs.registry import Resolver
-from flyconfigs.registry.products import find_product
+from flyconfigs.registry.core.products import find_product
 from tests.vllm_corpus import CONFIGS, config_files, probe_sizes, vllm_pick, vllm_table
 
 # Three files list their batch sizes out of order; vLLM breaks a tie by that order.

@@ -16,7 +16,7 @@ import pytest
 from flyconfigs.adapters.vllm import import_vllm_file, parse_file_name
 from flyconfigs.adapters.vllm_export import vllm_files
 from flyconfigs.cli import main
-from flyconfigs.registry.products import find_product
+from flyconfigs.registry.core.products import find_product
 from tests.vllm_corpus import CONFIGS, config_files
 
 SAMPLE = ["E=128,N=384,device_name=NVIDIA_GB200,dtype=fp8_w8a8,block_shape=[128,128].json",

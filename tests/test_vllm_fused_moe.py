@@ -10,8 +10,8 @@ from flyconfigs.errors import InvalidKeyError
 from flyconfigs.kernels import vllm_flydsl_moe
 from flyconfigs.kernels.vllm_fused_moe import SPEC, launch_config
 from flyconfigs.registry import kernel_declaration
-from flyconfigs.registry.device import DeviceQuery
-from flyconfigs.registry.ties import has_own_tie_rank
+from flyconfigs.registry.search.ties import has_own_tie_rank
+from flyconfigs.registry.sources.device import DeviceQuery
 
 KEY = {"E": 128, "N": 384, "dtype": "fp8_w8a8", "block_n": 128, "block_k": 128, "down": False, "M": 64}
 CONFIG = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 64, "num_warps": 4,

@@ -2,7 +2,7 @@
 (``min(configs, key=lambda x: abs(x - M))`` over the dict ``json.load`` read): three of
 vLLM 0.34.0's files list their batch sizes out of order, and at their ties vLLM serves the
 larger of the two.  flyconfigs serves the same through the families' ``tie_rank``
-(:func:`~flyconfigs.registry.ties.file_order`: an imported file is one table whose rows
+(:func:`~flyconfigs.registry.search.ties.file_order`: an imported file is one table whose rows
 keep the file's order); a family without one (RMSNorm) keeps its own rule, and one whose
 member fails is reported once and keeps ``key_distance``'s order."""
 
@@ -22,12 +22,12 @@ from flyconfigs.cli import main
 from flyconfigs.kernels import rmsnorm
 from flyconfigs.kernels.vllm_fused_moe import SPEC, VLLMFusedMoESpec
 from flyconfigs.registry import Resolver, register_kernel, unregister_kernel
-from flyconfigs.registry.contract import KernelDecl
-from flyconfigs.registry.matching import nearest_matches
-from flyconfigs.registry.problems import ProblemLog
-from flyconfigs.registry.sources import Entry, Source
-from flyconfigs.registry.tables import TableRef
-from flyconfigs.registry.ties import Tie, has_own_tie_rank
+from flyconfigs.registry.core.problems import ProblemLog
+from flyconfigs.registry.families.contract import KernelDecl
+from flyconfigs.registry.search.matching import nearest_matches
+from flyconfigs.registry.search.ties import Tie, has_own_tie_rank
+from flyconfigs.registry.sources.entries import Entry, Source
+from flyconfigs.registry.sources.tables import TableRef
 from flyconfigs.schema.table import Table
 from tests.vllm_corpus import CONFIGS, config_files, probe_sizes, vllm_pick, vllm_table
 

@@ -29,7 +29,7 @@ import torch  # noqa: E402
 from factories import artifact_dict  # noqa: E402
 from flyconfigs.registry import Resolver, register_kernel  # noqa: E402
 from flyconfigs.registry.declarations import unregister_kernel  # noqa: E402
-from flyconfigs.registry.device import parse_device_spec  # noqa: E402
+from flyconfigs.registry.sources.device import parse_device_spec  # noqa: E402
 
 ROOT = Path(__file__).parents[1]
 EXAMPLE = ROOT / "examples" / "acme-layernorm"

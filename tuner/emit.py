@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from flyconfigs.errors import ArtifactError, TuneError
-from flyconfigs.registry.check import winner_refusal
-from flyconfigs.registry.replacing import replacement_refusal
+from flyconfigs.registry.checks.check import winner_refusal
+from flyconfigs.registry.checks.replacing import replacement_refusal
 from flyconfigs.schema.canonical import same_value
 from flyconfigs.schema.jsonio import remove_stale_temporaries, write_atomic
 from flyconfigs.schema.load import load_artifact
@@ -116,7 +116,7 @@ def write_artifact(folder: Path, artifact: Artifact) -> Path:
     check, or its binding: nothing is written that could never serve) and when the file
     there says more than a prediction does (a prediction never replaces a measured or
     imported artifact, nor one of a newer schema;
-    :func:`~flyconfigs.registry.replacing.replacement_refusal`)."""
+    :func:`~flyconfigs.registry.checks.replacing.replacement_refusal`)."""
     why = winner_refusal(artifact)
     if why is not None:
         raise TuneError(f"{artifact.kernel.name} {dict(artifact.key)}: the winner would never be served ({why}); "

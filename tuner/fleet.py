@@ -40,7 +40,7 @@ from typing import Any
 
 from flyconfigs.errors import ArtifactError, TuneError
 from flyconfigs.kernels.plugin import tunable_kernel
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema.load import loads_artifact
 from flyconfigs.schema.models import Device, DeviceIdentity
 from flyconfigs.tuner import emit

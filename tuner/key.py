@@ -19,7 +19,7 @@ from typing import Any, Literal
 from flyconfigs._version import __version__
 from flyconfigs.errors import TuneError
 from flyconfigs.kernels.plugin import TunableKernel, tool_versions
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema.canonical import same_value
 from flyconfigs.schema.models import (
     SCHEMA_VERSION,

@@ -13,7 +13,7 @@ from typing import Any
 
 from flyconfigs.errors import InvalidKeyError, TuneError
 from flyconfigs.kernels.plugin import key_presets, tunable_kernel
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema.models import Device
 from flyconfigs.tuner.grid import parse_grids
 from flyconfigs.tuner.options import Progress, TuneOptions

@@ -27,7 +27,7 @@ from flyconfigs.errors import CompileError, TuneError
 from flyconfigs.gpu.backend import CompileRequest
 from flyconfigs.gpu.cubin import resources_from_cubin
 from flyconfigs.kernels.plugin import TunableKernel
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.schema.models import Device, Resources
 
 __all__ = ["GPUToolchain", "portable_options"]

@@ -24,7 +24,7 @@ from flyconfigs.kernels.rmsnorm.op import kernel_for, unload_kernels
 from flyconfigs.kernels.torch_dtypes import NAME_OF as _NAME
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
 from flyconfigs.kernels.triton_workload import compiled_resources, launch_errors
-from flyconfigs.registry.declarations import KernelDecl
+from flyconfigs.registry.plugin import KernelDecl
 from flyconfigs.schema.models import Resources
 
 __all__ = ["EPS", "FusedAddRMSNormWorkload", "TritonPrepared", "aligned", "launch", "prepare_triton", "triton_arguments"]

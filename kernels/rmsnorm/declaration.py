@@ -61,8 +61,7 @@ from flyconfigs.kernels.rownorm import (
     source_text,
 )
 from flyconfigs.kernels.rules import broken
-from flyconfigs.registry.declarations import KeyAxis, KeyValue, SourceBinding, check_config
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.plugin import DeviceQuery, KeyAxis, KeyValue, SourceBinding, check_config
 from flyconfigs.schema.models import wave_size_of_arch
 
 if TYPE_CHECKING:

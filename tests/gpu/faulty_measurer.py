@@ -10,7 +10,7 @@ from typing import Any
 
 from flyconfigs.errors import GPUError
 from flyconfigs.gpu import CompileRequest
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 from flyconfigs.tuner.measure_gpu import GPUMeasurer
 from flyconfigs.tuner.measurer import CheckResult
 

@@ -18,8 +18,8 @@ pytest.importorskip("triton")
 
 from flyconfigs.kernels import fused_add_rms_norm  # noqa: E402
 from flyconfigs.kernels.fused_add_rmsnorm import SPEC, reference_fused_add_rms_norm  # noqa: E402
-from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM  # noqa: E402
 from flyconfigs.kernels.fused_add_rmsnorm.op import FusedAddRMSNormWorkload, launch  # noqa: E402
+from flyconfigs.kernels.rmsnorm import SPEC as RMSNORM  # noqa: E402
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES  # noqa: E402
 from flyconfigs.registry import DeviceQuery  # noqa: E402
 from flyconfigs.schema import load_artifact  # noqa: E402
@@ -104,7 +104,6 @@ def _serve_source_default(key: dict[str, object], folder: Path, monkeypatch: pyt
 
     sys.path.insert(0, str(Path(__file__).parents[1]))
     from factories import artifact_dict
-
     from flyconfigs.gpu import get_backend
     from flyconfigs.registry import refresh
     from flyconfigs.schema import Artifact, write_atomic
@@ -287,7 +286,6 @@ def test_a_served_triton_config_is_launched_directly_after_its_first_call(tmp_pa
 
     sys.path.insert(0, str(Path(__file__).parents[1]))
     from factories import artifact_dict
-
     from flyconfigs.gpu import get_backend
     from flyconfigs.kernels.fused_add_rmsnorm import op as fused_op
     from flyconfigs.registry import refresh

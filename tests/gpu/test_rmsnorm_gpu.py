@@ -14,7 +14,7 @@ from flyconfigs.kernels import rms_norm
 from flyconfigs.kernels.rmsnorm import SPEC, reference_rms_norm
 from flyconfigs.kernels.rmsnorm.op import kernel_for, unload_kernels
 from flyconfigs.kernels.torch_dtypes import TORCH_DTYPES
-from flyconfigs.registry.device import DeviceQuery
+from flyconfigs.registry.sources.device import DeviceQuery
 
 DT = TORCH_DTYPES
 PAIRS = [("bf16", "bf16"), ("bf16", "fp32"), ("fp16", "fp16"), ("fp16", "fp32"), ("fp32", "fp32")]
@@ -217,7 +217,6 @@ def test_an_accepted_config_that_fails_at_launch_is_not_masked(tmp_path, monkeyp
 
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1]))
     from factories import make_artifact
-
     from flyconfigs.errors import LaunchError
     from flyconfigs.registry import refresh
     from flyconfigs.schema import write_atomic
@@ -258,7 +257,6 @@ def test_artifacts_of_the_test_backend_never_reach_this_device(tmp_path, monkeyp
 
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1]))
     from factories import artifact_dict
-
     from flyconfigs.registry import default_resolver, refresh, resolve
     from flyconfigs.schema import Artifact, write_atomic
 

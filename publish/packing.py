@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flyconfigs.errors import ArtifactError, PublishError
+from flyconfigs.schema.json_schema import SINCE
 from flyconfigs.schema.jsonio import read_document, write_atomic
 from flyconfigs.schema.load import parse_pack
-from flyconfigs.schema.json_schema import SINCE
 from flyconfigs.schema.models import Artifact
 from flyconfigs.schema.pack import (
     Pack,

@@ -51,7 +51,7 @@ def test_key_order_shares_one_memo_entry_and_the_memo_is_bounded(site: SiteDir, 
     a = resolver.resolve("rmsnorm", KEY, H200_SPEC)
     b = resolver.resolve("rmsnorm", dict(reversed(list(KEY.items()))), H200_SPEC)
     assert a is b and len(resolver._memo) == 1
-    monkeypatch.setattr(sys.modules["flyconfigs.registry.resolve"], "MEMO_LIMIT", 64)
+    monkeypatch.setattr(sys.modules["flyconfigs.registry.core.memo"], "MEMO_LIMIT", 64)
     for m in range(1, 500):
         resolver.resolve("rmsnorm", {**KEY, "M": m}, H200_SPEC)
     assert len(resolver._memo) <= 64

@@ -23,6 +23,7 @@ from nvrtc_helpers import needs_nvrtc
 SM90 = Path(__file__).resolve().parent.parent / "artifacts" / "sm90"
 
 
+@pytest.mark.slow  # reads or compiles every recorded candidate: CI runs it with the slow tests
 def test_the_occupancy_rules_give_the_drivers_blocks_per_sm_for_every_recorded_sm90_candidate() -> None:
     checked = 0
     for artifact in folder_artifacts(SM90, "rmsnorm")[::9]:

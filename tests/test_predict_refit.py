@@ -65,6 +65,7 @@ def test_a_refit_on_the_keys_a_user_tuned_predicts_them_as_tuned_and_leaves_the_
     assert _geomean(near_after) <= _geomean(near_before) * 1.003
 
 
+@pytest.mark.slow  # reads or compiles every recorded candidate: CI runs it with the slow tests
 def test_a_refit_needs_one_devices_measured_tunings() -> None:
     with pytest.raises(FitError, match="no measured RMSNorm tuning"):
         MODEL.refit([])

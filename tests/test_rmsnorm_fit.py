@@ -85,6 +85,7 @@ def _two_devices(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # reads or compiles every recorded candidate: CI runs it with the slow tests
 @pytest.mark.parametrize("module", [fit_default, fit_model])
 def test_a_folder_of_two_devices_tunings_is_refused_without_a_product(tmp_path: Path, module: object,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:

@@ -41,6 +41,7 @@ def test_the_declaration_needs_no_torch() -> None:
     assert done.stdout.split() == ["rmsnorm", "False"], done.stderr
 
 
+@pytest.mark.slow  # reads or compiles every recorded candidate: CI runs it with the slow tests
 def test_the_shared_memory_rule_matches_what_the_compiler_refused_on_the_h200() -> None:
     """Every committed sm90 RMSNorm candidate that NVRTC refused for too much shared data
     is one the spec now refuses, and every one it compiled and timed is still accepted but

@@ -14,7 +14,10 @@ either target), a dtype pair and an odd row count drawn for it from a seeded gen
 (so every device, pair and count meets every residue of N), over the dtype pairs the
 device's artifacts hold (the others are served the default, a slower path, swept
 next); then every device × every dtype pair × the odd row counts × the row lengths that
-broke before and the edges (:data:`NAMED_N`)."""
+broke before and the edges (:data:`NAMED_N`).  The second part runs with the suite; the
+whole sweep (about two minutes on one core) and the check that rows off the tuned grid
+are served a tuned winner are ``slow`` (CI runs them).  The compiles sample what the
+second part serves."""
 
 from __future__ import annotations
 
@@ -68,13 +71,14 @@ def _shipped(target: str) -> dict[str, Tuned]:
 
 
 @functools.cache
-def _sweep(family: str) -> tuple[Resolution, ...]:
-    """Every resolution of the sweep (see the module's docstring), in order."""
+def _sweep(family: str, every_n: bool = True) -> tuple[Resolution, ...]:
+    """Every resolution of the sweep (see the module's docstring), in order; without
+    ``every_n`` only its second part, the named row lengths on every device."""
     tuned = {(target, device): pairs for target in TARGETS for device, pairs in _shipped(target)[family].items()}
     devices = sorted(tuned, key=lambda item: (item[0], item[1].describe()))
     rng = random.Random(family)
     out = []
-    for n in range(1, MAX_N + 1):
+    for n in range(1, MAX_N + 1 if every_n else 1):
         target, device = rng.choice(devices)
         dtype, weight = rng.choice(sorted(tuned[target, device]) or list(DTYPE_PAIRS))
         key = {"M": rng.choice(ODD_M), "N": n, "dtype": dtype, "weight_dtype": weight}
@@ -100,6 +104,16 @@ def _refused(resolutions: tuple[Resolution, ...]) -> list[str]:
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+def test_every_config_served_at_the_named_row_lengths_passes_its_familys_check(family: str) -> None:
+    resolutions = _sweep(family, every_n=False)
+    assert {r.device.arch for r in resolutions if r.device is not None} == set(TARGETS)
+    assert {r.key["N"] for r in resolutions} == set(NAMED_N)
+    refused = _refused(resolutions)
+    assert refused == [], f"{len(refused)} served configs refused, e.g. {refused[:3]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES)
 def test_every_config_served_over_the_sweep_passes_its_familys_check(family: str) -> None:
     resolutions = _sweep(family)
     assert len(resolutions) >= MAX_N
@@ -108,6 +122,7 @@ def test_every_config_served_over_the_sweep_passes_its_familys_check(family: str
     assert refused == [], f"{len(refused)} served configs refused, e.g. {refused[:3]}"
 
 
+@pytest.mark.slow
 def test_rows_off_the_tuned_grid_are_served_a_tuned_winner_where_one_fits() -> None:
     # Nearest-key serving stays useful: where a device has artifacts of a dtype pair, a
     # row is served the default only when no winner of that pair on that arch fits it,
@@ -135,10 +150,11 @@ def test_rows_off_the_tuned_grid_are_served_a_tuned_winner_where_one_fits() -> N
 
 
 def _distinct_variants(target: str) -> list[tuple[dict[str, object], dict[str, object], DeviceQuery]]:
-    """The distinct RMSNorm variants the sweep served on ``target`` (``M`` is not compiled
-    in), as (config, key, device), in a stable order, adapted ones first."""
+    """The distinct RMSNorm variants the sweep served on ``target`` at the named row
+    lengths (``M`` is not compiled in), as (config, key, device), in a stable order,
+    adapted ones first."""
     seen: dict[str, tuple[dict[str, object], dict[str, object], DeviceQuery, bool]] = {}
-    for r in _sweep("rmsnorm"):
+    for r in _sweep("rmsnorm", every_n=False):
         assert r.device is not None
         if r.device.arch != target:
             continue

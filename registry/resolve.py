@@ -133,7 +133,10 @@ class Resolver(Inventory, Observed, Detecting):
                 # A call repeated exactly as given (the kernel's name, the key with each
                 # value's type, in the caller's order, and the device): one hash, answered
                 # while this name still means the record it meant (no registration since).
-                hit = self._named.get(call_as_given(kernel, key, device))
+                # The tuple of :func:`~flyconfigs.registry.core.memo.call_as_given`, built inline:
+                # this is every eager call's path, and a function call is a third of it.
+                values = key.values()
+                hit = self._named.get((kernel, device, *key, *values, *map(type, values)))
             except (TypeError, AttributeError):  # unhashable or not a mapping: the memo's own forms
                 hit = None
             if hit is not None and self._named_at == _registrations.changes:

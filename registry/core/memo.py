@@ -31,13 +31,11 @@ def plain(key: Mapping[str, object]) -> bool:
 
 def call_as_given(kernel: str, key: Mapping[str, object], device: object) -> tuple[object, ...]:
     """A call by a kernel's name as given: the name, the key's names and values in the
-    caller's order with each value's type, and the device.  Raises :class:`TypeError`
-    when something in it cannot be hashed, :class:`AttributeError` for a key that is not
-    a mapping."""
+    caller's order with each value's type, and the device (hashing it raises
+    :class:`TypeError` when something in it cannot be hashed); :class:`AttributeError`
+    for a key that is not a mapping."""
     values = key.values()
-    made = (kernel, device, *key, *values, *map(type, values))
-    hash(made)
-    return made
+    return (kernel, device, *key, *values, *map(type, values))
 
 
 def bounded_put(memo: dict[tuple[object, ...], V], key: tuple[object, ...], value: V) -> None:

@@ -170,6 +170,16 @@ def test_a_package_of_packs_serves_as_its_artifacts_did_and_reads_candidates_onl
     assert check_package_folder(site / "flyconfigs_sm90") == ([], [])
 
 
+def test_doctor_finds_nothing_wrong_with_an_installed_package_of_packs(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # A pack's rows hold key cells only: its winners are checked as its rows' artifacts,
+    # not as table columns it does not have.
+    site, _ = _packed_package(tmp_path, _artifacts())
+    monkeypatch.syspath_prepend(str(site))
+    problems = Resolver([], detector=None).check_all()
+    assert [p for p in problems if p.kind in ("invalid-config", "invalid-key", "invalid-artifact")] == []
+
+
 def _row(site: Path, wanted: Artifact) -> Artifact:
     """The artifact the installed package's pack serves for ``wanted``'s key, read afresh."""
     folder = site / "flyconfigs_sm90"

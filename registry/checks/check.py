@@ -188,14 +188,16 @@ def check_package_folder(folder: Path) -> tuple[list[Problem], list[str]]:
     return problems.problems(), notes
 
 
-def check_entries(entries: list[Entry], problems: ProblemLog) -> list[str]:
+def check_entries(entries: list[Entry], problems: ProblemLog, distribution: str | None = None,
+                  kernels: KernelRecords | None = None) -> list[str]:
     """Load each entry and check its winner; the notes (each said once).  A table's rows
     are better checked with :func:`check_table`, a column at a time."""
     notes: list[str] = []
     for entry in entries:
         artifact = entry.load(problems)
         if artifact is not None:
-            notes.extend(n for n in check_winner(artifact, str(entry.path), problems) if n not in notes)
+            notes.extend(n for n in check_winner(artifact, str(entry.path), problems, distribution, kernels)
+                         if n not in notes)
     return notes
 
 
@@ -211,6 +213,10 @@ def check_table(ref: TableRef, problems: ProblemLog, distribution: str | None = 
     problem at ``<table>#<row's entry>``.  No artifact is made per row: a table of
     166,000 rows is checked in seconds, not in half a minute and gigabytes.  Returns the
     notes of what was not checked."""
+    from flyconfigs.registry.sources.packs import PackRef  # here for the reason check_package_folder's are
+
+    if isinstance(ref, PackRef):  # a pack's rows hold key cells only: each row's winner is in its artifact
+        return check_entries(ref.entries(problems), problems, distribution, kernels)
     # A table validated already (one named to validate) needs no index of its keys.
     table = ref.table if ref.table is not None else ref.read(problems)
     if table is None or not table.rows:

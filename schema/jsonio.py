@@ -321,10 +321,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, durable: bool = True
     try:
         os.replace(tmp, target)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _discard(tmp)
         raise
     return target
 
@@ -349,9 +346,14 @@ def stage_atomic(path: str | os.PathLike[str], data: bytes, durable: bool = True
                 os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _discard(tmp)
         raise
     return tmp
+
+
+def _discard(tmp: str) -> None:
+    """Remove a temporary file a write left behind (gone already is fine)."""
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass

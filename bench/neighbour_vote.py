@@ -30,12 +30,19 @@ The rules:
   paired advantage beats the default by the transfer error plus two standard errors;
 - ``sibling``: the sibling device's winner at the same key (the other card in the
   folder), which the registry's precedence serves before the asked device's nearest key
-  unless the family's ``own_device_first`` says otherwise; hiding mode does not change it.
+  unless the family's ``own_device_first`` says otherwise; hiding mode does not change it;
+- ``winner``: not a rule, the reference: the hidden key's own tuned winner, what tuning
+  that key served.  No rule that never saw the key does better in truth, so its figures
+  are the floor of each figure as this benchmark can measure it.
 
 Per rule, kernel, device and mode: ``geomean`` of the served config's time over the best
 recorded at the hidden key, ``worse_than_default`` (keys where it is more than 3% slower
 than the default's config there), ``worst``, and ``untimed`` (keys whose own tuning never
-timed the served config; left out of the figures).  ``--calibrate`` prints the margin's
+timed the served config; left out of the figures); and ``final``, the same like with
+like: over the keys whose tuning timed the served config in its final protocol, its time
+over the best final time there (the best recorded can be a screen time, a few samples of a
+shorter replay, which on some keys reads 10-15% below every final: ``protocols`` per card
+says how often and by how much).  ``--calibrate`` prints the margin's
 two parts measured on the folder (:mod:`bench.neighbour_calibrate`): the tuner's noise band and the spread of a neighbour's
 paired advantage carried to the key beside it.
 
@@ -74,12 +81,12 @@ from flyconfigs.registry.search.neighbourhood import Neighbour, config_token, me
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.pack import folder_artifacts
 
-__all__ = ["MODES", "RULES", "Tuned", "check", "figures", "fold_tables", "leave_one_out", "main", "measured", "rules_of",
+__all__ = ["MODES", "RULES", "Tuned", "check", "figures", "fold_tables", "leave_one_out", "main", "measured", "protocols", "rules_of",
            "serve", "summary", "tuned_of"]
 
 ROOT = Path(__file__).resolve().parents[1]
 WORSE = 1.03
-RULES = ("default", "nearest", "vote", "paired", "paired-se", "sibling")
+RULES = ("default", "nearest", "vote", "paired", "paired-se", "sibling", "winner")
 OWN = RULES[:5]
 CONFIDENT = PairedEvidence(margin=0.005, confidence=2.0)
 """The variance-aware test measured beside the shipped rule (``paired-se``): the transfer
@@ -97,6 +104,15 @@ class Tuned:
     times: dict[Any, float]
     best: float
     neighbour: Neighbour
+    finals: frozenset[Any] = frozenset()
+    """The configs (slots) the key's tuning timed in its final protocol (the winner, the
+    default and the few the screen sent on); the others' times are screen times."""
+
+    @property
+    def best_final(self) -> float | None:
+        """The fastest time of the key's final protocol, ``None`` where it has none."""
+        held = [self.times[s] for s in self.finals if s in self.times]
+        return min(held) if held else None
 
 
 def tuned_of(path: Path, artifact: Artifact, spec: KernelDecl) -> Tuned:
@@ -112,7 +128,7 @@ def tuned_of(path: Path, artifact: Artifact, spec: KernelDecl) -> Tuned:
     neighbour = Neighbour(MappingProxyType(dict(artifact.key)), (0.0,), MappingProxyType(dict(artifact.winner.config)),
                           timings, str(path), dict(times), defaults, finals,
                           None if artifact.default is None else MappingProxyType(dict(artifact.default.config)))
-    return Tuned(path, artifact, dict(artifact.key), times, min(times.values()), neighbour)
+    return Tuned(path, artifact, dict(artifact.key), times, min(times.values()), neighbour, finals)
 
 
 def measured(folder: Path, kernel: str, spec: KernelDecl) -> dict[str, list[Tuned]]:
@@ -255,13 +271,21 @@ def leave_one_out(spec: KernelDecl, tuned: list[Tuned], sibling: list[Tuned] | N
             row[name] = _figure(t, config, how, defaults)
         other = theirs.get(json.dumps(t.key, sort_keys=True))
         row["sibling"] = None if other is None else _figure(t, dict(other.artifact.winner.config), "exact", defaults)
+        row["winner"] = _figure(t, dict(t.artifact.winner.config), "tuned", defaults)
         rows.append(row)
     return rows
 
 
 def _figure(t: Tuned, config: Mapping[str, Any], how: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
-    found = t.times.get(config_token(config, defaults))
-    return {"ratio": None if found is None else found / t.best, "from": how, "config": dict(config)}
+    """The served config's time over the best recorded at the key (``ratio``) and, where the
+    key timed it in its final protocol, over the best final there (``final_ratio``: like
+    with like, ``None`` for a config only screened)."""
+    slot = config_token(config, defaults)
+    found = t.times.get(slot)
+    final = t.best_final
+    like = found / final if found is not None and final is not None and slot in t.finals else None
+    return {"ratio": None if found is None else found / t.best, "final_ratio": like, "from": how,
+            "config": dict(config)}
 
 
 def figures(rows: list[dict[str, Any]], rule: str) -> dict[str, Any]:
@@ -273,10 +297,16 @@ def figures(rows: list[dict[str, Any]], rule: str) -> dict[str, Any]:
                 and r[rule]["ratio"] > WORSE * r["default"]["ratio"])
     if not ratios:
         return {"keys": len(held), "n": 0}
+    finals = [r[rule]["final_ratio"] for r in held if r[rule].get("final_ratio") is not None]
+    both = [(r[rule]["final_ratio"], r["default"]["final_ratio"]) for r in held
+            if r[rule].get("final_ratio") is not None and r["default"].get("final_ratio") is not None]
     return {"keys": len(held), "n": len(ratios), "untimed": len(held) - len(ratios),
             "geomean": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 4),
             "worse_than_default": worse, "worst": round(max(ratios), 3),
-            "within_3pct": round(sum(r <= WORSE for r in ratios) / len(ratios), 3)}
+            "within_3pct": round(sum(r <= WORSE for r in ratios) / len(ratios), 3),
+            "final": {"n": len(finals), "geomean": round(math.exp(sum(map(math.log, finals)) / len(finals)), 4)
+                      if finals else None, "worst": round(max(finals), 3) if finals else None,
+                      "with_default": len(both), "worse_than_default": sum(1 for a, b in both if a > WORSE * b)}}
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -291,6 +321,20 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # -- the cross-check through the resolver ------------------------------------------------------
+
+def protocols(tuned: Sequence[Tuned]) -> dict[str, Any]:
+    """How the two protocols of the tuner read the same keys: over the keys that hold
+    both, the geomean of the fastest screen time over the fastest final time, and the
+    share of keys where some screen time is below every final one (the best recorded is
+    then a screen time, a shorter measurement of another kind)."""
+    gaps = [min(t.times[s] for s in t.times if s not in t.finals) / final for t in tuned
+            if (final := t.best_final) is not None and any(s not in t.finals for s in t.times)]
+    if not gaps:
+        return {"keys": 0}
+    return {"keys": len(gaps), "screen_over_final": round(math.exp(sum(map(math.log, gaps)) / len(gaps)), 4),
+            "best_is_a_screen": round(sum(g < 1 for g in gaps) / len(gaps), 3),
+            "lowest": round(min(gaps), 3)}
+
 
 def check(spec: KernelDecl, tuned: list[Tuned], limit: int, mode: str) -> int:
     """Resolve the first ``limit`` hidden keys through the real resolver from a folder
@@ -347,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(kernel, product, json.dumps(calibrate(specs[kernel], tuned), indent=1), flush=True)
                 continue
             sibling = next((v for p, v in by_device.items() if p != product), None)
+            results.setdefault(kernel, {}).setdefault(product, {})["protocols"] = protocols(tuned)
             for mode in args.mode or MODES:
                 print(f"{kernel} on {product}, hiding each {mode}: {len(tuned)} keys", flush=True)
                 rows = leave_one_out(specs[kernel], tuned, sibling, mode, args.limit)

@@ -90,9 +90,12 @@ def served_record(resolution: Resolution) -> dict[str, Any]:
 
 
 def plan(decl: TunableKernel, tuned: Sequence[tuple[Path, Artifact]], resolver: Resolver,
-         device: DeviceQuery) -> list[dict[str, Any]]:
+         device: DeviceQuery, rules: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per tuned artifact: its key, the config ``resolver`` serves for that key
-    on ``device`` (with its record), the tuned winner and the family's default now."""
+    on ``device`` (with its record), the tuned winner and the family's default now; and
+    under ``rules`` what each of the given declarations (the family with another rule
+    between tuned keys, :func:`bench.neighbour_vote.rules_of`) serves from the same
+    sources."""
     rows = []
     for path, artifact in tuned:
         key = decl.check_key(dict(artifact.key))
@@ -103,6 +106,8 @@ def plan(decl: TunableKernel, tuned: Sequence[tuple[Path, Artifact]], resolver: 
             "tuned": dict(artifact.winner.config),
             "tuned_recorded_us": artifact.winner.timing.median_us if artifact.winner.timing else None,
             "default": decl.default_config(key, device),
+            "rules": {name: {"config": dict(resolver.resolve(other, key, device).config)}
+                      for name, other in (rules or {}).items()},
         })
     return rows
 
@@ -133,7 +138,18 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "default_within_3pct_fraction": sum(d <= WITHIN for d in default) / len(default) if default else None,
         "served_from": dict(sorted(Counter(f"{r['served']['source']}/{r['served']['key_match']}" for r in rows).items())),
         "served_adapted": sum(r["served"]["adapted_from"] is not None for r in rows),
+        "rules": {name: _rule_figures(off, name) for name in (off[0].get("rules") or {})} if off else {},
     }
+
+
+def _rule_figures(rows: Sequence[Mapping[str, Any]], name: str) -> dict[str, Any]:
+    """For the rule ``name`` over ``rows``: geomean and worst of its config's time over the
+    tuned winner's, and the keys where it is more than 3% slower than the default, all
+    from the one interleaved measurement of each key."""
+    ratios = [r["rules"][name]["us"] / r["tuned_us"] for r in rows]
+    worse = sum(1 for r in rows if r["rules"][name]["us"] > WITHIN * r["default_us"])
+    return {"geomean_over_tuned": _geomean(ratios), "worst_over_tuned": max(ratios),
+            "within_3pct_fraction": sum(x <= WITHIN for x in ratios) / len(ratios), "worse_than_default": worse}
 
 
 def _time_row(decl: TunableKernel, row: dict[str, Any], backend: Any, query: DeviceQuery, samples: int) -> None:
@@ -147,15 +163,19 @@ def _time_row(decl: TunableKernel, row: dict[str, Any], backend: Any, query: Dev
 
     key, device, options = row["key"], backend.device(), TuneOptions()
     configs = [row["served"]["config"], row["tuned"], row["default"]]
+    for rule in (row.get("rules") or {}).values():  # each distinct config once
+        if rule["config"] not in configs:
+            configs.append(rule["config"])
     for config in configs:
         request = decl.build(config, key, query)
         if request is not None:
             backend.compile(request)  # through the GPU layer's cache, as the tuner compiles ahead
     final = rotation(decl.traffic(key), device, options, options.final_target_us)
     workload = decl.workload(key, final.copies, backend)
-    for name, config in zip(("served", "tuned", "default"), configs, strict=True):
+    for n, config in enumerate(configs):
         wrong = workload.check(config)
         if wrong:
+            name = ("served", "tuned", "default")[n] if n < 3 else "a rule's"
             raise SystemExit(f"{key}: the {name} config {config} is wrong: {wrong}")
     workload.release(configs)
     timing = TimingPlan(workload.copies, final.launches, warmup=options.warmup, samples=samples, hold=options.hold)
@@ -165,6 +185,9 @@ def _time_row(decl: TunableKernel, row: dict[str, Any], backend: Any, query: Dev
     torch.cuda.empty_cache()
     row.update(served_us=medians[0], tuned_us=medians[1], default_us=medians[2],
                served_over_tuned=medians[0] / medians[1], default_over_tuned=medians[2] / medians[1])
+    for rule in (row.get("rules") or {}).values():
+        rule["us"] = medians[configs.index(rule["config"])]
+        rule["over_tuned"] = rule["us"] / medians[1]
 
 
 def main() -> None:
@@ -173,6 +196,9 @@ def main() -> None:
     parser.add_argument("--tuned", type=Path, required=True, help="the tuning run's folder (--key-grid unseen)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--rule", action="append", default=[], choices=("nearest", "vote", "paired", "paired-se"),
+                        help="also time what the family serves with this rule between tuned keys "
+                             "(bench/neighbour_vote.py's rules; repeatable)")
     args = parser.parse_args()
     import torch
 
@@ -184,7 +210,14 @@ def main() -> None:
     backend = get_backend()
     device = backend.device()
     query = DeviceQuery.of(device.identity)
-    rows = plan(decl, tuned_artifacts(args.tuned, decl.name, device.product), resolver, query)
+    rules = None
+    if args.rule:
+        from bench.neighbour_vote import rules_of
+        every = rules_of(decl)
+        for other in every.values():  # the shipped default, not a refit
+            object.__setattr__(other, "fold_table", None)
+        rules = {name: every[name] for name in args.rule}
+    rows = plan(decl, tuned_artifacts(args.tuned, decl.name, device.product), resolver, query, rules)
     started = time.time()
     for row in rows:
         _time_row(decl, row, backend, query, args.samples)

@@ -71,3 +71,34 @@ def test_the_rules_compared() -> None:
         assert not rules["vote"].neighbour_vote.with_default  # type: ignore[attr-defined]
         assert rules["paired-se"].paired_evidence.confidence == 2.0  # type: ignore[attr-defined]
         assert rules["paired"].paired_evidence.confidence is None  # type: ignore[attr-defined]
+
+
+def test_the_tuned_winner_is_the_reference_and_final_figures_compare_like_with_like(tmp_path: Path) -> None:
+    import json
+
+    from bench.neighbour_vote import protocols
+
+    folder = _folder(tmp_path)
+    # At 4096 x 8192 the tuner's screen read OTHER at 9.0, below every final time (10.0,
+    # 10.1): a shorter measurement of another kind, not a config faster than the winner.
+    path = next(p for p in folder.iterdir() if json.loads(p.read_text())["key"] == key(4096))
+    data = json.loads(path.read_text())
+    data["provenance"]["timing_protocol"]["screen"] = {
+        "launches_per_sample": 4, "warmup": 1, "samples": 5, "group_size": 16, "finalists": 2}
+    for candidate in data["candidates"]:
+        candidate["timed_in"] = "final"
+        if candidate["config"] == OTHER:
+            candidate["timing"] = {**candidate["timing"], "median_us": 9.0, "p20_us": 8.91, "p80_us": 9.09, "samples": 5,
+                                   "min_us": 8.82}
+            candidate["timed_in"] = "screen"
+    path.write_text(json.dumps(data))
+    tuned = measured(folder, "rmsnorm", SPEC)["NVIDIA H200"]
+    rows = leave_one_out(SPEC, tuned, None, "key")
+    at_4096 = next(r for r in rows if r["key"] == key(4096))
+    assert at_4096["winner"]["config"] == FAST_HERE and at_4096["winner"]["ratio"] == 10.0 / 9.0
+    assert at_4096["winner"]["final_ratio"] == 1.0, "over the best final, the tuned winner is the best"
+    assert at_4096["nearest"]["final_ratio"] == 10.1 / 10.0  # FAST_AROUND, timed in the final
+    stats = summary(rows)
+    assert stats["winner"]["final"]["n"] == 5 and stats["winner"]["final"]["geomean"] == 1.0
+    gap = protocols(tuned)
+    assert (gap["keys"], gap["best_is_a_screen"], gap["lowest"]) == (1, 1.0, 0.9)

@@ -89,3 +89,25 @@ def test_the_summary_scores_only_keys_served_from_another_keys_tuning_or_the_def
     assert result["default_within_3pct_fraction"] == pytest.approx(2 / 3)
     assert result["served_from"] == {"default/none": 1, "package/exact": 1, "package/nearest": 2}
     assert summary([])["geomean_served_over_tuned"] is None
+
+
+def test_each_rule_asked_for_is_resolved_from_the_same_sources_and_scored_like_the_served(
+        folders: tuple[Path, Path]) -> None:
+    from bench.neighbour_vote import rules_of
+
+    served, tuned = folders
+    every = rules_of(SPEC)
+    rules = {name: every[name] for name in ("nearest", "paired")}
+    rows = plan(SPEC, tuned_artifacts(tuned, "rmsnorm", "NVIDIA H200"), Resolver([str(served)]), QUERY, rules)
+    package_winner = artifact_dict(key=KEY)["winner"]["config"]
+    for row in rows:
+        # The nearest key's winner where no rule weighs it; the shipped rule's default
+        # where the one key never timed it, as the served record itself.
+        assert row["rules"]["nearest"]["config"] == package_winner
+        assert row["rules"]["paired"]["config"] == row["served"]["config"] == row["default"]
+    timed = [{**row, "served_us": 10.0, "tuned_us": 10.0, "default_us": 10.0,
+              "rules": {"nearest": {"us": 10.5}, "paired": {"us": 10.0}}} for row in rows]
+    figures = summary(timed)["rules"]
+    assert figures["nearest"]["geomean_over_tuned"] == pytest.approx(1.05)
+    assert (figures["nearest"]["worse_than_default"], figures["paired"]["worse_than_default"]) == (2, 0)
+    assert figures["paired"]["within_3pct_fraction"] == 1.0

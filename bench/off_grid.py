@@ -152,20 +152,19 @@ def _rule_figures(rows: Sequence[Mapping[str, Any]], name: str) -> dict[str, Any
             "within_3pct_fraction": sum(x <= WITHIN for x in ratios) / len(ratios), "worse_than_default": worse}
 
 
-def _time_row(decl: TunableKernel, row: dict[str, Any], backend: Any, query: DeviceQuery, samples: int) -> None:
-    """Check and time ``row``'s served, tuned and default configs in one interleaved
-    measurement; adds their medians (µs) and ratios to ``row``."""
+def time_configs(decl: TunableKernel, key: Mapping[str, Any], configs: Sequence[Mapping[str, Any]], backend: Any,
+                 query: DeviceQuery, samples: int, names: Sequence[str] = ()) -> list[float]:
+    """Check ``configs`` at ``key`` against the family's reference and time them in one
+    interleaved measurement with the tuner's final protocol (rotated inputs, graph replay,
+    held replays): their medians (µs), in order.  SystemExit naming the config (by
+    ``names`` where given) that computes a wrong result."""
     import torch
 
     from flyconfigs.tuner.key import rotation
     from flyconfigs.tuner.options import TuneOptions
     from flyconfigs.tuner.timing import TimingPlan, measure
 
-    key, device, options = row["key"], backend.device(), TuneOptions()
-    configs = [row["served"]["config"], row["tuned"], row["default"]]
-    for rule in (row.get("rules") or {}).values():  # each distinct config once
-        if rule["config"] not in configs:
-            configs.append(rule["config"])
+    device, options = backend.device(), TuneOptions()
     for config in configs:
         request = decl.build(config, key, query)
         if request is not None:
@@ -175,14 +174,25 @@ def _time_row(decl: TunableKernel, row: dict[str, Any], backend: Any, query: Dev
     for n, config in enumerate(configs):
         wrong = workload.check(config)
         if wrong:
-            name = ("served", "tuned", "default")[n] if n < 3 else "a rule's"
-            raise SystemExit(f"{key}: the {name} config {config} is wrong: {wrong}")
+            name = names[n] if n < len(names) else "a"
+            raise SystemExit(f"{dict(key)}: the {name} config {dict(config)} is wrong: {wrong}")
     workload.release(configs)
     timing = TimingPlan(workload.copies, final.launches, warmup=options.warmup, samples=samples, hold=options.hold)
     medians = [m.median_us for m in measure([workload.launcher(c) for c in configs], timing)]
     workload.release([])
     del workload
     torch.cuda.empty_cache()
+    return medians
+
+
+def _time_row(decl: TunableKernel, row: dict[str, Any], backend: Any, query: DeviceQuery, samples: int) -> None:
+    """Check and time ``row``'s served, tuned and default configs (and each rule's) in one
+    interleaved measurement; adds their medians (µs) and ratios to ``row``."""
+    configs = [row["served"]["config"], row["tuned"], row["default"]]
+    for rule in (row.get("rules") or {}).values():  # each distinct config once
+        if rule["config"] not in configs:
+            configs.append(rule["config"])
+    medians = time_configs(decl, row["key"], configs, backend, query, samples, ("served", "tuned", "default"))
     row.update(served_us=medians[0], tuned_us=medians[1], default_us=medians[2],
                served_over_tuned=medians[0] / medians[1], default_over_tuned=medians[2] / medians[1])
     for rule in (row.get("rules") or {}).values():

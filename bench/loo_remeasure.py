@@ -1,0 +1,158 @@
+"""The leave-one-out's picks re-timed on this GPU, like with like.
+
+``bench/neighbour_vote.py`` scores each rule's config for a hidden key by the times that
+key's own tuning recorded.  Those mix two protocols: the screen (a few samples of a short
+replay, every candidate) and the final (the winner, the default and a few more, the full
+protocol), and on some keys the screen reads 10-20% below every final, so even the key's
+own winner scores above 1 there.  This benchmark takes that result file's rows of this
+GPU's product (one kernel, one way of hiding), a seeded sample of the hidden keys, and
+times at each key every distinct config the row names (the key's own tuned winner, the
+refitted default and each rule's config) in one interleaved measurement with the tuner's
+final protocol, each checked against the reference first.
+
+Per rule: the geomean of its time over the fastest of the key's set and over the tuned
+winner, the keys where it is more than 3% slower than the default, and the worst.  Writes
+``--out`` after every key; ``--resume`` keeps the keys a file already holds (a machine
+taken back mid-run loses one key, not the run).
+
+    python -m bench.neighbour_vote --out bench/results/neighbour-vote-loo.json
+    python -m bench.loo_remeasure --loo bench/results/neighbour-vote-loo.json --kernel rmsnorm --mode n \\
+        --keys 120 --out FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.common import machine
+
+__all__ = ["RULES", "WORSE", "main", "picks", "sample", "summary"]
+
+RULES = ("winner", "default", "nearest", "vote", "paired", "paired-se", "sibling")
+"""The row's entries re-timed: the key's own tuned winner, then each rule's config."""
+WORSE = 1.03
+
+
+def sample(rows: Sequence[Mapping[str, Any]], keys: int, seed: int) -> list[Mapping[str, Any]]:
+    """``keys`` of ``rows`` (all where ``keys`` is 0 or more than there are), drawn with
+    ``seed``, in the order drawn: a run stopped by its budget has timed a random sample
+    too."""
+    chosen = random.Random(seed).sample(range(len(rows)), min(keys or len(rows), len(rows)))
+    return [rows[i] for i in chosen]
+
+
+def picks(row: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The distinct configs ``row`` names (the winner first, then the default) and, per
+    rule present, the index of its config among them; a rule whose config the key's
+    tuning never timed is left out (the tuner's space at the key did not hold it, so it
+    may not run there)."""
+    configs: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
+    for rule in RULES:
+        entry = row.get(rule)
+        if not entry or entry.get("ratio") is None:
+            continue
+        config = dict(entry["config"])
+        if config not in configs:
+            configs.append(config)
+        index[rule] = configs.index(config)
+    return configs, index
+
+
+def summary(timed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per rule over the ``timed`` rows (each with ``us``: µs per rule, one measurement):
+    the geomean of its time over the fastest of the row's set and over the tuned winner,
+    keys more than 3% slower than the default, the worst over the fastest, and the key."""
+    out: dict[str, Any] = {}
+    for rule in RULES:
+        held = [r for r in timed if rule in r["us"]]
+        if not held:
+            continue
+        best = [r["us"][rule] / min(r["us"].values()) for r in held]
+        winner = [r["us"][rule] / r["us"]["winner"] for r in held]
+        worst = max(range(len(held)), key=lambda i: best[i])
+        out[rule] = {
+            "keys": len(held),
+            "geomean_over_fastest": round(math.exp(sum(map(math.log, best)) / len(best)), 4),
+            "geomean_over_winner": round(math.exp(sum(map(math.log, winner)) / len(winner)), 4),
+            "worse_than_default": sum(1 for r in held if r["us"][rule] > WORSE * r["us"]["default"]),
+            "worst": round(best[worst], 3),
+            "worst_key": held[worst]["key"],
+        }
+    return out
+
+
+def _write(path: Path, payload: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--loo", type=Path, required=True, help="bench/neighbour_vote.py's result file")
+    parser.add_argument("--kernel", default="rmsnorm", choices=("rmsnorm", "fused_add_rmsnorm"))
+    parser.add_argument("--mode", default="n", choices=("key", "n"))
+    parser.add_argument("--keys", type=int, default=0, help="a sample of this many hidden keys (default all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--budget-s", type=float, default=0.0, help="stop starting keys after this many seconds")
+    parser.add_argument("--resume", action="store_true", help="keep the keys --out already holds")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    import torch
+
+    from bench.off_grid import time_configs
+    from flyconfigs.gpu import get_backend
+    from flyconfigs.kernels.plugin import tunable_kernel
+    from flyconfigs.registry import DeviceQuery
+
+    backend = get_backend()
+    device = backend.device()
+    query = DeviceQuery.of(device.identity)
+    decl = tunable_kernel(args.kernel)
+    loo = json.loads(args.loo.read_text())
+    rows = loo["rows"][args.kernel].get(device.product)
+    if not rows:
+        raise SystemExit(f"{args.loo}: no {args.kernel} rows of {device.product}")
+    chosen = sample(rows[args.mode], args.keys, args.seed)
+    done: list[dict[str, Any]] = []
+    if args.resume and args.out.exists():
+        done = json.loads(args.out.read_text())["rows"]
+    seen = {json.dumps(r["key"], sort_keys=True) for r in done}
+    started = time.time()
+    for row in chosen:
+        if json.dumps(row["key"], sort_keys=True) in seen:
+            continue
+        if args.budget_s and time.time() - started > args.budget_s:
+            break
+        configs, index = picks(row)
+        key = decl.check_key(dict(row["key"]))
+        medians = time_configs(decl, key, configs, backend, query, args.samples,
+                               [next(r for r, i in index.items() if i == n) for n in range(len(configs))])
+        done.append({"key": row["key"], "configs": configs,
+                     "us": {rule: medians[i] for rule, i in index.items()},
+                     "recorded": {rule: row[rule]["ratio"] for rule in index}})
+        print(f"{row['key']}: " + " ".join(f"{r} {medians[i]:.2f}" for r, i in index.items()), flush=True)
+        _write(args.out, {"benchmark": "loo-remeasure", "kernel": args.kernel, "mode": args.mode, "keys": args.keys,
+                          "seed": args.seed, "of": len(rows[args.mode]), "loo": str(args.loo),
+                          "loo_revision": loo.get("revision"), "machine": machine(), "torch": torch.__version__,
+                          "device": device.model_dump(mode="json"),
+                          "protocol": "the tuner's final timing (rotated inputs, graph replay, held replays), "
+                                      "every config of a key interleaved; medians",
+                          "summary": summary(done), "rows": done})
+    print(json.dumps(summary(done), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

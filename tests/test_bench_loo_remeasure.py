@@ -1,0 +1,45 @@
+"""bench/loo_remeasure.py re-times on a GPU what each rule of the leave-one-out served:
+which configs a row names, the sample of keys, and the figures of one interleaved
+measurement per key.  The timing is off_grid's (the tuner's final protocol); what is here
+runs on the CPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.loo_remeasure import picks, sample, summary
+
+A, B, C = {"threads": 128}, {"threads": 256}, {"threads": 512}
+
+
+def _row(**rules: tuple[dict[str, int], float | None]) -> dict[str, object]:
+    return {"key": {"M": 1, "N": 1024}, **{r: {"config": c, "ratio": x} for r, (c, x) in rules.items()}}
+
+
+def test_each_distinct_config_is_timed_once_and_an_untimed_pick_is_left_out() -> None:
+    row = _row(winner=(A, 1.0), default=(B, 1.02), nearest=(A, 1.0), paired=(B, 1.02), vote=(C, None))
+    configs, index = picks(row)
+    assert configs == [A, B]
+    assert index == {"winner": 0, "default": 1, "nearest": 0, "paired": 1}
+
+
+def test_a_sample_is_seeded_and_every_prefix_of_it_is_a_sample_too() -> None:
+    rows = [{"key": {"M": m}} for m in range(50)]
+    first = sample(rows, 10, seed=3)
+    assert first == sample(rows, 10, seed=3) and len(first) == 10
+    assert [r["key"]["M"] for r in first] != sorted(r["key"]["M"] for r in first), "in the order drawn"
+    every = sample(rows, 0, seed=3)
+    assert sorted(r["key"]["M"] for r in every) == list(range(50)) and every == sample(rows, 80, seed=3)
+
+
+def test_the_figures_compare_the_times_of_one_measurement() -> None:
+    timed = [{"key": {"M": 1}, "us": {"winner": 10.0, "default": 10.5, "paired": 10.0, "nearest": 10.8}},
+             {"key": {"M": 2}, "us": {"winner": 20.0, "default": 19.0, "paired": 19.0, "nearest": 20.0}}]
+    figures = summary(timed)
+    assert figures["paired"]["geomean_over_fastest"] == pytest.approx(1.0)
+    assert figures["winner"]["geomean_over_fastest"] == pytest.approx((1.0 * 20 / 19) ** 0.5, abs=1e-4)
+    assert figures["nearest"]["geomean_over_winner"] == pytest.approx((1.08 * 1.0) ** 0.5, abs=1e-4)
+    # 10.8 against the default's 10.5 is within 3%; 20.0 against 19.0 is not.
+    assert figures["nearest"]["worse_than_default"] == 1
+    assert (figures["nearest"]["worst"], figures["nearest"]["worst_key"]) == (pytest.approx(1.08, abs=1e-3), {"M": 1})
+    assert "vote" not in figures

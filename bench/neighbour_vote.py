@@ -23,11 +23,13 @@ The rules:
 - ``nearest``: the nearest key's winner, adapted where it must be;
 - ``vote``: the neighbourhood vote of :mod:`flyconfigs.kernels.neighbour_vote`, without
   the default among its candidates (what RMSNorm shipped before the paired rule);
-- ``paired``: :mod:`flyconfigs.kernels.paired_evidence` with the family's
+- ``paired``: :mod:`flyconfigs.kernels.paired_evidence` with fixed margins
+  (``PairedEvidence()``, what the fused family serves) and the family's
   ``transfers_past_range`` (``M`` for both families);
 - ``paired-se``: the same rule with the variance-aware test (``PairedEvidence(margin=0.005,
-  confidence=2.0)``): every timed config offered, the candidate served only where its
-  paired advantage beats the default by the transfer error plus two standard errors;
+  confidence=2.0)``, what RMSNorm serves): every timed config offered, the candidate
+  served only where its paired advantage beats the default by the transfer error plus
+  two standard errors;
 - ``sibling``: the sibling device's winner at the same key (the other card in the
   folder), which the registry's precedence serves before the asked device's nearest key
   unless the family's ``own_device_first`` says otherwise; hiding mode does not change it;
@@ -89,8 +91,8 @@ WORSE = 1.03
 RULES = ("default", "nearest", "vote", "paired", "paired-se", "sibling", "winner")
 OWN = RULES[:5]
 CONFIDENT = PairedEvidence(margin=0.005, confidence=2.0)
-"""The variance-aware test measured beside the shipped rule (``paired-se``): the transfer
-error (0.4-0.6%, ``--calibrate``) as the margin, two standard errors above it."""
+"""The variance-aware test (``paired-se``), RMSNorm's rule: the transfer error (0.4-0.6%,
+``--calibrate``) as the margin, two standard errors above it."""
 MODES = ("key", "n")
 
 
@@ -198,8 +200,7 @@ def rules_of(spec: KernelDecl, paired: PairedEvidence | None = None) -> dict[str
             "neighbour_vote": NeighbourVote()})(),
         "paired": type(f"{base.__name__}Paired", (base,), {
             "choose_from_neighbours": DefaultUnlessEvidence.choose_from_neighbours,
-            "transfers_past_range": transfers, "paired_evidence": paired or getattr(spec, "paired_evidence",
-                                                                                    PairedEvidence())})(),
+            "transfers_past_range": transfers, "paired_evidence": paired or PairedEvidence()})(),
         "paired-se": type(f"{base.__name__}PairedSE", (base,), {
             "choose_from_neighbours": DefaultUnlessEvidence.choose_from_neighbours,
             "transfers_past_range": transfers, "paired_evidence": CONFIDENT})(),

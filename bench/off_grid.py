@@ -36,6 +36,8 @@ from flyconfigs.kernels.plugin import TunableKernel, tunable_kernel
 from flyconfigs.registry import PATH_ENV, DeviceQuery, Resolution, Resolver
 from flyconfigs.schema import Artifact
 
+__all__ = ["WITHIN", "main", "paths_without", "plan", "served_record", "summary", "time_configs", "tuned_artifacts"]
+
 WITHIN = 1.03
 """The promise: the served config at most 3% slower than the tuned winner."""
 

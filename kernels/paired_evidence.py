@@ -22,7 +22,7 @@ Where the nearest-key step would serve a nearer key's winner, :class:`PairedEvid
   neighbour's advantage to another key, both calibrated on the measurements:
   ``python -m bench.neighbour_vote --calibrate``), else the default serves.
 
-``confidence`` (served by no family; ``paired-se`` in the benchmark) replaces the fixed
+``confidence`` (RMSNorm's rule; ``paired-se`` in the benchmark) replaces the fixed
 margins with a variance-aware test: the candidate serves only beyond the margin plus that
 many standard errors of its paired comparisons, and only on evidence from both sides of the
 asked value of every axis that does not transfer.

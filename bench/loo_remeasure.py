@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import machine
+from flyconfigs.registry.plugin import config_token
 
-__all__ = ["RULES", "WORSE", "main", "picks", "sample", "summary"]
+__all__ = ["RULES", "WORSE", "main", "names_of", "picks", "sample", "summary"]
 
 RULES = ("winner", "default", "nearest", "vote", "paired", "paired-se", "sibling")
 """The row's entries re-timed: the key's own tuned winner, then each rule's config."""
@@ -49,31 +50,43 @@ def sample(rows: Sequence[Mapping[str, Any]], keys: int, seed: int) -> list[Mapp
     return [rows[i] for i in chosen]
 
 
-def picks(row: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The distinct configs ``row`` names (the winner first, then the default) and, per
-    rule present, the index of its config among them; a rule whose config the key's
-    tuning never timed is left out (the tuner's space at the key did not hold it, so it
-    may not run there)."""
+def picks(row: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+          ) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The distinct configs ``row`` names (the winner first, then the default; one config
+    once, whether or not it spells out a tunable at its value in ``defaults``, the
+    family's ``tunable_defaults``) and, per rule present, the index of its config among
+    them; a rule whose config the key's tuning never timed is left out (the tuner's space
+    at the key did not hold it, so it may not run there)."""
     configs: list[dict[str, Any]] = []
+    slots: list[Any] = []
     index: dict[str, int] = {}
     for rule in RULES:
         entry = row.get(rule)
         if not entry or entry.get("ratio") is None:
             continue
         config = dict(entry["config"])
-        if config not in configs:
+        slot = config_token(config, defaults or {})
+        if slot not in slots:
             configs.append(config)
-        index[rule] = configs.index(config)
+            slots.append(slot)
+        index[rule] = slots.index(slot)
     return configs, index
 
 
+def names_of(index: Mapping[str, int], count: int) -> list[str]:
+    """For each of ``count`` configs, the first rule (in :data:`RULES` order) that served
+    it: what an error names it by."""
+    return [next(rule for rule, i in index.items() if i == n) for n in range(count)]
+
+
 def summary(timed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per rule over the ``timed`` rows (each with ``us``: µs per rule, one measurement):
+    """Per rule over the ``timed`` rows that timed it, the winner and the default (each
+    with ``us``: µs per rule, one measurement):
     the geomean of its time over the fastest of the row's set and over the tuned winner,
     keys more than 3% slower than the default, the worst over the fastest, and the key."""
     out: dict[str, Any] = {}
     for rule in RULES:
-        held = [r for r in timed if rule in r["us"]]
+        held = [r for r in timed if rule in r["us"] and "winner" in r["us"] and "default" in r["us"]]
         if not held:
             continue
         best = [r["us"][rule] / min(r["us"].values()) for r in held]
@@ -135,10 +148,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if args.budget_s and time.time() - started > args.budget_s:
             break
-        configs, index = picks(row)
+        configs, index = picks(row, decl.tunable_defaults)
         key = decl.check_key(dict(row["key"]))
-        medians = time_configs(decl, key, configs, backend, query, args.samples,
-                               [next(r for r, i in index.items() if i == n) for n in range(len(configs))])
+        medians = time_configs(decl, key, configs, backend, query, args.samples, names_of(index, len(configs)))
         done.append({"key": row["key"], "configs": configs,
                      "us": {rule: medians[i] for rule, i in index.items()},
                      "recorded": {rule: row[rule]["ratio"] for rule in index}})

@@ -34,6 +34,7 @@ from bench.common import machine
 from flyconfigs.kernels.measured import artifacts_of
 from flyconfigs.kernels.plugin import TunableKernel, tunable_kernel
 from flyconfigs.registry import PATH_ENV, DeviceQuery, Resolution, Resolver
+from flyconfigs.registry.plugin import config_token
 from flyconfigs.schema import Artifact
 
 __all__ = ["WITHIN", "main", "paths_without", "plan", "served_record", "summary", "time_configs", "tuned_artifacts"]
@@ -191,14 +192,17 @@ def _time_row(decl: TunableKernel, row: dict[str, Any], backend: Any, query: Dev
     """Check and time ``row``'s served, tuned and default configs (and each rule's) in one
     interleaved measurement; adds their medians (µs) and ratios to ``row``."""
     configs = [row["served"]["config"], row["tuned"], row["default"]]
-    for rule in (row.get("rules") or {}).values():  # each distinct config once
-        if rule["config"] not in configs:
+    slots = [config_token(c, decl.tunable_defaults) for c in configs]
+    for rule in (row.get("rules") or {}).values():  # each distinct config once, however spelled
+        slot = config_token(rule["config"], decl.tunable_defaults)
+        if slot not in slots:
             configs.append(rule["config"])
+            slots.append(slot)
     medians = time_configs(decl, row["key"], configs, backend, query, samples, ("served", "tuned", "default"))
     row.update(served_us=medians[0], tuned_us=medians[1], default_us=medians[2],
                served_over_tuned=medians[0] / medians[1], default_over_tuned=medians[2] / medians[1])
     for rule in (row.get("rules") or {}).values():
-        rule["us"] = medians[configs.index(rule["config"])]
+        rule["us"] = medians[slots.index(config_token(rule["config"], decl.tunable_defaults))]
         rule["over_tuned"] = rule["us"] / medians[1]
 
 
@@ -225,9 +229,7 @@ def main() -> None:
     rules = None
     if args.rule:
         from bench.neighbour_vote import rules_of
-        every = rules_of(decl)
-        for other in every.values():  # the shipped default, not a refit
-            object.__setattr__(other, "fold_table", None)
+        every = rules_of(decl)  # with the shipped default (no fold_table given: no refit)
         rules = {name: every[name] for name in args.rule}
     rows = plan(decl, tuned_artifacts(args.tuned, decl.name, device.product), resolver, query, rules)
     started = time.time()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.loo_remeasure import picks, sample, summary
+from bench.loo_remeasure import names_of, picks, sample, summary
 
 A, B, C = {"threads": 128}, {"threads": 256}, {"threads": 512}
 
@@ -43,3 +43,15 @@ def test_the_figures_compare_the_times_of_one_measurement() -> None:
     assert figures["nearest"]["worse_than_default"] == 1
     assert (figures["nearest"]["worst"], figures["nearest"]["worst_key"]) == (pytest.approx(1.08, abs=1e-3), {"M": 1})
     assert "vote" not in figures
+
+
+def test_a_config_is_one_config_however_it_spells_the_tunables_at_their_defaults() -> None:
+    from flyconfigs.kernels.fused_add_rmsnorm import SPEC
+
+    spelled = {"impl": "triton", "block_n": 4096, "rows_per_program": 1, "num_warps": 8, "num_stages": 1}
+    full = {**spelled, "row_tiles": 1, "eviction": "none", "weight_load": "late"}
+    row = _row(winner=(full, 1.0), default=(spelled, 1.0), paired=(full, 1.0))
+    configs, index = picks(row, SPEC.tunable_defaults)
+    assert configs == [full] and index == {"winner": 0, "default": 0, "paired": 0}
+    assert len(picks(row)[0]) == 2, "without the family's defaults they are two spellings"
+    assert names_of(index, 1) == ["winner"]

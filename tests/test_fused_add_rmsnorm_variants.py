@@ -101,8 +101,8 @@ def test_configs_tuned_before_the_new_tunables_keep_their_meaning() -> None:
          "no loop to pipeline"),
         # A 256-column tail under 16 warps (512 threads) is replicated across threads: its
         # reduction read one row about 2% off on an H100, now and then.
-        ({"block_n": 4096, "row_tiles": 2}, _key(96, 4352), SM90, "narrower than the program's 16 warps of 32"),
-        ({"block_n": 4096, "row_tiles": 2, "num_warps": 32}, _key(96, 4352), SM90, "tail of 256 columns"),
+        ({"block_n": 4096, "row_tiles": 2}, _key(96, 4352), SM90, "smaller than the program's 16 warps of 32"),
+        ({"block_n": 4096, "row_tiles": 2, "num_warps": 32}, _key(96, 4352), SM90, "tail tile of 1x256 elements"),
         ({"block_n": 4096, "row_tiles": 2, "rows_per_program": 4}, _key(4, 4352), SM90, "exceeds"),
     ],
 )

@@ -144,13 +144,15 @@ RULES = Rules((
     Rule("head-and-tail", "TILES == 1 or (BLOCK_N < N and N <= 2 * BLOCK_N)",
          "row_tiles 2 splits a row of {N} into a head of block_n {BLOCK_N} columns and a tail no wider: "
          "it needs block_n < N <= 2 * block_n", asserted=False),
-    # A tail narrower than the program's threads is a tile Triton replicates across
-    # threads, and its reduction then read wrong sums on an H100: with 16 warps and a
-    # 256-column tail (N = 4352), one row in a run of 96 came out about 2% off, not on
-    # every run (tests/gpu, 2026-12-07 and -08); every config whose tail fills its threads
-    # passed.
+    # A tail tile of fewer elements (ROWS x TAIL) than the program has threads is one
+    # Triton replicates across threads, and its reduction then read wrong sums on an H100:
+    # one row per program, 16 warps and a 256-column tail (N = 4352), one row in a run of
+    # 96 came out about 2% off, not on every run (tests/gpu, 2026-12-07 and -08); every
+    # config whose tail tile covers its threads passed.  Seen on an H100 only; kept on
+    # every device, where Triton lays tiles out alike.
     Rule("tail-fills-threads", "TAIL == 0 or ROWS * TAIL >= WARPS * WAVE",
-         "a tail of {TAIL} columns is narrower than the program's {WARPS} warps of {WAVE} threads", asserted=False),
+         "a tail tile of {ROWS}x{TAIL} elements is smaller than the program's {WARPS} warps of {WAVE} threads",
+         asserted=False),
     Rule("hints-on-nvidia", "HINTS == 0 or NVIDIA == 1", "eviction stream is offered on NVIDIA GPUs only",
          asserted=False),
     Rule("block-fits-row", "BLOCK_N <= ROW_BLOCK",

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from flyconfigs.errors import ArtifactError, UnsupportedSchemaVersionError
 from flyconfigs.registry.core.axes import KeyValue
@@ -25,6 +26,8 @@ from flyconfigs.schema.canonical import canonical_text
 from flyconfigs.schema.jsonio import parse_document, read_file_bytes
 from flyconfigs.schema.load import parse_artifact
 from flyconfigs.schema.models import Artifact, DeviceIdentity
+
+_Doc = TypeVar("_Doc")
 
 __all__ = [
     "ARTIFACT_GROUP",
@@ -201,13 +204,7 @@ class Entry:
         return self.source.name if self.source.kind == "package" else None
 
     def _read(self) -> Artifact:
-        raw = checked_bytes(self.path, self.root, self.sha256)
-        try:
-            artifact, _ = parse_artifact(parse_document(raw, str(self.path), schema_bounds_depth=True), str(self.path))
-        except UnsupportedSchemaVersionError as exc:
-            raise _Bad("unsupported-major", str(exc.problems[0].message)) from None
-        except ArtifactError as exc:
-            raise _Bad("invalid-artifact", "; ".join(str(p) for p in exc.problems)) from None
+        artifact = checked_document(self.path, self.root, self.sha256, parse_artifact)
         if (artifact.kernel.name, artifact.device.identity, artifact.key) != (self.kernel, self.device, self.key):
             raise _Bad("identity-mismatch", "the artifact's kernel, device or key differs from its manifest row"
                         if self.root is not None else "the artifact's kernel, device or key differs from what its "
@@ -232,6 +229,22 @@ def checked_bytes(path: str | os.PathLike[str], root: str | None, sha256: str | 
     if sha256 is not None and (digest := hashlib.sha256(raw).hexdigest()) != sha256:
         raise _Bad("hash-mismatch", f"sha256 {digest} does not match the manifest's {sha256}")
     return raw
+
+
+def checked_document(path: str | os.PathLike[str], root: str | None, sha256: str | None,
+                     parse: Callable[[object, str], tuple[_Doc, object]]) -> _Doc:
+    """The document of a source's file (:func:`checked_bytes`), parsed by ``parse`` (the
+    schema's ``parse_artifact``, ``parse_table`` or ``parse_pack``); else :class:`_Bad`:
+    ``unsupported-major`` for a schema major this version cannot read, ``invalid-artifact``
+    naming every problem for one that breaks the schema."""
+    raw = checked_bytes(path, root, sha256)
+    try:
+        document, _ = parse(parse_document(raw, str(path), schema_bounds_depth=True), str(path))
+    except UnsupportedSchemaVersionError as exc:
+        raise _Bad("unsupported-major", str(exc.problems[0].message)) from None
+    except ArtifactError as exc:
+        raise _Bad("invalid-artifact", "; ".join(str(p) for p in exc.problems)) from None
+    return document
 
 
 class _Bad(Exception):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from flyconfigs.errors import ArtifactError, FieldProblem, UnsupportedSchemaVersionError
 from flyconfigs.registry.core.problems import Problem, ProblemLog
-from flyconfigs.registry.sources.entries import Source, _Bad, checked_bytes
+from flyconfigs.registry.sources.entries import Source, _Bad, checked_bytes, checked_document
 from flyconfigs.registry.sources.tables import TableRef
-from flyconfigs.schema.jsonio import MAX_DOCUMENT_BYTES, parse_document
+from flyconfigs.schema.jsonio import MAX_DOCUMENT_BYTES
 from flyconfigs.schema.load import parse_measurements, parse_pack, parse_table
 from flyconfigs.schema.models import Artifact
 from flyconfigs.schema.pack import (
@@ -69,13 +69,7 @@ class PackRef(TableRef):
         return self.measurements().candidates(row)
 
     def _read(self) -> Pack:
-        raw = checked_bytes(self.path, self.root, self.sha256)
-        try:
-            pack, _ = parse_pack(parse_document(raw, str(self.path), schema_bounds_depth=True), str(self.path))
-        except UnsupportedSchemaVersionError as exc:
-            raise _Bad("unsupported-major", str(exc.problems[0].message)) from None
-        except ArtifactError as exc:
-            raise _Bad("invalid-artifact", "; ".join(str(p) for p in exc.problems)) from None
+        pack = checked_document(self.path, self.root, self.sha256, parse_pack)
         if (pack.kernel.name, pack.device.identity) != (self.kernel, self.device):
             raise _Bad("identity-mismatch", "the pack's kernel or device differs from its manifest entry")
         if self.rows is not None and len(pack.rows) != self.rows:

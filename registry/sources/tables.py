@@ -25,12 +25,10 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from flyconfigs.errors import ArtifactError, UnsupportedSchemaVersionError
 from flyconfigs.registry.core.collector import collector_paused
 from flyconfigs.registry.core.problems import Problem, ProblemLog
-from flyconfigs.registry.sources.entries import Entry, Source, _Bad, _File, checked_bytes
+from flyconfigs.registry.sources.entries import Entry, Source, _Bad, _File, checked_document
 from flyconfigs.schema.canonical import TextedDict, canonical_text, key_texts
-from flyconfigs.schema.jsonio import parse_document
 from flyconfigs.schema.load import parse_table
 from flyconfigs.schema.manifest import ManifestTable
 from flyconfigs.schema.models import Artifact, DeviceIdentity
@@ -180,13 +178,7 @@ class TableRef:
             raise _Bad("invalid-artifact", f"not an artifact as a row: {exc.errors()[0]['msg']}") from None
 
     def _read(self) -> Table | Pack:
-        raw = checked_bytes(self.path, self.root, self.sha256)
-        try:
-            table, _ = parse_table(parse_document(raw, str(self.path), schema_bounds_depth=True), str(self.path))
-        except UnsupportedSchemaVersionError as exc:
-            raise _Bad("unsupported-major", str(exc.problems[0].message)) from None
-        except ArtifactError as exc:
-            raise _Bad("invalid-artifact", "; ".join(str(p) for p in exc.problems)) from None
+        table = checked_document(self.path, self.root, self.sha256, parse_table)
         if (table.kernel.name, table.device.identity) != (self.kernel, self.device):
             raise _Bad("identity-mismatch", "the table's kernel or device differs from its manifest entry")
         if self.rows is not None and len(table.rows) != self.rows:

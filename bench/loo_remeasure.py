@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import time
@@ -33,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import machine
+from bench.loo_scores import WORSE, geomean
 from flyconfigs.registry.plugin import config_token
 
 __all__ = ["RULES", "WORSE", "main", "names_of", "picks", "sample", "summary"]
 
 RULES = ("winner", "default", "nearest", "vote", "paired", "paired-se", "sibling")
 """The row's entries re-timed: the key's own tuned winner, then each rule's config."""
-WORSE = 1.03
 
 
 def sample(rows: Sequence[Mapping[str, Any]], keys: int, seed: int) -> list[Mapping[str, Any]]:
@@ -94,8 +93,8 @@ def summary(timed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         worst = max(range(len(held)), key=lambda i: best[i])
         out[rule] = {
             "keys": len(held),
-            "geomean_over_fastest": round(math.exp(sum(map(math.log, best)) / len(best)), 4),
-            "geomean_over_winner": round(math.exp(sum(map(math.log, winner)) / len(winner)), 4),
+            "geomean_over_fastest": round(geomean(best), 4),
+            "geomean_over_winner": round(geomean(winner), 4),
             "worse_than_default": sum(1 for r in held if r["us"][rule] > WORSE * r["us"]["default"]),
             "worst": round(best[worst], 3),
             "worst_key": held[worst]["key"],

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -69,6 +68,7 @@ from types import MappingProxyType
 from typing import Any
 
 from bench.common import machine
+from bench.loo_scores import RULES, WORSE, figure, protocols, summary
 from bench.neighbour_calibrate import calibrate
 from flyconfigs.kernels.fused_add_rmsnorm import SPEC as FUSED
 from flyconfigs.kernels.neighbour_vote import NeighbourVote, VotesAmongNeighbours
@@ -83,13 +83,10 @@ from flyconfigs.registry.search.neighbourhood import Neighbour, config_token, me
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.pack import folder_artifacts
 
-__all__ = ["MODES", "RULES", "Tuned", "check", "figures", "fold_tables", "leave_one_out", "main", "measured", "protocols", "rules_of",
-           "serve", "summary", "tuned_of"]
+__all__ = ["MODES", "Tuned", "check", "fold_tables", "leave_one_out", "main", "measured", "rules_of", "serve",
+           "tuned_of"]
 
 ROOT = Path(__file__).resolve().parents[1]
-WORSE = 1.03
-RULES = ("default", "nearest", "vote", "paired", "paired-se", "sibling", "winner")
-OWN = RULES[:5]
 CONFIDENT = PairedEvidence(margin=0.005, confidence=2.0)
 """The variance-aware test (``paired-se``), RMSNorm's rule: the transfer error (0.4-0.6%,
 ``--calibrate``) as the margin, two standard errors above it."""
@@ -269,73 +266,15 @@ def leave_one_out(spec: KernelDecl, tuned: list[Tuned], sibling: list[Tuned] | N
             if table is not None:
                 object.__setattr__(decl, "fold_table", table)
             config, how = serve(decl, t.key, pool, query, default_only=name == "default")
-            row[name] = _figure(t, config, how, defaults)
+            row[name] = figure(t, config, how, defaults)
         other = theirs.get(json.dumps(t.key, sort_keys=True))
-        row["sibling"] = None if other is None else _figure(t, dict(other.artifact.winner.config), "exact", defaults)
-        row["winner"] = _figure(t, dict(t.artifact.winner.config), "tuned", defaults)
+        row["sibling"] = None if other is None else figure(t, dict(other.artifact.winner.config), "exact", defaults)
+        row["winner"] = figure(t, dict(t.artifact.winner.config), "tuned", defaults)
         rows.append(row)
     return rows
 
 
-def _figure(t: Tuned, config: Mapping[str, Any], how: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """The served config's time over the best recorded at the key (``ratio``) and, where the
-    key timed it in its final protocol, over the best final there (``final_ratio``: like
-    with like, ``None`` for a config only screened)."""
-    slot = config_token(config, defaults)
-    found = t.times.get(slot)
-    final = t.best_final
-    like = found / final if found is not None and final is not None and slot in t.finals else None
-    return {"ratio": None if found is None else found / t.best, "final_ratio": like, "from": how,
-            "config": dict(config)}
-
-
-def figures(rows: list[dict[str, Any]], rule: str) -> dict[str, Any]:
-    """Geomean over the best, keys more than 3% slower than the default, worst and
-    untimed, for ``rule`` over ``rows``."""
-    held = [r for r in rows if r.get(rule) is not None]
-    ratios = [r[rule]["ratio"] for r in held if r[rule]["ratio"] is not None]
-    worse = sum(1 for r in held if r[rule]["ratio"] is not None and r["default"]["ratio"] is not None
-                and r[rule]["ratio"] > WORSE * r["default"]["ratio"])
-    if not ratios:
-        return {"keys": len(held), "n": 0}
-    finals = [r[rule]["final_ratio"] for r in held if r[rule].get("final_ratio") is not None]
-    both = [(r[rule]["final_ratio"], r["default"]["final_ratio"]) for r in held
-            if r[rule].get("final_ratio") is not None and r["default"].get("final_ratio") is not None]
-    return {"keys": len(held), "n": len(ratios), "untimed": len(held) - len(ratios),
-            "geomean": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 4),
-            "worse_than_default": worse, "worst": round(max(ratios), 3),
-            "within_3pct": round(sum(r <= WORSE for r in ratios) / len(ratios), 3),
-            "final": {"n": len(finals), "geomean": round(math.exp(sum(map(math.log, finals)) / len(finals)), 4)
-                      if finals else None, "worst": round(max(finals), 3) if finals else None,
-                      "with_default": len(both), "worse_than_default": sum(1 for a, b in both if a > WORSE * b)}}
-
-
-def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per rule over the keys its config was timed at, and ``common`` over the keys
-    every own-device rule's config was timed at."""
-    out: dict[str, Any] = {rule: figures(rows, rule) for rule in RULES}
-    own = [r for r in rows if all(r[rule]["ratio"] is not None for rule in OWN)]
-    out["common"] = {rule: figures(own, rule) for rule in OWN}
-    both = [r for r in own if r["sibling"] is not None and r["sibling"]["ratio"] is not None]
-    out["with_sibling"] = {rule: figures(both, rule) for rule in ("paired", "paired-se", "sibling")}
-    return out
-
-
 # -- the cross-check through the resolver ------------------------------------------------------
-
-def protocols(tuned: Sequence[Tuned]) -> dict[str, Any]:
-    """How the two protocols of the tuner read the same keys: over the keys that hold
-    both, the geomean of the fastest screen time over the fastest final time, and the
-    share of keys where some screen time is below every final one (the best recorded is
-    then a screen time, a shorter measurement of another kind)."""
-    gaps = [min(t.times[s] for s in t.times if s not in t.finals) / final for t in tuned
-            if (final := t.best_final) is not None and any(s not in t.finals for s in t.times)]
-    if not gaps:
-        return {"keys": 0}
-    return {"keys": len(gaps), "screen_over_final": round(math.exp(sum(map(math.log, gaps)) / len(gaps)), 4),
-            "best_is_a_screen": round(sum(g < 1 for g in gaps) / len(gaps), 3),
-            "lowest": round(min(gaps), 3)}
-
 
 def check(spec: KernelDecl, tuned: list[Tuned], limit: int, mode: str) -> int:
     """Resolve the first ``limit`` hidden keys through the real resolver from a folder

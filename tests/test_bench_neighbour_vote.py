@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.neighbour_vote import check, fold_tables, leave_one_out, measured, rules_of, summary
+import pytest
+
+from bench.loo_scores import summary
+from bench.neighbour_vote import check, fold_tables, leave_one_out, measured, rules_of
 from flyconfigs.kernels.fused_add_rmsnorm import SPEC as FUSED
 from flyconfigs.kernels.rmsnorm import SPEC
 from test_neighbour_vote import FAST_AROUND, FAST_HERE, OTHER, _tuned, key
@@ -76,7 +79,7 @@ def test_the_rules_compared() -> None:
 def test_the_tuned_winner_is_the_reference_and_final_figures_compare_like_with_like(tmp_path: Path) -> None:
     import json
 
-    from bench.neighbour_vote import protocols
+    from bench.loo_scores import protocols
 
     folder = _folder(tmp_path)
     # At 4096 x 8192 the tuner's screen read OTHER at 9.0, below every final time (10.0,
@@ -102,3 +105,19 @@ def test_the_tuned_winner_is_the_reference_and_final_figures_compare_like_with_l
     assert stats["winner"]["final"]["n"] == 5 and stats["winner"]["final"]["geomean"] == 1.0
     gap = protocols(tuned)
     assert (gap["keys"], gap["best_is_a_screen"], gap["lowest"]) == (1, 1.0, 0.9)
+
+
+def test_a_result_file_is_scored_again_from_its_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from bench.loo_scores import main
+
+    tuned = measured(_folder(tmp_path), "rmsnorm", SPEC)["NVIDIA H200"]
+    rows = leave_one_out(SPEC, tuned, None, "key")
+    result = tmp_path / "loo.json"
+    result.write_text(json.dumps({"rows": {"rmsnorm": {"NVIDIA H200": {"key": rows}}}}))
+    assert main([str(result)]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("rmsnorm on NVIDIA H200, hiding each key: ")
+    assert json.loads(line.split(": ", 1)[1])["nearest"] == summary(rows)["nearest"]
+    assert main([]) == 2

@@ -35,7 +35,7 @@ from bench.common import machine
 from bench.loo_scores import WORSE, geomean
 from flyconfigs.registry.plugin import config_token
 
-__all__ = ["RULES", "WORSE", "main", "names_of", "picks", "sample", "summary"]
+__all__ = ["RULES", "WORSE", "main", "names_of", "picks", "resumed", "sample", "summary"]
 
 RULES = ("winner", "default", "nearest", "vote", "paired", "paired-se", "sibling")
 """The row's entries re-timed: the key's own tuned winner, then each rule's config."""
@@ -102,6 +102,20 @@ def summary(timed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def resumed(out: Path, loo: Mapping[str, Any], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The rows ``out`` already holds (none where it does not exist); SystemExit where it
+    was written for another kernel, way of hiding, seed or leave-one-out run."""
+    if not out.exists():
+        return []
+    before = json.loads(out.read_text())
+    asked = {"kernel": args.kernel, "mode": args.mode, "seed": args.seed, "loo_revision": loo.get("revision")}
+    if any(before.get(k) != v for k, v in asked.items()):
+        raise SystemExit(f"{out}: written for {({k: before.get(k) for k in asked})}, not {asked}: "
+                         "--resume goes on with the same run only")
+    rows: list[dict[str, Any]] = before["rows"]
+    return rows
+
+
 def _write(path: Path, payload: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -121,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="keep the keys --out already holds")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    loo = json.loads(args.loo.read_text())
+    if args.resume:
+        resumed(args.out, loo, args)  # refused before a GPU is asked for
     import torch
 
     from bench.off_grid import time_configs
@@ -132,14 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     device = backend.device()
     query = DeviceQuery.of(device.identity)
     decl = tunable_kernel(args.kernel)
-    loo = json.loads(args.loo.read_text())
     rows = loo["rows"][args.kernel].get(device.product)
     if not rows:
         raise SystemExit(f"{args.loo}: no {args.kernel} rows of {device.product}")
     chosen = sample(rows[args.mode], args.keys, args.seed)
-    done: list[dict[str, Any]] = []
-    if args.resume and args.out.exists():
-        done = json.loads(args.out.read_text())["rows"]
+    done = resumed(args.out, loo, args) if args.resume else []
     seen = {json.dumps(r["key"], sort_keys=True) for r in done}
     started = time.time()
     for row in chosen:

@@ -5,6 +5,8 @@ runs on the CPU."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.loo_remeasure import names_of, picks, sample, summary
@@ -55,3 +57,24 @@ def test_a_config_is_one_config_however_it_spells_the_tunables_at_their_defaults
     assert configs == [full] and index == {"winner": 0, "default": 0, "paired": 0}
     assert len(picks(row)[0]) == 2, "without the family's defaults they are two spellings"
     assert names_of(index, 1) == ["winner"]
+
+
+def test_resume_goes_on_with_the_same_run_only(tmp_path: Path) -> None:
+    import argparse
+    import json
+
+    from bench.loo_remeasure import main, resumed
+
+    out = tmp_path / "out.json"
+    loo = {"revision": "abc"}
+    args = argparse.Namespace(kernel="rmsnorm", mode="n", seed=0)
+    assert resumed(out, loo, args) == []
+    out.write_text(json.dumps({"kernel": "rmsnorm", "mode": "n", "seed": 0, "loo_revision": "abc",
+                               "rows": [{"key": {"M": 1}}]}))
+    assert resumed(out, loo, args) == [{"key": {"M": 1}}]
+    with pytest.raises(SystemExit, match="same run only"):
+        resumed(out, loo, argparse.Namespace(kernel="rmsnorm", mode="key", seed=0))
+    source = tmp_path / "loo.json"
+    source.write_text(json.dumps({"revision": "other", "rows": {}}))
+    with pytest.raises(SystemExit, match="same run only"):  # before any GPU is asked for
+        main(["--loo", str(source), "--kernel", "rmsnorm", "--mode", "n", "--resume", "--out", str(out)])

@@ -9,7 +9,8 @@ key's best, each as a *shape* relative to the key and its slowdown against the b
 
 A shape becomes a config for any row length: the vector width gives the vectors in a
 row, the cluster the slice of them one block takes, and the threads are that count
-(rounded up to a power of two) divided by the vectors per thread.  For a key, :func:`choose` scores every shape by the slowdowns it
+(rounded up to a power of two) divided by the vectors per thread; a block of several rows
+is given at least :data:`MULTI_ROW_BLOCK` threads.  For a key, :func:`choose` scores every shape by the slowdowns it
 had at the tuned row lengths nearest the asked one (two on each side, weighted by how
 close they are in log N, a shape missing from a cell counted as :data:`MISSING`) at the
 nearest tuned row count, and serves the best-scoring shape that is a valid config of the
@@ -33,7 +34,7 @@ from typing import Any
 from flyconfigs.kernels.rmsnorm.tunables import cluster_of, hints_of
 from flyconfigs.kernels.rownorm import ELEMENT_BYTES, pow2_ceil
 
-__all__ = ["MISSING", "NEIGHBOURS", "DefaultTable", "Shape", "choose", "config_of", "shape_of", "table"]
+__all__ = ["MISSING", "MULTI_ROW_BLOCK", "NEIGHBOURS", "DefaultTable", "Shape", "choose", "config_of", "shape_of", "table"]
 
 Shape = tuple[int, int, int, str, int, int, str]
 """``(log2 vectors per thread, rows per block, vector bytes, row storage, occupancy, cluster,
@@ -44,6 +45,17 @@ MISSING = 0.35
 shape a cell keeps)."""
 NEIGHBOURS = 2
 """Tuned row lengths used on each side of the asked one."""
+MULTI_ROW_BLOCK = 128
+"""Fewest threads :func:`config_of` gives a block of several rows (it doubles the rows).
+
+A shape keeps its rows per block while its threads follow the row length, so a shape
+taken from a multi-row config at a longer row stands, at a short one, for a block of a
+wave or less: with every key of N = 128 hidden, 32768x128 bf16 on an H100 was served 16
+threads x 2 rows, 1.57x its tuned winner (8 threads x 16 rows).  Rows per block exist to
+fill a block, and 154 of the 164 tuned multi-row winners of both Hopper cards have at
+least 128 threads.  Leave-one-out over those tunings (``bench/neighbour_vote.py``):
+the refitted default's geomean over the best goes from 1.0261x to 1.0251x (H100) and
+1.0356x to 1.0317x (H200), its worst from 1.57x to 1.42x (H100)."""
 
 def _span(n: int, vbytes: int, dtype: str, cluster: int) -> int:
     """The vectors of ``vbytes`` (0: scalar) in one block's slice of a row of ``n``
@@ -61,9 +73,12 @@ def shape_of(config: Mapping[str, Any], n: int, dtype: str) -> Shape:
             hints_of(config))
 
 
-def config_of(shape: Shape, n: int, dtype: str) -> dict[str, int | str] | None:
+def config_of(shape: Shape, n: int, dtype: str, fill: bool = True) -> dict[str, int | str] | None:
     """The config ``shape`` stands for at row length ``n`` of ``dtype``; ``None`` when
-    its vector is narrower than an element."""
+    its vector is narrower than an element.  With ``fill``, a shape of several rows per
+    block gets its rows doubled until the block holds :data:`MULTI_ROW_BLOCK` threads, so
+    the config it was taken from comes back unless that was a smaller multi-row block;
+    without, the rows are the shape's."""
     shift, rows, vbytes, storage, occupancy, cluster, *rest = shape
     hints = str(rest[0]) if rest else "none"
     if vbytes and vbytes < ELEMENT_BYTES[dtype]:
@@ -72,6 +87,8 @@ def config_of(shape: Shape, n: int, dtype: str) -> dict[str, int | str] | None:
     threads = span >> shift if shift >= 0 else span << -shift
     if threads < 1:
         return None
+    while fill and rows > 1 and threads * rows < MULTI_ROW_BLOCK:
+        rows *= 2
     return {"threads": threads, "rows_per_block": rows, "vector_bytes": vbytes, "row_storage": storage,
             "occupancy": occupancy, "cluster": cluster, "cache_hints": hints}
 
@@ -120,7 +137,9 @@ class DefaultTable:
 def choose(table: DefaultTable, key: Mapping[str, Any], compute_units: int | None,
            candidates: Iterable[Mapping[str, Any]]) -> dict[str, int | str] | None:
     """The config the table serves for ``key``: the best-scoring shape that is one of
-    ``candidates`` (the key's space on the device), or ``None`` when no listed shape is."""
+    ``candidates`` (the key's space on the device), or ``None`` when no listed shape is.
+    A multi-row shape is tried with its block filled first (:func:`config_of`), then with
+    its own rows: a key of few rows caps the rows per block below the fill."""
     m, n = int(key["M"]), int(key["N"])
     dtype, weight = str(key["dtype"]), str(key["weight_dtype"])
     rows = m * table.compute_units / compute_units if compute_units else float(m)
@@ -129,9 +148,10 @@ def choose(table: DefaultTable, key: Mapping[str, Any], compute_units: int | Non
         return None
     allowed = {_frozen(c) for c in candidates}
     for _, shape in table.scores(column, n):
-        config = config_of(shape, n, dtype)
-        if config is not None and _frozen(config) in allowed:
-            return config
+        for fill in (True, False):
+            config = config_of(shape, n, dtype, fill)
+            if config is not None and _frozen(config) in allowed:
+                return config
     return None
 
 

@@ -48,7 +48,8 @@ what every nearby row length ranked among its very fastest.  Leave-one-out over 
 Hopper cards' tunings (``bench/neighbour_vote.py``, each row length hidden): 16 instead of 8
 takes the refitted default from 1.0251x to 1.0233x of the best recorded on the H100
 (worst 1.417x to 1.242x) and from 1.0317x to 1.0308x on the H200 (1.481x to 1.304x);
-32 gained less on the H200 and no more on the H100's worst, for twice the table."""
+32 made the default a little better again but the serving rule's worst on the H100 worse
+(1.286x hiding an N), for twice the table."""
 WITHIN = 0.15
 """Largest log slowdown a kept shape may have (about 1.16x)."""
 GOAL = 1.10

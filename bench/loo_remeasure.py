@@ -10,6 +10,10 @@ times at each key every distinct config the row names (the key's own tuned winne
 refitted default and each rule's config) in one interleaved measurement with the tuner's
 final protocol, each checked against the reference first.
 
+``--repeats K`` measures each key K times, one interleaved measurement after another, and
+scores each config by the median of its K medians (a row keeps every measurement under
+``us_runs``); the summary then says how far the key's own winner moved between them.
+
 Per rule: the geomean of its time over the fastest of the key's set and over the tuned
 winner, the keys where it is more than 3% slower than the default, and the worst.  Writes
 ``--out`` after every key; ``--resume`` keeps the keys a file already holds (a machine
@@ -26,6 +30,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,7 +40,7 @@ from bench.common import machine
 from bench.loo_scores import WORSE, geomean
 from flyconfigs.registry.plugin import config_token
 
-__all__ = ["RULES", "WORSE", "main", "names_of", "picks", "resumed", "sample", "summary"]
+__all__ = ["RULES", "WORSE", "combined", "main", "names_of", "picks", "resumed", "sample", "summary"]
 
 RULES = ("winner", "default", "nearest", "vote", "paired", "paired-se", "sibling")
 """The row's entries re-timed: the key's own tuned winner, then each rule's config."""
@@ -78,11 +83,33 @@ def names_of(index: Mapping[str, int], count: int) -> list[str]:
     return [next(rule for rule, i in index.items() if i == n) for n in range(count)]
 
 
+def combined(runs: Sequence[Sequence[float]]) -> list[float]:
+    """Each config's time over several measurements of one key (``runs[k][i]``: config
+    ``i`` in measurement ``k``): the median of its medians (of two, their mean)."""
+    if not runs or any(len(r) != len(runs[0]) for r in runs):
+        raise ValueError("every measurement of a key times the same configs")
+    return [statistics.median(r[i] for r in runs) for i in range(len(runs[0]))]
+
+
+def spread(timed: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """How far the key's own winner moved between the measurements of one key (rows
+    measured more than once): the median and the largest of its slowest over its fastest
+    time, and the keys where that is more than 3%; ``None`` where no row was measured
+    twice."""
+    moved = [max(r["us_runs"]["winner"]) / min(r["us_runs"]["winner"]) for r in timed
+             if len(r.get("us_runs", {}).get("winner", ())) > 1]
+    if not moved:
+        return None
+    return {"keys": len(moved), "median": round(statistics.median(moved), 4), "largest": round(max(moved), 3),
+            "over_3_percent": sum(1 for m in moved if m > WORSE)}
+
+
 def summary(timed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Per rule over the ``timed`` rows that timed it, the winner and the default (each
-    with ``us``: µs per rule, one measurement):
+    with ``us``: µs per rule, of one measurement or combined over several):
     the geomean of its time over the fastest of the row's set and over the tuned winner,
-    keys more than 3% slower than the default, the worst over the fastest, and the key."""
+    keys more than 3% slower than the default, the worst over the fastest, and the key;
+    under ``winner_moved``, :func:`spread` where rows were measured more than once."""
     out: dict[str, Any] = {}
     for rule in RULES:
         held = [r for r in timed if rule in r["us"] and "winner" in r["us"] and "default" in r["us"]]
@@ -99,6 +126,9 @@ def summary(timed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "worst": round(best[worst], 3),
             "worst_key": held[worst]["key"],
         }
+    moved = spread(timed)
+    if moved is not None:
+        out["winner_moved"] = moved
     return out
 
 
@@ -108,9 +138,11 @@ def resumed(out: Path, loo: Mapping[str, Any], args: argparse.Namespace) -> list
     if not out.exists():
         return []
     before = json.loads(out.read_text())
-    asked = {"kernel": args.kernel, "mode": args.mode, "seed": args.seed, "loo_revision": loo.get("revision")}
-    if any(before.get(k) != v for k, v in asked.items()):
-        raise SystemExit(f"{out}: written for {({k: before.get(k) for k in asked})}, not {asked}: "
+    asked = {"kernel": args.kernel, "mode": args.mode, "seed": args.seed, "loo_revision": loo.get("revision"),
+             "repeats": getattr(args, "repeats", 1)}
+    held = {k: before.get(k, 1 if k == "repeats" else None) for k in asked}  # a file of before --repeats: 1
+    if held != asked:
+        raise SystemExit(f"{out}: written for {held}, not {asked}: "
                          "--resume goes on with the same run only")
     rows: list[dict[str, Any]] = before["rows"]
     return rows
@@ -131,10 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=0, help="a sample of this many hidden keys (default all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=1, help="measure each key this many times (default 1)")
     parser.add_argument("--budget-s", type=float, default=0.0, help="stop starting keys after this many seconds")
     parser.add_argument("--resume", action="store_true", help="keep the keys --out already holds")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats: at least 1")
     loo = json.loads(args.loo.read_text())
     if args.resume:
         resumed(args.out, loo, args)  # refused before a GPU is asked for
@@ -163,17 +198,23 @@ def main(argv: list[str] | None = None) -> int:
             break
         configs, index = picks(row, decl.tunable_defaults)
         key = decl.check_key(dict(row["key"]))
-        medians = time_configs(decl, key, configs, backend, query, args.samples, names_of(index, len(configs)))
+        runs = [time_configs(decl, key, configs, backend, query, args.samples, names_of(index, len(configs)))
+                for _ in range(args.repeats)]
+        medians = combined(runs)
         done.append({"key": row["key"], "configs": configs,
                      "us": {rule: medians[i] for rule, i in index.items()},
+                     **({"us_runs": {rule: [r[i] for r in runs] for rule, i in index.items()}}
+                        if args.repeats > 1 else {}),
                      "recorded": {rule: row[rule]["ratio"] for rule in index}})
         print(f"{row['key']}: " + " ".join(f"{r} {medians[i]:.2f}" for r, i in index.items()), flush=True)
         _write(args.out, {"benchmark": "loo-remeasure", "kernel": args.kernel, "mode": args.mode, "keys": args.keys,
-                          "seed": args.seed, "of": len(rows[args.mode]), "loo": str(args.loo),
+                          "seed": args.seed, "repeats": args.repeats, "of": len(rows[args.mode]), "loo": str(args.loo),
                           "loo_revision": loo.get("revision"), "machine": machine(), "torch": torch.__version__,
                           "device": device.model_dump(mode="json"),
                           "protocol": "the tuner's final timing (rotated inputs, graph replay, held replays), "
-                                      "every config of a key interleaved; medians",
+                                      "every config of a key interleaved; medians"
+                                      + (f", the median of {args.repeats} such measurements" if args.repeats > 1
+                                         else ""),
                           "summary": summary(done), "rows": done})
     print(json.dumps(summary(done), indent=1))
     return 0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.loo_remeasure import names_of, picks, sample, summary
+from bench.loo_remeasure import combined, names_of, picks, sample, summary
 
 A, B, C = {"threads": 128}, {"threads": 256}, {"threads": 512}
 
@@ -74,7 +74,32 @@ def test_resume_goes_on_with_the_same_run_only(tmp_path: Path) -> None:
     assert resumed(out, loo, args) == [{"key": {"M": 1}}]
     with pytest.raises(SystemExit, match="same run only"):
         resumed(out, loo, argparse.Namespace(kernel="rmsnorm", mode="key", seed=0))
+    # A file of before --repeats was measured once a key: it goes on with --repeats 1 only.
+    assert resumed(out, loo, argparse.Namespace(kernel="rmsnorm", mode="n", seed=0, repeats=1)) == [{"key": {"M": 1}}]
+    with pytest.raises(SystemExit, match="same run only"):
+        resumed(out, loo, argparse.Namespace(kernel="rmsnorm", mode="n", seed=0, repeats=3))
     source = tmp_path / "loo.json"
     source.write_text(json.dumps({"revision": "other", "rows": {}}))
     with pytest.raises(SystemExit, match="same run only"):  # before any GPU is asked for
         main(["--loo", str(source), "--kernel", "rmsnorm", "--mode", "n", "--resume", "--out", str(out)])
+
+
+def test_several_measurements_of_a_key_are_combined_config_by_config() -> None:
+    runs = [[10.0, 12.0, 11.0], [10.4, 11.0, 11.2], [9.8, 11.6, 30.0]]
+    assert combined(runs) == [10.0, 11.6, 11.2]  # the median of each config's medians
+    assert combined([[10.0, 12.0], [11.0, 13.0]]) == [10.5, 12.5]
+    assert combined([[5.0]]) == [5.0]
+    with pytest.raises(ValueError, match="same configs"):
+        combined([[1.0, 2.0], [1.0]])
+
+
+def test_the_summary_says_how_far_the_winner_moved_between_measurements() -> None:
+    timed = [{"key": {"M": 1}, "us": {"winner": 10.0, "default": 10.5},
+              "us_runs": {"winner": [10.0, 10.1, 9.9], "default": [10.5, 10.4, 10.6]}},
+             {"key": {"M": 2}, "us": {"winner": 20.0, "default": 21.0},
+              "us_runs": {"winner": [20.0, 21.0, 19.5], "default": [21.0, 21.0, 21.0]}}]
+    moved = summary(timed)["winner_moved"]
+    assert moved["keys"] == 2 and moved["over_3_percent"] == 1  # 21.0 / 19.5 is 7.7%
+    assert moved["largest"] == pytest.approx(21.0 / 19.5, abs=1e-3)
+    assert moved["median"] == pytest.approx(((10.1 / 9.9) + (21.0 / 19.5)) / 2, abs=1e-4)
+    assert "winner_moved" not in summary([{"key": {"M": 1}, "us": {"winner": 1.0, "default": 1.0}}])

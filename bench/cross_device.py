@@ -5,8 +5,10 @@ over the other card's tuned winner, read from the candidates that card's tuning 
     python -m bench.cross_device artifacts/sm90 --name cross-device-rmsnorm-sm90
 
 The folder holds two products' tunings of the same keys (``artifacts/sm90``: the H200's
-and the H100's 436 RMSNorm keys, every candidate timed on both).  Each direction (fit on
-A, predict B, and the reverse) is scored in three scenarios:
+and the H100's 436 RMSNorm keys, every candidate timed on both); a key only one of them
+tuned is left out of both the fits and the scores (the H100's 112 later keys), so that
+each direction fits and predicts the same keys.  Each direction (fit on A, predict B, and
+the reverse) is scored in three scenarios:
 
 * ``all``: fit on every key of A, predict every key of B;
 * ``N>=12288 held out`` and ``M<=16 held out``: fit on A without that region, predict the
@@ -39,7 +41,7 @@ from flyconfigs.registry.core.products import find_product
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.canonical import canonical_text
 
-__all__ = ["METHODS", "RIDGE_LAMBDA", "SCENARIOS", "cross_check", "main", "summarize"]
+__all__ = ["METHODS", "RIDGE_LAMBDA", "SCENARIOS", "both_tuned", "cross_check", "main", "summarize"]
 
 RIDGE_LAMBDA = 100.0
 """The ridge strength version 1 shipped with."""
@@ -157,6 +159,15 @@ def _rows(folder: Path, product: str) -> list[KeyRows]:
     return [ridge.key_rows(a, device) for _, a in artifacts_of(folder, "rmsnorm", product) if fit_model.usable(a)]
 
 
+def both_tuned(rows: dict[str, list[KeyRows]]) -> tuple[dict[str, list[KeyRows]], dict[str, int]]:
+    """Each product's rows of the keys every product tuned, and how many of each product's
+    keys that leaves out."""
+    keys = {p: {_text(r.artifact.key) for r in rs} for p, rs in rows.items()}
+    common = set.intersection(*keys.values())
+    return ({p: [r for r in rs if _text(r.artifact.key) in common] for p, rs in rows.items()},
+            {p: len(k - common) for p, k in keys.items()})
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="two products' tunings of the same RMSNorm keys")
@@ -165,6 +176,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--products", nargs=2, default=["NVIDIA H200", "NVIDIA H100 80GB HBM3"])
     args = parser.parse_args(argv)
     rows = {p: _rows(args.folder, p) for p in args.products}
+    rows, left_out = both_tuned(rows)
     results: list[dict[str, Any]] = []
     for scenario, region in SCENARIOS.items():
         for source, target in (args.products, args.products[::-1]):
@@ -178,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                       f"geomean {s.get('geomean', 0):.4f}x, worst {s.get('worst', 0):.3f}x {s.get('worst_key')} "
                       f"(final {s['from_final']}, screen {s['from_screen']}, untimed {len(s['untimed'])})", flush=True)
     path = write_result(args.name, {"folder": str(args.folder), "products": args.products,
+                                    "keys_both_tuned": len(next(iter(rows.values()))), "left_out": left_out,
                                     "model": {"name": fit_model.NAME, "ridge": "flyconfigs.kernels.rmsnorm.ridge"},
                                     "results": results}, args.out)
     print(f"-> {path}")

@@ -17,7 +17,8 @@ scores each config by the median of its K medians (a row keeps every measurement
 Per rule: the geomean of its time over the fastest of the key's set and over the tuned
 winner, the keys where it is more than 3% slower than the default, and the worst.  Writes
 ``--out`` after every key; ``--resume`` keeps the keys a file already holds (a machine
-taken back mid-run loses one key, not the run).
+taken back mid-run loses one key, not the run).  Exits 3 when ``--budget-s`` stopped it
+before every key of the sample was timed (run it again with ``--resume``), else 0.
 
     python -m bench.neighbour_vote --out bench/results/neighbour-vote-loo.json
     python -m bench.loo_remeasure --loo bench/results/neighbour-vote-loo.json --kernel rmsnorm --mode n \\
@@ -191,10 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     done = resumed(args.out, loo, args) if args.resume else []
     seen = {json.dumps(r["key"], sort_keys=True) for r in done}
     started = time.time()
+    stopped = False
     for row in chosen:
         if json.dumps(row["key"], sort_keys=True) in seen:
             continue
         if args.budget_s and time.time() - started > args.budget_s:
+            stopped = True
             break
         configs, index = picks(row, decl.tunable_defaults)
         key = decl.check_key(dict(row["key"]))
@@ -217,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
                                          else ""),
                           "summary": summary(done), "rows": done})
     print(json.dumps(summary(done), indent=1))
+    if stopped:
+        print(f"stopped by --budget-s after {len(done)} of {len(chosen)} keys: run again with --resume", flush=True)
+        return 3
     return 0
 
 

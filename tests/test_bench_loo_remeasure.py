@@ -103,3 +103,54 @@ def test_the_summary_says_how_far_the_winner_moved_between_measurements() -> Non
     assert moved["largest"] == pytest.approx(21.0 / 19.5, abs=1e-3)
     assert moved["median"] == pytest.approx(((10.1 / 9.9) + (21.0 / 19.5)) / 2, abs=1e-4)
     assert "winner_moved" not in summary([{"key": {"M": 1}, "us": {"winner": 1.0, "default": 1.0}}])
+
+
+class _Device:
+    """A stand-in for the GPU the benchmark asks for (none exists on the CPU machine):
+    only what the run records of it."""
+
+    product = "NVIDIA H100 80GB HBM3"
+    identity = ("nvidia", "sm90", 132)
+
+    def model_dump(self, mode: str = "json") -> dict[str, str]:
+        return {"product": self.product}
+
+
+def test_a_run_stopped_by_its_budget_says_so_and_repeats_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                   ) -> None:
+    import json
+
+    import bench.off_grid
+    import flyconfigs.gpu
+    import flyconfigs.registry
+    from bench.loo_remeasure import main
+
+    rows = [_row(winner=({"threads": 128}, 1.0), default=({"threads": 256}, 1.1)) | {"key": {"M": m, "N": 1024}}
+            for m in (1, 2, 3)]
+    loo = tmp_path / "loo.json"
+    loo.write_text(json.dumps({"revision": "r", "rows": {"rmsnorm": {_Device.product: {"n": rows}}}}))
+    calls: list[int] = []
+
+    def timed(decl: object, key: object, configs: list[object], *rest: object) -> list[float]:
+        calls.append(len(configs))
+        return [10.0 + len(calls), 11.0]  # the winner moves between measurements, the default does not
+
+    monkeypatch.setattr(bench.off_grid, "time_configs", timed)
+    monkeypatch.setattr(flyconfigs.gpu, "get_backend", lambda: type("B", (), {"device": lambda self: _Device()})())
+    monkeypatch.setattr(flyconfigs.registry.DeviceQuery, "of", staticmethod(lambda identity: None))
+    monkeypatch.setattr("flyconfigs.kernels.plugin.tunable_kernel", lambda name: type(
+        "D", (), {"tunable_defaults": {}, "check_key": staticmethod(lambda key: key)})())
+    out = tmp_path / "out.json"
+    # A budget already spent after the first key: one key timed, twice, and exit 3.
+    monkeypatch.setattr("time.time", iter([0.0, 0.0] + [1000.0] * 20).__next__)
+    assert main(["--loo", str(loo), "--kernel", "rmsnorm", "--mode", "n", "--repeats", "2", "--budget-s", "1",
+                 "--out", str(out)]) == 3
+    first = json.loads(out.read_text())
+    assert first["repeats"] == 2 and len(first["rows"]) == 1 and calls == [2, 2]
+    assert first["rows"][0]["us_runs"] == {"winner": [11.0, 12.0], "default": [11.0, 11.0]}
+    assert first["rows"][0]["us"] == {"winner": 11.5, "default": 11.0}
+    # Resumed with no budget, it times the other two keys and ends with 0.
+    monkeypatch.setattr("time.time", lambda: 0.0)
+    assert main(["--loo", str(loo), "--kernel", "rmsnorm", "--mode", "n", "--repeats", "2", "--resume",
+                 "--out", str(out)]) == 0
+    assert len(json.loads(out.read_text())["rows"]) == 3 and len(calls) == 6

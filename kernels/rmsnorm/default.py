@@ -9,12 +9,13 @@ key's best, each as a *shape* relative to the key and its slowdown against the b
 
 A shape becomes a config for any row length: the vector width gives the vectors in a
 row, the cluster the slice of them one block takes, and the threads are that count
-(rounded up to a power of two) divided by the vectors per thread; a block of several rows
-is given at least :data:`MULTI_ROW_BLOCK` threads.  For a key, :func:`choose` scores every shape by the slowdowns it
-had at the tuned row lengths nearest the asked one (two on each side, weighted by how
-close they are in log N, a shape missing from a cell counted as :data:`MISSING`) at the
-nearest tuned row count, and serves the best-scoring shape that is a valid config of the
-key's space.  Row counts are scaled by the device's compute units against the reference
+(rounded up to a power of two) divided by the vectors per thread.  For a key,
+:func:`choose` scores every shape by the slowdowns it had at the tuned row lengths nearest
+the asked one (two on each side, weighted by how close they are in log N, a shape missing
+from a cell counted as :data:`MISSING`) at the nearest tuned row count, and serves the
+best-scoring shape that is a valid config of the key's space; carried to a row length it
+was not measured at, a shape of several rows per block has its block filled to
+:data:`MULTI_ROW_BLOCK` threads.  Row counts are scaled by the device's compute units against the reference
 device's, so that a device twice as wide reads the row of half the rows.
 
 Imports nothing beyond the standard library, the row-norm helpers and the RMSNorm
@@ -46,16 +47,16 @@ shape a cell keeps)."""
 NEIGHBOURS = 2
 """Tuned row lengths used on each side of the asked one."""
 MULTI_ROW_BLOCK = 128
-"""Fewest threads :func:`config_of` gives a block of several rows (it doubles the rows).
+"""Fewest threads a block of several rows is given where a shape is carried to a row
+length it was not measured at (its rows are doubled).
 
 A shape keeps its rows per block while its threads follow the row length, so a shape
 taken from a multi-row config at a longer row stands, at a short one, for a block of a
-wave or less: with every key of N = 128 hidden, 32768x128 bf16 on an H100 was served 16
-threads x 2 rows, 1.57x its tuned winner (8 threads x 16 rows).  Rows per block exist to
-fill a block, and 154 of the 164 tuned multi-row winners of both Hopper cards have at
-least 128 threads.  Leave-one-out over those tunings (``bench/neighbour_vote.py``):
-the refitted default's geomean over the best goes from 1.0261x to 1.0251x (H100) and
-1.0356x to 1.0317x (H200), its worst from 1.57x to 1.42x (H100)."""
+wave or less (with every key of N = 128 hidden, the H100's 32768x128 bf16 was served 16
+threads x 2 rows, one wave, against a winner of 8 threads x 16 rows).  Rows per block exist
+to fill a block: 154 of the 164 tuned multi-row winners of both Hopper cards have blocks
+(threads x rows) of at least 128 threads.  The leave-one-out figures are in
+docs/benchmarks.md ("The learned default, refitted")."""
 
 def _span(n: int, vbytes: int, dtype: str, cluster: int) -> int:
     """The vectors of ``vbytes`` (0: scalar) in one block's slice of a row of ``n``
@@ -73,12 +74,11 @@ def shape_of(config: Mapping[str, Any], n: int, dtype: str) -> Shape:
             hints_of(config))
 
 
-def config_of(shape: Shape, n: int, dtype: str, fill: bool = True) -> dict[str, int | str] | None:
-    """The config ``shape`` stands for at row length ``n`` of ``dtype``; ``None`` when
-    its vector is narrower than an element.  With ``fill``, a shape of several rows per
-    block gets its rows doubled until the block holds :data:`MULTI_ROW_BLOCK` threads, so
-    the config it was taken from comes back unless that was a smaller multi-row block;
-    without, the rows are the shape's."""
+def config_of(shape: Shape, n: int, dtype: str, block: int = 0) -> dict[str, int | str] | None:
+    """The config ``shape`` stands for at row length ``n`` of ``dtype`` (the config it was
+    taken from, at its own row length); ``None`` when its vector is narrower than an
+    element.  With ``block``, a shape of several rows per block gets its rows doubled until
+    the block holds that many threads."""
     shift, rows, vbytes, storage, occupancy, cluster, *rest = shape
     hints = str(rest[0]) if rest else "none"
     if vbytes and vbytes < ELEMENT_BYTES[dtype]:
@@ -87,7 +87,7 @@ def config_of(shape: Shape, n: int, dtype: str, fill: bool = True) -> dict[str, 
     threads = span >> shift if shift >= 0 else span << -shift
     if threads < 1:
         return None
-    while fill and rows > 1 and threads * rows < MULTI_ROW_BLOCK:
+    while rows > 1 and threads * rows < block:
         rows *= 2
     return {"threads": threads, "rows_per_block": rows, "vector_bytes": vbytes, "row_storage": storage,
             "occupancy": occupancy, "cluster": cluster, "cache_hints": hints}
@@ -122,6 +122,10 @@ class DefaultTable:
                 return d, w, nearest
         return None
 
+    def measured(self, column: tuple[str, str, int], n: int) -> bool:
+        """Whether ``column`` holds a cell of row length ``n``."""
+        return n in self._lengths.get(column, ())
+
     def scores(self, column: tuple[str, str, int], n: int) -> list[tuple[float, Shape]]:
         """Every shape listed near ``n`` in ``column`` with its weighted slowdown, best first."""
         lengths = self._lengths.get(column, ())
@@ -138,8 +142,10 @@ def choose(table: DefaultTable, key: Mapping[str, Any], compute_units: int | Non
            candidates: Iterable[Mapping[str, Any]]) -> dict[str, int | str] | None:
     """The config the table serves for ``key``: the best-scoring shape that is one of
     ``candidates`` (the key's space on the device), or ``None`` when no listed shape is.
-    A multi-row shape is tried with its block filled first (:func:`config_of`), then with
-    its own rows: a key of few rows caps the rows per block below the fill."""
+    At a row length the column was not measured at, a multi-row shape is tried with its
+    block filled to :data:`MULTI_ROW_BLOCK` threads, then with half as many rows each time
+    down to its own (a key of few rows caps the rows per block); at a measured one, as it
+    was measured."""
     m, n = int(key["M"]), int(key["N"])
     dtype, weight = str(key["dtype"]), str(key["weight_dtype"])
     rows = m * table.compute_units / compute_units if compute_units else float(m)
@@ -147,12 +153,26 @@ def choose(table: DefaultTable, key: Mapping[str, Any], compute_units: int | Non
     if column is None:
         return None
     allowed = {_frozen(c) for c in candidates}
+    carried = not table.measured(column, n)
     for _, shape in table.scores(column, n):
-        for fill in (True, False):
-            config = config_of(shape, n, dtype, fill)
+        for config in (_filled(shape, n, dtype) if carried else [config_of(shape, n, dtype)]):
             if config is not None and _frozen(config) in allowed:
                 return config
     return None
+
+
+def _filled(shape: Shape, n: int, dtype: str) -> list[dict[str, int | str] | None]:
+    """``shape`` at ``n`` with its block filled (:data:`MULTI_ROW_BLOCK`), then with half
+    as many rows each time down to the shape's own."""
+    full = config_of(shape, n, dtype, MULTI_ROW_BLOCK)
+    if full is None:
+        return [None]
+    out: list[dict[str, int | str] | None] = [full]
+    rows = int(full["rows_per_block"])
+    while rows > shape[1]:
+        rows //= 2
+        out.append({**full, "rows_per_block": rows})
+    return out
 
 
 def _frozen(config: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:

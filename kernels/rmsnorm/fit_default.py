@@ -42,14 +42,11 @@ from flyconfigs.schema.models import wave_size_of_arch
 __all__ = ["GOAL", "KEEP", "WITHIN", "dumps", "fit", "main", "measured"]
 
 KEEP = 16
-"""Shapes kept per cell.  A shape a cell does not keep costs :data:`~flyconfigs.kernels.rmsnorm.default.MISSING`
-there, far more than most kept ones, so a cell that keeps few makes the table serve only
-what every nearby row length ranked among its very fastest.  Leave-one-out over both
-Hopper cards' tunings (``bench/neighbour_vote.py``, each row length hidden): 16 instead of 8
-takes the refitted default from 1.0251x to 1.0233x of the best recorded on the H100
-(worst 1.417x to 1.242x) and from 1.0317x to 1.0308x on the H200 (1.481x to 1.304x);
-32 made the default a little better again but the serving rule's worst on the H100 worse
-(1.286x hiding an N), for twice the table."""
+"""Shapes kept per cell.  A shape a cell does not keep costs
+:data:`~flyconfigs.kernels.rmsnorm.default.MISSING` there, far more than most kept ones,
+so a cell that keeps few makes the table serve only what every nearby row length ranked
+among its very fastest (16 against 8: docs/benchmarks.md, "The learned default,
+refitted")."""
 WITHIN = 0.15
 """Largest log slowdown a kept shape may have (about 1.16x)."""
 GOAL = 1.10

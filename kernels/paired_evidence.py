@@ -113,25 +113,33 @@ class PairedEvidence:
             return config_token(config, defaults)
 
         home = slot(default)
+        # A neighbour the registry made keeps its configs' slots, made with the family's
+        # defaults: those are read, not made again (a rule weighs hundreds of configs).
+        same = [n.defaults == defaults for n in near]
         offered: dict[Hashable, dict[str, KeyValue]] = {}
         for n in near:
             offered.setdefault(slot(n.winner), dict(n.winner))
-        for n in near:
+        for n, agree in zip(near, same, strict=True):
+            if agree:
+                for s, (config, _) in zip(n.slots, n.timings, strict=True):
+                    if s not in offered and (self.confidence is not None or n.final_at(s)):
+                        offered[s] = dict(config)
+                continue
             for config, _ in n.timings:
                 if self.confidence is not None or n.timed_in(config) == "final":
                     offered.setdefault(slot(config), dict(config))
         offered.pop(home, None)
         space = _space(decl, asked, device)
-        fits = [c for s, c in offered.items()
+        fits = [(s, c) for s, c in offered.items()
                 if (space is None or s in space) and check_config(decl, c, asked, device) is None]
         weights = [1.0 / (_first(n) + self.soften) for n in near]
         best: tuple[float, float, dict[str, KeyValue], int, str] | None = None
         if self.pick == "spread" or self.confidence is not None:
-            fits = self._spread(fits, near, weights)
+            fits = self._spread(fits, near, weights, same)
         if self.confidence is not None:
-            return self._confident(fits, default, near, weights, _one_sided(decl, asked, transfers))
-        for config in fits:
-            scored = self._paired(config, default, near, weights)
+            return self._confident([c for _, c in fits], default, near, weights, _one_sided(decl, asked, transfers))
+        for token, config in fits:
+            scored = self._paired(token, config, default, near, weights, same)
             if scored is None:
                 continue
             mean, pairs, kind = scored
@@ -182,33 +190,37 @@ class PairedEvidence:
             return fits[0], f"paired evidence: {gain}, beyond the {bound:.1%} margin"
         return default, f"the family's default: the best candidate is {gain}, within the {bound:.1%} margin"
 
-    def _spread(self, fits: list[dict[str, KeyValue]], near: list[Neighbour],
-                weights: list[float]) -> list[dict[str, KeyValue]]:
+    def _spread(self, fits: list[tuple[Hashable, dict[str, KeyValue]]], near: list[Neighbour],
+                weights: list[float], same: list[bool]) -> list[tuple[Hashable, dict[str, KeyValue]]]:
         """The one candidate fastest over the neighbours' bests (see :attr:`pick`), or none."""
         total = sum(weights)
-        scored: list[tuple[float, int, dict[str, KeyValue]]] = []
-        for i, config in enumerate(fits):
-            pairs = [(w, n.time_of(config), n.timings[0][1]) for w, n in zip(weights, near, strict=True)]
+        scored: list[tuple[float, int, tuple[Hashable, dict[str, KeyValue]]]] = []
+        for i, (token, config) in enumerate(fits):
+            pairs = [(w, _time(n, agree, token, config), n.timings[0][1])
+                     for w, n, agree in zip(weights, near, same, strict=True)]
             held = [(w, math.log(t / b)) for w, t, b in pairs if t is not None and t > 0]
             if sum(w for w, _ in held) * 2 < total:
                 continue
-            scored.append((sum(w * r for w, r in held) / sum(w for w, _ in held), i, config))
+            scored.append((sum(w * r for w, r in held) / sum(w for w, _ in held), i, (token, config)))
         return [min(scored)[2]] if scored else []
 
-    def _paired(self, config: Mapping[str, KeyValue], default: Mapping[str, KeyValue], near: list[Neighbour],
-                weights: list[float]) -> tuple[float, int, str] | None:
+    def _paired(self, token: Hashable, config: Mapping[str, KeyValue], default: Mapping[str, KeyValue],
+                near: list[Neighbour], weights: list[float], same: list[bool]) -> tuple[float, int, str] | None:
         """The weighted mean log time of ``config`` over ``default`` at the neighbours
         that timed both, the count, and ``final`` where final pairs exist (only those
         count then), else ``screen``; ``None`` where no neighbour timed both."""
         finals: list[tuple[float, float]] = []
         screens: list[tuple[float, float]] = []
-        for w, n in zip(weights, near, strict=True):
+        for w, n, agree in zip(weights, near, same, strict=True):
             home = default if self.versus == "asked" or n.tuned_default is None else n.tuned_default
-            mine, theirs = n.time_of(config), n.time_of(home)
-            if mine is None or theirs is None or mine <= 0 or theirs <= 0:
+            mine = _time(n, agree, token, config)
+            if mine is None:
+                continue
+            theirs = n.time_of(home)
+            if theirs is None or mine <= 0 or theirs <= 0:
                 continue
             pair = (w, math.log(mine / theirs))
-            both = n.timed_in(config) == "final" and n.timed_in(home) == "final"
+            both = (n.final_at(token) if agree else n.timed_in(config) == "final") and n.timed_in(home) == "final"
             (finals if both else screens).append(pair)
         pairs, kind = (finals, "final") if finals else (screens, "screen")
         if not pairs:
@@ -288,6 +300,12 @@ def _space(decl: KernelDecl, asked: Mapping[str, KeyValue], device: DeviceQuery)
         return {config_token(c, decl.tunable_defaults) for c in space(asked, device)}
     except Exception:  # noqa: BLE001 - a family's space failing leaves the candidates as the checks accept them
         return None
+
+
+def _time(neighbour: Neighbour, agree: bool, token: Hashable, config: Mapping[str, KeyValue]) -> float | None:
+    """``neighbour``'s time of ``config`` (``token``, its slot with the family's defaults:
+    read directly where the neighbour's defaults are the family's)."""
+    return neighbour.time_at(token) if agree else neighbour.time_of(config)
 
 
 def _first(neighbour: Neighbour) -> float:

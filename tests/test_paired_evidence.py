@@ -201,3 +201,21 @@ def test_the_confident_test_wants_evidence_on_both_sides_of_n() -> None:
     below_m = [_near(2048, 0.55, [(OTHER, 4.0), (DEFAULT, 5.0)]), _near(1024, 1.5, [(OTHER, 2.0), (DEFAULT, 2.5)])]
     config, _ = CONFIDENT.choose(SPEC, ASKED, iter(below_m), QUERY, ("M",))  # type: ignore[misc]
     assert config == OTHER
+
+
+def test_a_neighbour_made_with_other_tunable_defaults_is_weighed_alike() -> None:
+    # The registry's neighbours carry their configs' slots made with the family's
+    # defaults, and the rule reads those; a neighbour made by hand with no defaults and
+    # complete configs goes through time_of instead, and both must decide alike.
+    timed = [(OTHER, 9.0), (DEFAULT, 10.0), (SLOW, 12.0)], [(OTHER, 4.6), (DEFAULT, 5.0), (SLOW, 6.0)]
+    ours = [_near(4096, 0.45, timed[0]), _near(2048, 0.55, timed[1])]
+    assert ours[0].slots == tuple(_slot(c) for c, _ in sorted(timed[0], key=lambda ct: ct[1]))
+    assert ours[0].time_at(_slot(OTHER)) == ours[0].time_of(OTHER) == 9.0 and ours[0].final_at(_slot(OTHER))
+    theirs = [Neighbour(n.key, n.distance, SPEC.complete_config(dict(n.winner)),
+                        tuple((SPEC.complete_config(dict(c)), t) for c, t in n.timings), "", defaults={})
+              for n in ours]
+    assert SPEC.tunable_defaults and dict(theirs[0].defaults) != SPEC.tunable_defaults  # the other path
+    for rule in (PairedEvidence(), PairedEvidence(margin=0.005, confidence=2.0)):
+        mine = rule.choose(SPEC, ASKED, iter(ours), QUERY, ("M",))  # type: ignore[misc]
+        other = rule.choose(SPEC, ASKED, iter(theirs), QUERY, ("M",))  # type: ignore[misc]
+        assert mine == other and mine is not None and mine[0] == OTHER

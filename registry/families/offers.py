@@ -6,9 +6,9 @@ contract (:class:`~flyconfigs.registry.families.contract.KernelDecl`) can name t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from flyconfigs.registry.core.problems import ProblemLog
 
@@ -100,15 +100,31 @@ class Neighbour:
     winner and the default together); ``None``: every timing counts as final (made by
     hand)."""
     tuned_default: Mapping[str, KeyValue] | None = field(default=None, repr=False, compare=False)
+    slots: tuple[_Slot, ...] = field(default=(), repr=False, compare=False)
+    """Each of :attr:`timings`' configs as :func:`config_token` makes it with
+    :attr:`defaults`, in their order (what :meth:`time_at` takes)."""
 
     def __post_init__(self) -> None:
-        if not self.lookup and self.timings:  # made by hand (the registry passes the lookup it keeps)
-            object.__setattr__(self, "lookup", _lookup(self.timings, self.defaults))
+        # Made by hand: the registry passes the slots and the lookup it keeps.
+        if not self.slots and self.timings:
+            object.__setattr__(self, "slots", slots_of(self.timings, self.defaults))
+        if not self.lookup and self.timings:
+            object.__setattr__(self, "lookup", lookup_of(self.slots, self.timings))
 
     def time_of(self, config: Mapping[str, KeyValue]) -> float | None:
         """The median µs this key timed ``config`` at (the family's ``tunable_defaults``
         filling what either leaves out), or ``None`` where it did not time it."""
         return self.lookup.get(config_token(config, self.defaults))
+
+    def time_at(self, slot: Hashable) -> float | None:
+        """:meth:`time_of` for a config already made a token with :attr:`defaults` (a rule
+        that weighs one config at many neighbours makes its token once)."""
+        return self.lookup.get(cast(_Slot, slot))
+
+    def final_at(self, slot: Hashable) -> bool:
+        """Whether the timing of the config ``slot`` stands for (one of :attr:`slots`) is
+        a final one (see :meth:`timed_in`)."""
+        return self.finals is None or slot in self.finals
 
     def timed_in(self, config: Mapping[str, KeyValue]) -> str | None:
         """``final`` or ``screen``: which of the tuner's protocols timed ``config`` here
@@ -126,8 +142,15 @@ def config_token(config: Mapping[str, KeyValue], defaults: Mapping[str, KeyValue
     return tuple(sorted((k, type(v).__name__, v) for k, v in {**defaults, **config}.items()))
 
 
-def _lookup(timings: Timings, defaults: Mapping[str, KeyValue]) -> dict[_Slot, float]:
+def slots_of(timings: Timings, defaults: Mapping[str, KeyValue]) -> tuple[_Slot, ...]:
+    """Each of ``timings``' configs as a token (:func:`config_token`), in their order."""
+    return tuple(config_token(config, defaults) for config, _ in timings)
+
+
+def lookup_of(slots: tuple[_Slot, ...], timings: Timings) -> dict[_Slot, float]:
+    """Each slot's time; a config timed twice keeps its faster time (``timings`` are
+    fastest first)."""
     lookup: dict[_Slot, float] = {}
-    for config, median in reversed(timings):  # a config timed twice keeps its faster time
-        lookup[config_token(config, defaults)] = median
+    for slot, (_, median) in zip(reversed(slots), reversed(timings), strict=True):
+        lookup[slot] = median
     return lookup

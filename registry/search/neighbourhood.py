@@ -19,7 +19,7 @@ anchor's winner is served, as without the rule.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -28,7 +28,7 @@ from flyconfigs.errors import FlyconfigsError
 from flyconfigs.registry.checks.check import refusal
 from flyconfigs.registry.core.axes import KeyValue
 from flyconfigs.registry.families.family import Family
-from flyconfigs.registry.families.offers import Neighbour, Timings, _lookup, _Slot, config_token
+from flyconfigs.registry.families.offers import Neighbour, Timings, _Slot, config_token, lookup_of, slots_of
 from flyconfigs.registry.search.records import Neighbourhood
 from flyconfigs.registry.search.serving import Found
 from flyconfigs.registry.sources.device import DeviceQuery
@@ -66,27 +66,35 @@ def measurements(artifact: Any) -> list[tuple[Mapping[str, Any], float, bool]]:
 def timings_of(artifact: Any) -> Timings:
     """``(config, median µs)`` of every candidate ``artifact`` timed, fastest first
     (read-only configs); empty for a predicted artifact, which timed nothing."""
-    timed = sorted(((config, median) for config, median, _ in measurements(artifact)), key=lambda item: item[1])
-    return tuple((MappingProxyType(dict(config)), median) for config, median in timed)
+    return _fastest_first((config, median) for config, median, _ in measurements(artifact))
 
 
-_TIMED: dict[int, tuple[weakref.ref[Any], str, Timings, Mapping[_Slot, float], frozenset[_Slot]]] = {}
-"""By artifact, while it lives: its timings and their lookup for one family's tunable
-defaults, made once (resolves off the grid read the same neighbours again and again)."""
+def _fastest_first(timed: Iterable[tuple[Mapping[str, Any], float]]) -> Timings:
+    ordered = sorted(timed, key=lambda item: item[1])
+    return tuple((MappingProxyType(dict(config)), median) for config, median in ordered)
 
 
-def _timed(artifact: Any, defaults: Mapping[str, KeyValue]
-           ) -> tuple[Timings, Mapping[_Slot, float], frozenset[_Slot]]:
+_Timed = tuple[Timings, tuple[_Slot, ...], Mapping[_Slot, float], frozenset[_Slot]]
+_TIMED: dict[int, tuple[weakref.ref[Any], str, _Timed]] = {}
+"""By artifact, while it lives: its timings, their tokens and lookup for one family's
+tunable defaults, made once (resolves off the grid read the same neighbours again and
+again)."""
+
+
+def _timed(artifact: Any, defaults: Mapping[str, KeyValue]) -> _Timed:
     token = canonical_text(dict(defaults))
     ident = id(artifact)
     hit = _TIMED.get(ident)
     if hit is not None and hit[0]() is artifact and hit[1] == token:
-        return hit[2], hit[3], hit[4]
-    timings = timings_of(artifact)
-    lookup = _lookup(timings, defaults)
-    finals = frozenset(config_token(config, defaults) for config, _, final in measurements(artifact) if final)
-    _TIMED[ident] = (weakref.ref(artifact, lambda _: _TIMED.pop(ident, None)), token, timings, lookup, finals)
-    return timings, lookup, finals
+        return hit[2]
+    # One read of the candidates for all of them (a pack row decodes them on each read).
+    measured = measurements(artifact)
+    timings = _fastest_first((config, median) for config, median, _ in measured)
+    slots = slots_of(timings, defaults)
+    timed = (timings, slots, lookup_of(slots, timings),
+             frozenset(config_token(config, defaults) for config, _, final in measured if final))
+    _TIMED[ident] = (weakref.ref(artifact, lambda _: _TIMED.pop(ident, None)), token, timed)
+    return timed
 
 
 class Offer:
@@ -119,11 +127,12 @@ class Offer:
                 continue
             keys.add(slot)
             defaults = self.family.decl.tunable_defaults
-            timings, lookup, finals = _timed(artifact, defaults)
+            timings, slots, lookup, finals = _timed(artifact, defaults)
             neighbour = Neighbour(MappingProxyType(dict(entry.key)), distance,
                                   MappingProxyType(dict(artifact.winner.config)), timings, str(entry.path),
                                   lookup, defaults, finals,
-                                  None if artifact.default is None else MappingProxyType(dict(artifact.default.config)))
+                                  None if artifact.default is None else MappingProxyType(dict(artifact.default.config)),
+                                  slots)
             self.seen.append(neighbour)
             yield neighbour
 

@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--loo", type=Path, required=True, help="bench/neighbour_vote.py's result file")
     parser.add_argument("--kernel", default="rmsnorm", choices=("rmsnorm", "fused_add_rmsnorm"))
-    parser.add_argument("--mode", default="n", choices=("key", "n"))
+    parser.add_argument("--mode", default="n", choices=("key", "n", "m"))
     parser.add_argument("--keys", type=int, default=0, help="a sample of this many hidden keys (default all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--samples", type=int, default=15)

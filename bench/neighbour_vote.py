@@ -1,11 +1,13 @@
 """Leave-one-out of the rules that serve a key between tuned ones, over a folder of
 measured artifacts, on the CPU: every figure comes from the recorded timings.
 
-Two ways of hiding, for every kernel with candidate timings (RMSNorm, fused add +
+Three ways of hiding, for every kernel with candidate timings (RMSNorm, fused add +
 RMSNorm) and every device in the folder (the H100 and the H200 in ``artifacts/sm90``):
 
 - ``key``: one tuned key is hidden, the device's other keys serve it;
-- ``n``: every key of the hidden key's row length ``N`` is hidden.
+- ``n``: every key of the hidden key's row length ``N`` is hidden;
+- ``m``: every key of the hidden key's row count ``M`` is hidden (what a call of a batch
+  size no tuning ran meets: the learned default reads another row count's tunings).
 
 For each hidden key, the nearest-key step is replayed as the resolver runs it on one
 device's folder (tuned keys of the same exact axes ranked by the family's
@@ -83,14 +85,14 @@ from flyconfigs.registry.search.neighbourhood import Neighbour, config_token, me
 from flyconfigs.schema import Artifact
 from flyconfigs.schema.pack import folder_artifacts
 
-__all__ = ["MODES", "Tuned", "check", "fold_tables", "leave_one_out", "main", "measured", "rules_of", "serve",
+__all__ = ["MODES", "Tuned", "check", "fold_tables", "hidden_of", "leave_one_out", "main", "measured", "rules_of", "serve",
            "tuned_of"]
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIDENT = PairedEvidence(margin=0.005, confidence=2.0)
 """The variance-aware test (``paired-se``), RMSNorm's rule: the transfer error (0.4-0.6%,
 ``--calibrate``) as the margin, two standard errors above it."""
-MODES = ("key", "n")
+MODES = ("key", "n", "m")
 
 
 @dataclass
@@ -246,6 +248,15 @@ def serve(decl: KernelDecl, asked: dict[str, Any], pool: Sequence[Tuned], query:
     return default_config(decl, asked, query), "default"
 
 
+def hidden_of(tuned: Sequence[Tuned], i: int, mode: str) -> set[int]:
+    """The indices hidden with key ``i``: itself (``key``), or every key of its row length
+    (``n``) or of its row count (``m``)."""
+    if mode == "key":
+        return {i}
+    axis = {"n": "N", "m": "M"}[mode]
+    return {j for j, o in enumerate(tuned) if o.key[axis] == tuned[i].key[axis]}
+
+
 def leave_one_out(spec: KernelDecl, tuned: list[Tuned], sibling: list[Tuned] | None, mode: str,
                   limit: int = 0) -> list[dict[str, Any]]:
     """One row per hidden key (the first ``limit`` only, where given): per rule the
@@ -257,7 +268,7 @@ def leave_one_out(spec: KernelDecl, tuned: list[Tuned], sibling: list[Tuned] | N
     theirs = {json.dumps(t.key, sort_keys=True): t for t in sibling or []}
     rows = []
     for i, t in enumerate(tuned[:limit] if limit else tuned):
-        hidden = {i} if mode == "key" else {j for j, o in enumerate(tuned) if o.key["N"] == t.key["N"]}
+        hidden = hidden_of(tuned, i, mode)
         pool = [o for j, o in enumerate(tuned) if j not in hidden]
         table = tables(hidden) if tables is not None else None
         query = DeviceQuery.of(t.artifact.device.identity)
@@ -289,7 +300,7 @@ def check(spec: KernelDecl, tuned: list[Tuned], limit: int, mode: str) -> int:
         folder = Path(work) / "pool"
         folder.mkdir()
         for i, t in enumerate(tuned[:limit]):
-            hidden = {i} if mode == "key" else {j for j, o in enumerate(tuned) if o.key["N"] == t.key["N"]}
+            hidden = hidden_of(tuned, i, mode)
             for child in folder.iterdir():
                 child.unlink()
             for j, o in enumerate(tuned):
@@ -312,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--artifacts", type=Path, default=ROOT / "artifacts" / "sm90")
     parser.add_argument("--kernel", action="append", choices=("rmsnorm", "fused_add_rmsnorm"),
                         help="kernels to measure (default both)")
-    parser.add_argument("--mode", action="append", choices=MODES, help="ways of hiding (default both)")
+    parser.add_argument("--mode", action="append", choices=MODES, help="ways of hiding (default all three)")
     parser.add_argument("--limit", type=int, default=0, help="hide only the first N keys of each device (a quick check)")
     parser.add_argument("--check", type=int, default=0,
                         help="also resolve the first K hidden keys of each device through the resolver")

@@ -4,8 +4,8 @@
 # a marker under OUT and are skipped once done, so the script can be run again (on a fresh
 # machine too) until every step has run:
 #   1. RMSNorm's leave-one-out picks (bench/results/neighbour-vote-loo.json) re-timed, each
-#      key measured twice, hiding a key, then hiding every key of an N (bench/loo_remeasure.py,
-#      --resume: a step stopped by its budget goes on where it stopped);
+#      key measured twice, hiding a key, every key of an N, then every key of an M
+#      (bench/loo_remeasure.py, --resume: a step stopped by its budget goes on where it stopped);
 #   2. the 25 RMSNorm keys no preset names tuned, then served from artifacts/sm90 with each
 #      rule beside the default and the tuning (bench/off_grid.py);
 #   3. the fused family's every-config GPU test at the shapes where a Triton tail config
@@ -20,7 +20,7 @@ out=$(realpath -m "$1")
 tuned=$out/tuned; mkdir -p "$tuned"
 export PYTHONUNBUFFERED=1
 limit=470  # seconds per step, under the machine's 10 minutes a command
-steps=6
+steps=7
 new="M=48,420,1800,7000,24000 N=1280,3200,4480,7680,10752 dtype=bf16"
 loo=bench/results/neighbour-vote-loo.json
 
@@ -34,7 +34,7 @@ step() {  # step NAME COMMAND...: run unless done; mark done on success
     fi
 }
 
-for mode in key n; do
+for mode in key n m; do
     step "remeasure-$mode" python3 -m bench.loo_remeasure --loo "$loo" --kernel rmsnorm --mode "$mode" --repeats 2 \
         --budget-s 420 --resume --out "$out/loo-remeasure-rmsnorm-$mode.json"
 done

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.loo_scores import summary
-from bench.neighbour_vote import check, fold_tables, leave_one_out, measured, rules_of
+from bench.neighbour_vote import check, fold_tables, hidden_of, leave_one_out, measured, rules_of
 from flyconfigs.kernels.fused_add_rmsnorm import SPEC as FUSED
 from flyconfigs.kernels.rmsnorm import SPEC
 from test_neighbour_vote import FAST_AROUND, FAST_HERE, OTHER, _tuned, key
@@ -47,6 +47,18 @@ def test_hiding_an_n_hides_every_key_of_it(tmp_path: Path) -> None:
     assert by_n[at]["nearest"]["ratio"] == by_key[at]["nearest"]["ratio"]
     at_2600 = next(i for i, r in enumerate(by_n) if r["key"] == key(2600))
     assert by_n[at_2600]["nearest"]["config"] == FAST_AROUND  # the winner at 2600 x 4096
+
+
+def test_each_way_of_hiding_hides_the_key_and_what_shares_its_axis(tmp_path: Path) -> None:
+    tuned = measured(_folder(tmp_path), "rmsnorm", SPEC)["NVIDIA H200"]
+    at = next(i for i, t in enumerate(tuned) if t.key == key(2600))  # M = 2600, N = 8192
+    keys = {mode: sorted((tuned[j].key["M"], tuned[j].key["N"]) for j in hidden_of(tuned, at, mode))
+            for mode in ("key", "n", "m")}
+    assert keys == {"key": [(2600, 8192)], "n": [(2048, 8192), (2600, 8192), (4096, 8192), (8192, 8192)],
+                    "m": [(2600, 4096), (2600, 8192)]}
+    # Hiding M = 2600 leaves the others of N = 8192 to serve it: FAST_AROUND, 6.0 at 2600.
+    by_m = leave_one_out(SPEC, tuned, None, "m")
+    assert next(r for r in by_m if r["key"] == key(2600))["nearest"]["ratio"] == 1.0
 
 
 def test_the_learned_default_is_refitted_without_what_is_hidden(tmp_path: Path) -> None:

@@ -12,8 +12,9 @@ row, the cluster the slice of them one block takes, and the threads are that cou
 (rounded up to a power of two) divided by the vectors per thread.  For a key,
 :func:`choose` scores every shape by the slowdowns it had at the tuned row lengths nearest
 the asked one (two on each side, weighted by how close they are in log N, a shape missing
-from a cell counted as :data:`MISSING`) at the nearest tuned row count, and serves the
-best-scoring shape that is a valid config of the key's space; carried to a row length it
+from a cell counted as :data:`MISSING`) at the asked row count where it was tuned, else at
+the tuned row counts on either side of it (weighted by how close they are in log M), and
+serves the best-scoring shape that is a valid config of the key's space; carried to a row length it
 was not measured at, a shape of several rows per block has its block filled to
 :data:`MULTI_ROW_BLOCK` threads.  Row counts are scaled by the device's compute units against the reference
 device's, so that a device twice as wide reads the row of half the rows.
@@ -35,7 +36,7 @@ from typing import Any
 from flyconfigs.kernels.rmsnorm.tunables import cluster_of, hints_of
 from flyconfigs.kernels.rownorm import ELEMENT_BYTES, pow2_ceil
 
-__all__ = ["MISSING", "MULTI_ROW_BLOCK", "NEIGHBOURS", "DefaultTable", "Shape", "choose", "config_of", "shape_of", "table"]
+__all__ = ["MISSING", "MULTI_ROW_BLOCK", "NEIGHBOURS", "SOFTEN", "DefaultTable", "Shape", "choose", "config_of", "shape_of", "table"]
 
 Shape = tuple[int, int, int, str, int, int, str]
 """``(log2 vectors per thread, rows per block, vector bytes, row storage, occupancy, cluster,
@@ -46,6 +47,9 @@ MISSING = 0.35
 shape a cell keeps)."""
 NEIGHBOURS = 2
 """Tuned row lengths used on each side of the asked one."""
+SOFTEN = 0.05
+"""Added to a neighbour's log distance before it is inverted into a weight (a tuned
+neighbour at the asked value itself does not take every weight)."""
 MULTI_ROW_BLOCK = 128
 """Fewest threads a block of several rows is given where a shape is carried to a row
 length it was not measured at (its rows are doubled).
@@ -111,28 +115,40 @@ class DefaultTable:
     def _rows(self, dtype: str, weight: str) -> tuple[int, ...]:
         return tuple(sorted({m for d, w, m in self._lengths if (d, w) == (dtype, weight)}))
 
-    def column(self, dtype: str, weight: str, m: float) -> tuple[str, str, int] | None:
-        """The tuned ``(dtype, weight, M)`` to read for ``m`` rows (reference-device
-        rows): the nearest M in log2 of the same dtypes, else of bf16 activations and
-        weights, which the table always covers best."""
+    def columns(self, dtype: str, weight: str, m: float) -> list[tuple[float, tuple[str, str, int]]]:
+        """The tuned ``(dtype, weight, M)`` columns to read for ``m`` rows (reference-device
+        rows), each with its weight: ``m``'s own where it was tuned, else the nearest tuned
+        M below it and the nearest above (those there are), weighted by how close each is
+        in log2; of the same dtypes, else of bf16 activations and weights, which the table
+        always covers best.  Empty when the table has neither."""
+        at = math.log2(max(m, 1.0))
         for d, w in ((dtype, weight), ("bf16", "bf16")):
             rows = self._rows(d, w)
-            if rows:
-                nearest = min(rows, key=lambda r: (abs(math.log2(r) - math.log2(max(m, 1.0))), r))
-                return d, w, nearest
-        return None
+            if not rows:
+                continue
+            same = [r for r in rows if abs(math.log2(r) - at) < 1e-9]
+            if same:
+                return [(1.0, (d, w, same[0]))]
+            sides = [r for r in (max((r for r in rows if r < m), default=None),
+                                 min((r for r in rows if r > m), default=None)) if r is not None]
+            return [(1.0 / (abs(math.log2(r) - at) + SOFTEN), (d, w, r)) for r in sides]
+        return []
 
-    def measured(self, column: tuple[str, str, int], n: int) -> bool:
-        """Whether ``column`` holds a cell of row length ``n``."""
-        return n in self._lengths.get(column, ())
+    def measured(self, columns: Sequence[tuple[float, tuple[str, str, int]]], n: int) -> bool:
+        """Whether ``columns`` are one tuned row count's, holding a cell of row length ``n``."""
+        return len(columns) == 1 and n in self._lengths.get(columns[0][1], ())
 
-    def scores(self, column: tuple[str, str, int], n: int) -> list[tuple[float, Shape]]:
-        """Every shape listed near ``n`` in ``column`` with its weighted slowdown, best first."""
-        lengths = self._lengths.get(column, ())
-        near = [x for x in lengths if x < n][-NEIGHBOURS:] + [x for x in lengths if x >= n][:NEIGHBOURS]
-        if n in lengths:
-            near = [n]
-        cells = [(1.0 / (abs(math.log(x / n)) + 0.05), self.cells[(*column, x)]) for x in near]
+    def scores(self, columns: Sequence[tuple[float, tuple[str, str, int]]], n: int) -> list[tuple[float, Shape]]:
+        """Every shape listed near ``n`` in ``columns`` with its weighted slowdown, best
+        first: each column's cells of the row lengths nearest ``n`` (``n``'s own where
+        tuned), weighted by the column's weight times how close each is in log N."""
+        cells: list[tuple[float, Mapping[Shape, float]]] = []
+        for weight, column in columns:
+            lengths = self._lengths.get(column, ())
+            near = [x for x in lengths if x < n][-NEIGHBOURS:] + [x for x in lengths if x >= n][:NEIGHBOURS]
+            if n in lengths:
+                near = [n]
+            cells += [(weight / (abs(math.log(x / n)) + SOFTEN), self.cells[(*column, x)]) for x in near]
         shapes = {s for _, cell in cells for s in cell}
         scored = [(sum(w * cell.get(s, MISSING) for w, cell in cells), s) for s in shapes]
         return sorted(scored)
@@ -149,12 +165,12 @@ def choose(table: DefaultTable, key: Mapping[str, Any], compute_units: int | Non
     m, n = int(key["M"]), int(key["N"])
     dtype, weight = str(key["dtype"]), str(key["weight_dtype"])
     rows = m * table.compute_units / compute_units if compute_units else float(m)
-    column = table.column(dtype, weight, rows)
-    if column is None:
+    columns = table.columns(dtype, weight, rows)
+    if not columns:
         return None
     allowed = {_frozen(c) for c in candidates}
-    carried = not table.measured(column, n)
-    for _, shape in table.scores(column, n):
+    carried = not table.measured(columns, n)
+    for _, shape in table.scores(columns, n):
         for config in (_filled(shape, n, dtype) if carried else [config_of(shape, n, dtype)]):
             if config is not None and _frozen(config) in allowed:
                 return config

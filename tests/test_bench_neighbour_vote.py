@@ -1,5 +1,5 @@
-"""bench/neighbour_vote.py hides each tuned key (or every key of its N) from what serves
-it, refits a learned default without it, scores each rule's config by the hidden key's
+"""bench/neighbour_vote.py hides each tuned key (or every key of its N, or of its M) from
+what serves it, refits a learned default without it, scores each rule's config by the hidden key's
 own recorded timings, and replays the nearest-key step as the resolver runs it."""
 
 from __future__ import annotations
@@ -56,9 +56,12 @@ def test_each_way_of_hiding_hides_the_key_and_what_shares_its_axis(tmp_path: Pat
             for mode in ("key", "n", "m")}
     assert keys == {"key": [(2600, 8192)], "n": [(2048, 8192), (2600, 8192), (4096, 8192), (8192, 8192)],
                     "m": [(2600, 4096), (2600, 8192)]}
-    # Hiding M = 2600 leaves the others of N = 8192 to serve it: FAST_AROUND, 6.0 at 2600.
-    by_m = leave_one_out(SPEC, tuned, None, "m")
-    assert next(r for r in by_m if r["key"] == key(2600))["nearest"]["ratio"] == 1.0
+    # The learned default is refitted without M = 2600's cells: it reads 2048 and 4096 then.
+    tables = fold_tables(SPEC, tuned)
+    assert tables is not None
+    refitted = tables(hidden_of(tuned, at, "m"))
+    assert all(cell[2] != 2600 for cell in refitted.cells) and len(refitted.cells) == len(tuned) - 2
+    assert [c[2] for _, c in refitted.columns("bf16", "bf16", 2600)] == [2048, 4096]
 
 
 def test_the_learned_default_is_refitted_without_what_is_hidden(tmp_path: Path) -> None:
@@ -75,6 +78,7 @@ def test_the_replay_serves_what_the_resolver_serves(tmp_path: Path) -> None:
     tuned = measured(_folder(tmp_path), "rmsnorm", SPEC)["NVIDIA H200"]
     assert check(SPEC, tuned, len(tuned), "key") == 0
     assert check(SPEC, tuned, len(tuned), "n") == 0
+    assert check(SPEC, tuned, len(tuned), "m") == 0
 
 
 def test_the_rules_compared() -> None:

@@ -122,24 +122,33 @@ def test_a_row_length_between_tuned_ones_is_scored_by_both_sides() -> None:
 def test_a_row_count_between_tuned_ones_is_read_from_both_sides() -> None:
     a, b = (1, 1, 16, "reg", 0, 1), (2, 1, 16, "reg", 0, 1)
     table = rmsnorm_default.DefaultTable(132, {
-        ("bf16", "bf16", 64, 4096): {a: 0.0, b: 0.2},
-        ("bf16", "bf16", 1024, 4096): {b: 0.0, a: 0.05},
+        ("bf16", "bf16", 64, 4096): {a: 0.0, b: 0.02},
+        ("bf16", "bf16", 1024, 4096): {b: 0.0, a: 0.3},
         ("bf16", "bf16", 8192, 4096): {b: 0.0},
     })
-    # A tuned row count reads its own column only.
+    # A tuned row count reads its own column only; one past either end, the nearest.
     assert table.columns("bf16", "bf16", 1024) == [(1.0, ("bf16", "bf16", 1024))]
+    assert [c[2] for _, c in table.columns("bf16", "bf16", 16)] == [64]
+    assert [c[2] for _, c in table.columns("bf16", "bf16", 20000)] == [8192]
     # 128 rows lie between 64 and 1024: one octave from 64, three from 1024.
     weights = dict((c[2], w) for w, c in table.columns("bf16", "bf16", 128))
     assert weights == {64: pytest.approx(1 / 1.05), 1024: pytest.approx(1 / 3.05)}
     scores = dict((s, v) for v, s in table.scores(table.columns("bf16", "bf16", 128), 4096))
     n_weight = 1 / rmsnorm_default.SOFTEN  # N = 4096 is tuned in both columns
-    assert scores[a] == pytest.approx(n_weight * (0.0 / 1.05 + 0.05 / 3.05))
-    assert scores[b] == pytest.approx(n_weight * (0.2 / 1.05 + 0.0 / 3.05))
+    assert scores[a] == pytest.approx(n_weight * (0.0 / 1.05 + 0.3 / 3.05))
+    assert scores[b] == pytest.approx(n_weight * (0.02 / 1.05 + 0.0 / 3.05))
+    # The nearer column alone (64 rows) would serve a; read from both sides, b serves.
     key = SPEC.check_key(SPEC.complete_key({"M": 128, "N": 4096, "dtype": "bf16"}))
-    assert rmsnorm_default.choose(table, key, 132, SPEC.candidates(key, 32)) == rmsnorm_default.config_of(a, 4096, "bf16")
-    # Past the largest tuned row count only the nearest column is left to read.
-    assert table.columns("bf16", "bf16", 20000) == [(pytest.approx(1 / (math.log2(20000 / 8192) + 0.05)),
-                                                     ("bf16", "bf16", 8192))]
+    assert rmsnorm_default.choose(table, key, 132, SPEC.candidates(key, 32)) == rmsnorm_default.config_of(b, 4096, "bf16")
+
+
+def test_a_shape_both_row_counts_measured_at_the_asked_row_length_is_served_as_measured() -> None:
+    shape = rmsnorm_default.shape_of(MULTI, 256, "bf16")
+    table = rmsnorm_default.DefaultTable(132, {("bf16", "bf16", 64, 256): {shape: 0.0},
+                                               ("bf16", "bf16", 1024, 256): {shape: 0.0}})
+    key = SPEC.check_key(SPEC.complete_key({"M": 128, "N": 256, "dtype": "bf16"}))
+    assert table.measured(table.columns("bf16", "bf16", 128), 256)
+    assert rmsnorm_default.choose(table, key, 132, SPEC.candidates(key, 32)) == MULTI  # not filled to 32 x 4
 
 
 @pytest.mark.slow

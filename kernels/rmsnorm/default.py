@@ -48,8 +48,8 @@ shape a cell keeps)."""
 NEIGHBOURS = 2
 """Tuned row lengths used on each side of the asked one."""
 SOFTEN = 0.05
-"""Added to a neighbour's log distance before it is inverted into a weight (a tuned
-neighbour at the asked value itself does not take every weight)."""
+"""Added to a neighbour's log distance before it is inverted into a weight, so that a
+neighbour very near the asked value weighs much, but finitely, more than one further off."""
 MULTI_ROW_BLOCK = 128
 """Fewest threads a block of several rows is given where a shape is carried to a row
 length it was not measured at (its rows are doubled).
@@ -135,8 +135,9 @@ class DefaultTable:
         return []
 
     def measured(self, columns: Sequence[tuple[float, tuple[str, str, int]]], n: int) -> bool:
-        """Whether ``columns`` are one tuned row count's, holding a cell of row length ``n``."""
-        return len(columns) == 1 and n in self._lengths.get(columns[0][1], ())
+        """Whether every one of ``columns`` holds a cell of row length ``n`` (a shape read
+        there is read as it was measured)."""
+        return bool(columns) and all(n in self._lengths.get(column, ()) for _, column in columns)
 
     def scores(self, columns: Sequence[tuple[float, tuple[str, str, int]]], n: int) -> list[tuple[float, Shape]]:
         """Every shape listed near ``n`` in ``columns`` with its weighted slowdown, best
@@ -158,10 +159,10 @@ def choose(table: DefaultTable, key: Mapping[str, Any], compute_units: int | Non
            candidates: Iterable[Mapping[str, Any]]) -> dict[str, int | str] | None:
     """The config the table serves for ``key``: the best-scoring shape that is one of
     ``candidates`` (the key's space on the device), or ``None`` when no listed shape is.
-    At a row length the column was not measured at, a multi-row shape is tried with its
-    block filled to :data:`MULTI_ROW_BLOCK` threads, then with half as many rows each time
-    down to its own (a key of few rows caps the rows per block); at a measured one, as it
-    was measured."""
+    Where a column read (:meth:`DefaultTable.columns`) did not measure the asked row
+    length, a multi-row shape is tried with its block filled to :data:`MULTI_ROW_BLOCK`
+    threads, then with half as many rows each time down to its own (a key of few rows caps
+    the rows per block); where every one did, as it was measured."""
     m, n = int(key["M"]), int(key["N"])
     dtype, weight = str(key["dtype"]), str(key["weight_dtype"])
     rows = m * table.compute_units / compute_units if compute_units else float(m)
